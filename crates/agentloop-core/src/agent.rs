@@ -1,0 +1,312 @@
+//! The library entry point: build an [`Agent`] once, start runs, consume their events as a
+//! `Stream`.
+
+use std::{
+    collections::BTreeMap,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use agentloop_protocol::{ChatMessage, Event};
+use futures::Stream;
+use tokio::{sync::mpsc, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::{
+    catalog::ToolCatalog,
+    driver::{Emitter, EventSink, RunServices, drive},
+    llm::Llm,
+    machine::{RunContext, RunInput, RunMachine, RunOutcome},
+    settings::{AgentSettings, ToolSettings},
+    tool::{Tool, ToolSource},
+};
+
+/// Errors of building an agent or of a run's task.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("no LLM was given to the agent builder (call .llm(...))")]
+    MissingLlm,
+    #[error("invalid configuration: {0}")]
+    InvalidSettings(String),
+    #[error("the run task crashed: {0}")]
+    RunCrashed(String),
+}
+
+/// A question for the agent, with what the run should know.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    pub query: String,
+    /// Defaults to a new session id.
+    pub session_id: Option<Uuid>,
+    /// Defaults to a new run id.
+    pub run_id: Option<Uuid>,
+    /// Earlier messages of the conversation, oldest first.
+    pub history: Vec<ChatMessage>,
+    /// Replaces the agent's system prompt for this run.
+    pub system_prompt: Option<String>,
+    /// Replaces the configured model for this run.
+    pub model: Option<String>,
+    /// Lower than the agent's limit, never higher.
+    pub max_iterations: Option<u32>,
+    pub context: RunContext,
+}
+
+impl RunRequest {
+    pub fn new(query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn session(mut self, session_id: Uuid) -> Self {
+        self.session_id = Some(session_id);
+        self
+    }
+
+    pub fn history(mut self, history: Vec<ChatMessage>) -> Self {
+        self.history = history;
+        self
+    }
+
+    pub fn max_iterations(mut self, max_iterations: u32) -> Self {
+        self.max_iterations = Some(max_iterations);
+        self
+    }
+
+    pub fn context(mut self, context: RunContext) -> Self {
+        self.context = context;
+        self
+    }
+}
+
+/// An LLM, its tools and its limits; cheap to clone and share between runs.
+#[derive(Clone)]
+pub struct Agent {
+    services: RunServices,
+    warnings: Arc<Vec<String>>,
+}
+
+impl Agent {
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder::default()
+    }
+
+    pub fn catalog(&self) -> &Arc<ToolCatalog> {
+        &self.services.catalog
+    }
+
+    pub fn settings(&self) -> &Arc<AgentSettings> {
+        &self.services.settings
+    }
+
+    pub fn services(&self) -> &RunServices {
+        &self.services
+    }
+
+    /// Problems found while building that did not stop the agent (a tool source that failed,
+    /// a schema that does not compile, ...).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The state machine of a run, for callers that drive runs themselves.
+    pub fn prepare(&self, request: RunRequest) -> RunMachine {
+        let settings = &self.services.settings;
+        let max_iterations = request
+            .max_iterations
+            .map_or(settings.max_iterations, |wanted| {
+                wanted.clamp(1, settings.max_iterations)
+            });
+        let input = RunInput {
+            run_id: request.run_id.unwrap_or_else(Uuid::now_v7),
+            session_id: request.session_id.unwrap_or_else(Uuid::now_v7),
+            query: request.query,
+            history: request.history,
+            system_prompt: request
+                .system_prompt
+                .unwrap_or_else(|| settings.system_prompt.clone()),
+            model: request.model,
+            max_iterations,
+            context: request.context,
+        };
+        RunMachine::new(input, settings.clone(), self.services.catalog.clone())
+    }
+
+    /// Starts a run in its own task; its events arrive through the returned handle.
+    pub fn run(&self, request: RunRequest) -> RunHandle {
+        let machine = self.prepare(request);
+        let run_id = machine.run_id();
+        let session_id = machine.input().session_id;
+        let (sender, events) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let services = self.services.clone();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            let mut emitter = Emitter::new(run_id, Arc::new(sender));
+            drive(machine, services, &mut emitter, token).await
+        });
+        RunHandle {
+            run_id,
+            session_id,
+            events,
+            task,
+            cancel,
+        }
+    }
+
+    /// Runs to the end in the current task, sending events to `sink`.
+    pub async fn run_with_sink(
+        &self,
+        request: RunRequest,
+        sink: Arc<dyn EventSink>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        let machine = self.prepare(request);
+        let mut emitter = Emitter::new(machine.run_id(), sink);
+        drive(machine, self.services.clone(), &mut emitter, cancel).await
+    }
+}
+
+/// A run in progress: a `Stream` of its events, ending after `done`.
+pub struct RunHandle {
+    run_id: Uuid,
+    session_id: Uuid,
+    events: mpsc::UnboundedReceiver<Event>,
+    task: JoinHandle<RunOutcome>,
+    cancel: CancellationToken,
+}
+
+impl RunHandle {
+    pub fn run_id(&self) -> Uuid {
+        self.run_id
+    }
+
+    pub fn session_id(&self) -> Uuid {
+        self.session_id
+    }
+
+    /// Asks the run to stop at its next safe point.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Waits for the end of the run. Events not consumed yet are dropped.
+    pub async fn outcome(self) -> Result<RunOutcome, AgentError> {
+        self.task
+            .await
+            .map_err(|error| AgentError::RunCrashed(error.to_string()))
+    }
+
+    /// Waits for the end of the run and returns all its events with the outcome.
+    pub async fn collect(mut self) -> Result<(Vec<Event>, RunOutcome), AgentError> {
+        let mut events = Vec::new();
+        while let Some(event) = self.events.recv().await {
+            events.push(event);
+        }
+        let outcome = self.outcome().await?;
+        Ok((events, outcome))
+    }
+}
+
+impl Stream for RunHandle {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.events.poll_recv(cx)
+    }
+}
+
+/// Assembles an [`Agent`].
+#[derive(Default)]
+pub struct AgentBuilder {
+    llm: Option<Arc<dyn Llm>>,
+    tools: Vec<Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
+    settings: AgentSettings,
+    tool_settings: BTreeMap<String, ToolSettings>,
+}
+
+impl AgentBuilder {
+    pub fn llm(mut self, llm: Arc<dyn Llm>) -> Self {
+        self.llm = Some(llm);
+        self
+    }
+
+    /// Adds a tool under the name its `info()` gives.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds every tool of a source (an MCP server, ...).
+    pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    pub fn settings(mut self, settings: AgentSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.settings.system_prompt = prompt.into();
+        self
+    }
+
+    pub fn max_iterations(mut self, max_iterations: u32) -> Self {
+        self.settings.max_iterations = max_iterations;
+        self
+    }
+
+    pub fn tool_settings(mut self, tool: impl Into<String>, settings: ToolSettings) -> Self {
+        self.tool_settings.insert(tool.into(), settings);
+        self
+    }
+
+    /// Lists the tools of every source (at the same time) and builds the agent. A source that
+    /// fails is left out with a warning.
+    pub async fn build(self) -> Result<Agent, AgentError> {
+        let llm = self.llm.ok_or(AgentError::MissingLlm)?;
+        self.settings
+            .validate()
+            .map_err(AgentError::InvalidSettings)?;
+        for (tool, settings) in &self.tool_settings {
+            settings.validate(tool).map_err(AgentError::InvalidSettings)?;
+        }
+        let mut warnings = Vec::new();
+        let mut tools = self.tools;
+        let listed = futures::future::join_all(self.sources.iter().map(|source| source.tools())).await;
+        for (source, result) in self.sources.iter().zip(listed) {
+            match result {
+                Ok(found) => tools.extend(found),
+                Err(error) => warnings.push(format!(
+                    "tool source {} is left out: {error}",
+                    source.name()
+                )),
+            }
+        }
+        let catalog = ToolCatalog::new(tools, &self.tool_settings);
+        warnings.extend(catalog.warnings().iter().cloned());
+        Ok(Agent {
+            services: RunServices {
+                llm,
+                catalog: Arc::new(catalog),
+                settings: Arc::new(self.settings),
+            },
+            warnings: Arc::new(warnings),
+        })
+    }
+}

@@ -1,0 +1,228 @@
+//! The tools an agent offers: each under its internal and provider-safe name, with its compiled
+//! argument schema and its settings. A run works on one immutable snapshot.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use serde_json::Value;
+
+use crate::{
+    llm::ToolSpec,
+    names,
+    settings::{AgentSettings, ToolSettings},
+    tool::Tool,
+};
+
+/// One tool of the catalog.
+pub struct CatalogEntry {
+    pub tool: Arc<dyn Tool>,
+    pub provider_name: String,
+    pub settings: ToolSettings,
+    validator: Option<jsonschema::Validator>,
+}
+
+impl CatalogEntry {
+    pub fn name(&self) -> &str {
+        &self.tool.info().name
+    }
+
+    /// The time limit of a call: the tool's own, else the agent's default.
+    pub fn timeout(&self, agent: &AgentSettings) -> Duration {
+        self.settings
+            .timeout_s
+            .map(Duration::from_secs_f64)
+            .unwrap_or_else(|| agent.tool_timeout())
+    }
+
+    /// Checks arguments against the tool's JSON Schema; the error lists every problem with the
+    /// path where it was found.
+    pub fn validate(&self, arguments: &Value) -> Result<(), String> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(arguments)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                if path.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("at {path}: {error}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    pub fn spec(&self) -> ToolSpec {
+        let info = self.tool.info();
+        ToolSpec {
+            name: self.provider_name.clone(),
+            description: info.description.clone(),
+            parameters: info.input_schema.clone(),
+        }
+    }
+}
+
+/// The tools of an agent.
+#[derive(Default)]
+pub struct ToolCatalog {
+    entries: Vec<CatalogEntry>,
+    by_name: HashMap<String, usize>,
+    by_provider_name: HashMap<String, usize>,
+    warnings: Vec<String>,
+}
+
+impl ToolCatalog {
+    /// Builds the catalog. Problems that do not stop the agent (a second tool with a name
+    /// already taken, a schema that does not compile, settings for a tool that does not exist)
+    /// are kept as warnings.
+    pub fn new(tools: Vec<Arc<dyn Tool>>, settings: &BTreeMap<String, ToolSettings>) -> Self {
+        let mut catalog = ToolCatalog::default();
+        let mut taken = HashSet::new();
+        for tool in tools {
+            let info = tool.info();
+            if catalog.by_name.contains_key(&info.name) {
+                catalog
+                    .warnings
+                    .push(format!("tool {} is offered twice; the second one is ignored", info.name));
+                continue;
+            }
+            let validator = match jsonschema::validator_for(&info.input_schema) {
+                Ok(validator) => Some(validator),
+                Err(error) => {
+                    catalog.warnings.push(format!(
+                        "the input schema of tool {} does not compile ({error}); its arguments \
+                         will not be validated",
+                        info.name
+                    ));
+                    None
+                }
+            };
+            let provider_name = names::unique(&info.name, &mut taken);
+            let index = catalog.entries.len();
+            catalog.by_name.insert(info.name.clone(), index);
+            catalog.by_provider_name.insert(provider_name.clone(), index);
+            catalog.entries.push(CatalogEntry {
+                settings: settings.get(&info.name).cloned().unwrap_or_default(),
+                tool,
+                provider_name,
+                validator,
+            });
+        }
+        for name in settings.keys() {
+            if !catalog.by_name.contains_key(name) {
+                catalog.warnings.push(format!(
+                    "[tools.\"{name}\"] in the configuration names a tool that no server offers"
+                ));
+            }
+        }
+        catalog
+    }
+
+    pub fn entries(&self) -> &[CatalogEntry] {
+        &self.entries
+    }
+
+    pub fn get(&self, name: &str) -> Option<&CatalogEntry> {
+        self.by_name.get(name).map(|&index| &self.entries[index])
+    }
+
+    /// Finds the tool the model meant: by provider-safe name, else by internal name.
+    pub fn resolve(&self, model_name: &str) -> Option<&CatalogEntry> {
+        self.by_provider_name
+            .get(model_name)
+            .or_else(|| self.by_name.get(model_name))
+            .map(|&index| &self.entries[index])
+    }
+
+    /// The provider-safe name of an internal name, also for tools no longer in the catalog
+    /// (they may appear in history).
+    pub fn provider_name(&self, name: &str) -> String {
+        match self.get(name) {
+            Some(entry) => entry.provider_name.clone(),
+            None => names::sanitize(name),
+        }
+    }
+
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl std::fmt::Debug for ToolCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|entry| entry.name()))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{FnTool, ToolOutput};
+    use serde_json::json;
+
+    fn tool(name: &str, schema: Value) -> Arc<dyn Tool> {
+        Arc::new(FnTool::new(name, "test", schema, |_, _| async {
+            Ok(ToolOutput::text("ok"))
+        }))
+    }
+
+    fn number_schema() -> Value {
+        json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]})
+    }
+
+    #[test]
+    fn resolves_provider_and_internal_names() {
+        let catalog = ToolCatalog::new(vec![tool("math.add", number_schema())], &BTreeMap::new());
+        assert_eq!(catalog.resolve("math__add").unwrap().name(), "math.add");
+        assert_eq!(catalog.resolve("math.add").unwrap().name(), "math.add");
+        assert!(catalog.resolve("math__sub").is_none());
+    }
+
+    #[test]
+    fn validation_names_the_problem_and_its_path() {
+        let catalog = ToolCatalog::new(vec![tool("math.add", number_schema())], &BTreeMap::new());
+        let entry = catalog.get("math.add").unwrap();
+        assert_eq!(entry.validate(&json!({"a": 1})), Ok(()));
+        let missing = entry.validate(&json!({})).unwrap_err();
+        assert!(missing.contains("\"a\" is a required property"), "{missing}");
+        let wrong = entry.validate(&json!({"a": "one"})).unwrap_err();
+        assert!(wrong.contains("/a"), "{wrong}");
+    }
+
+    #[test]
+    fn problems_become_warnings_not_failures() {
+        let mut settings = BTreeMap::new();
+        settings.insert("nope.tool".to_string(), ToolSettings::default());
+        let catalog = ToolCatalog::new(
+            vec![
+                tool("x.a", json!({"type": 12})),
+                tool("x.a", json!({"type": "object"})),
+            ],
+            &settings,
+        );
+        assert_eq!(catalog.len(), 1);
+        let warnings = catalog.warnings().join("\n");
+        assert!(warnings.contains("does not compile"), "{warnings}");
+        assert!(warnings.contains("offered twice"), "{warnings}");
+        assert!(warnings.contains("nope.tool"), "{warnings}");
+    }
+}

@@ -1,0 +1,229 @@
+//! The thin async driver: performs the steps the [`RunMachine`] asks for against the `Llm` and
+//! the tools, feeds the results back, and emits the machine's events with their sequence numbers.
+
+use std::{sync::Arc, time::Instant};
+
+use agentloop_protocol::{Event, EventKind};
+use chrono::Utc;
+use futures::{StreamExt, stream::FuturesUnordered};
+use tokio::sync::{RwLock, Semaphore};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::{
+    catalog::ToolCatalog,
+    llm::{CallPurpose, Llm},
+    machine::{RunMachine, RunOutcome, Step, ToolInvocation, ToolResult},
+    settings::AgentSettings,
+    tool::{Tool, ToolContext},
+};
+
+/// Where a run's events go: a channel, a broadcast, a store. Must not block.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: Event);
+}
+
+impl EventSink for tokio::sync::mpsc::UnboundedSender<Event> {
+    fn emit(&self, event: Event) {
+        // A receiver that went away is a consumer that stopped listening; the run goes on.
+        let _ = self.send(event);
+    }
+}
+
+/// Numbers a run's events and hands them to the sink.
+pub struct Emitter {
+    run_id: Uuid,
+    last_seq: u64,
+    sink: Arc<dyn EventSink>,
+}
+
+impl Emitter {
+    pub fn new(run_id: Uuid, sink: Arc<dyn EventSink>) -> Self {
+        Self::resuming(run_id, 0, sink)
+    }
+
+    /// Continues a run whose events up to `last_seq` were already emitted.
+    pub fn resuming(run_id: Uuid, last_seq: u64, sink: Arc<dyn EventSink>) -> Self {
+        Self {
+            run_id,
+            last_seq,
+            sink,
+        }
+    }
+
+    pub fn emit(&mut self, kind: EventKind) {
+        self.last_seq += 1;
+        self.sink.emit(Event {
+            run_id: self.run_id,
+            seq: self.last_seq,
+            kind,
+        });
+    }
+}
+
+/// What a run needs from its agent.
+#[derive(Clone)]
+pub struct RunServices {
+    pub llm: Arc<dyn Llm>,
+    pub catalog: Arc<ToolCatalog>,
+    pub settings: Arc<AgentSettings>,
+}
+
+/// Runs `machine` to its end. Cancellation takes effect at the next safe point: an LLM call is
+/// abandoned, tool calls in flight finish and are recorded first.
+pub async fn drive(
+    mut machine: RunMachine,
+    services: RunServices,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+) -> RunOutcome {
+    let mut step = machine.start();
+    loop {
+        flush(&mut machine, emitter);
+        if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
+            step = machine.cancel();
+            continue;
+        }
+        step = match step {
+            Step::Finished(outcome) => return *outcome,
+            Step::CallModel(request) => {
+                let finalize = request.purpose == CallPurpose::Finalize;
+                let started = Instant::now();
+                let reply = {
+                    let mut on_text = |text: &str| {
+                        if text.is_empty() {
+                            return;
+                        }
+                        emitter.emit(if finalize {
+                            EventKind::FinalResponse {
+                                delta: text.to_string(),
+                            }
+                        } else {
+                            EventKind::AssistantDelta {
+                                text: text.to_string(),
+                            }
+                        });
+                    };
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => None,
+                        reply = services.llm.complete(&request, &mut on_text) => Some(reply),
+                    }
+                };
+                tracing::debug!(
+                    run_id = %machine.run_id(),
+                    iteration = machine.iteration(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    ok = reply.as_ref().is_some_and(Result::is_ok),
+                    "llm call"
+                );
+                match reply {
+                    Some(reply) => machine.on_model_reply(reply),
+                    None => machine.cancel(),
+                }
+            }
+            Step::CallTools(invocations) => run_tools(&mut machine, &services, emitter, invocations).await,
+        };
+    }
+}
+
+fn flush(machine: &mut RunMachine, emitter: &mut Emitter) {
+    for event in machine.take_events() {
+        emitter.emit(event);
+    }
+}
+
+/// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
+/// alone. Results are fed back as they arrive, so `tool_executed` events are live.
+async fn run_tools(
+    machine: &mut RunMachine,
+    services: &RunServices,
+    emitter: &mut Emitter,
+    invocations: Vec<ToolInvocation>,
+) -> Step {
+    let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
+    let gate = Arc::new(RwLock::new(()));
+    let input = machine.input();
+    let mut running: FuturesUnordered<_> = invocations
+        .into_iter()
+        .map(|invocation| {
+            let tool = services
+                .catalog
+                .get(&invocation.tool)
+                .map(|entry| entry.tool.clone());
+            let context = ToolContext {
+                run_id: input.run_id,
+                session_id: input.session_id,
+                call_id: invocation.call_id.clone(),
+                user_id: input.context.user_id.clone(),
+                entity_id: input.context.entity_id.clone(),
+                workflow: input.context.workflow.clone(),
+                read_only: input.context.read_only,
+            };
+            execute(invocation, tool, context, permits.clone(), gate.clone())
+        })
+        .collect();
+    while let Some(result) = running.next().await {
+        let next = machine.on_tool_result(result);
+        flush(machine, emitter);
+        if let Some(step) = next {
+            return step;
+        }
+    }
+    machine.fail(
+        "internal_error",
+        "internal error: a tool batch ended without a result for every call".to_string(),
+    )
+}
+
+async fn execute(
+    invocation: ToolInvocation,
+    tool: Option<Arc<dyn Tool>>,
+    context: ToolContext,
+    permits: Arc<Semaphore>,
+    gate: Arc<RwLock<()>>,
+) -> ToolResult {
+    let ToolInvocation {
+        call_id,
+        tool: name,
+        arguments,
+        timeout,
+    } = invocation;
+    let Some(tool) = tool else {
+        return ToolResult {
+            call_id,
+            started_at: Utc::now(),
+            duration_ms: 0,
+            outcome: Err(format!("tool {name} is no longer available")),
+        };
+    };
+    // Both are only closed when dropped, which cannot happen while we hold the Arcs.
+    let _permit = permits.acquire_owned().await.ok();
+    let (_shared, _exclusive) = if tool.supports_parallel() {
+        (Some(gate.read_owned().await), None)
+    } else {
+        (None, Some(gate.write_owned().await))
+    };
+    let started_at = Utc::now();
+    let started = Instant::now();
+    // A task of its own, so that a panicking tool fails its call, not the run.
+    let mut task = tokio::spawn(async move { tool.call(arguments, context).await });
+    let outcome = match tokio::time::timeout(timeout, &mut task).await {
+        Ok(Ok(Ok(output))) => Ok(output),
+        Ok(Ok(Err(error))) => Err(error.to_string()),
+        Ok(Err(join_error)) => Err(format!("the tool crashed: {join_error}")),
+        Err(_) => {
+            task.abort();
+            Err(format!(
+                "timed out after {} s (set [tools.\"{name}\"] timeout_s to allow longer)",
+                timeout.as_secs_f64()
+            ))
+        }
+    };
+    ToolResult {
+        call_id,
+        started_at,
+        duration_ms: started.elapsed().as_millis() as u64,
+        outcome,
+    }
+}

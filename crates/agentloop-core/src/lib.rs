@@ -1,0 +1,36 @@
+//! agentloop-core: the agent loop as a state machine with no I/O, the tool pipeline, and the
+//! thin async driver that runs it against the [`Llm`] and [`Tool`] traits.
+//!
+//! ```no_run
+//! # async fn demo(llm: std::sync::Arc<dyn agentloop_core::Llm>) -> Result<(), agentloop_core::AgentError> {
+//! use agentloop_core::{Agent, RunRequest};
+//! use futures::StreamExt;
+//!
+//! let agent = Agent::builder().llm(llm).build().await?;
+//! let mut run = agent.run(RunRequest::new("What is 6 x 7?"));
+//! while let Some(event) = run.next().await {
+//!     println!("{}", serde_json::to_string(&event).unwrap_or_default());
+//! }
+//! # Ok(()) }
+//! ```
+
+mod agent;
+mod canonical;
+mod catalog;
+mod driver;
+mod llm;
+pub mod machine;
+mod names;
+mod settings;
+mod tool;
+
+pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
+pub use agentloop_protocol as protocol;
+pub use canonical::canonical_json;
+pub use catalog::{CatalogEntry, ToolCatalog};
+pub use driver::{Emitter, EventSink, RunServices, drive};
+pub use llm::{CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec};
+pub use machine::{RunContext, RunFailure, RunInput, RunMachine, RunOutcome, Step};
+pub use names::sanitize as provider_safe_name;
+pub use settings::{AgentSettings, ToolSettings};
+pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};

@@ -1,0 +1,139 @@
+//! The model side of a run: what the loop asks an LLM and what it reads back.
+
+use agentloop_protocol::{ChatMessage, ToolCall, Usage};
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// Whether the model may call tools in this reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolChoice {
+    Auto,
+    /// Used for the forced summary: the model must answer in text.
+    None,
+}
+
+/// Why the loop makes this call; decides how streamed text is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPurpose {
+    /// A normal iteration: the reply may be tool calls or the answer.
+    Step,
+    /// The forced summary: the reply is the answer.
+    Finalize,
+}
+
+/// A tool as offered to the model, under its provider-safe name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// One Chat Completions call. Tool names in `messages` and `tools` are already provider-safe.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// Overrides the configured model for this call.
+    pub model: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub tool_choice: ToolChoice,
+    pub purpose: CallPurpose,
+}
+
+/// What the model answered. Tool call names are as the model wrote them (provider-safe).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelReply {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+impl ModelReply {
+    /// The reply's text when it has any non-blank text.
+    pub fn text(&self) -> Option<&str> {
+        self.content.as_deref().filter(|text| !text.trim().is_empty())
+    }
+}
+
+/// Receives text as the model streams it.
+pub type TextSink<'a> = &'a mut (dyn FnMut(&str) + Send);
+
+/// An LLM that speaks in chat completions. Implementations retry what is worth retrying
+/// themselves; an error returned here ends the run.
+#[async_trait]
+pub trait Llm: Send + Sync {
+    /// Sends one request. Text is passed to `on_text` as it arrives (once, whole, when the
+    /// implementation does not stream).
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        on_text: TextSink<'_>,
+    ) -> Result<ModelReply, LlmError>;
+}
+
+/// Why an LLM call failed. The messages are written for the person running agentloop: they
+/// say what to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error(
+        "cannot reach the LLM at {url} ({detail}). Point llm.base_url in agentloop.toml (or the \
+         OPENAI_BASE_URL environment variable) at a running OpenAI-compatible server"
+    )]
+    Unreachable { url: String, detail: String },
+    #[error(
+        "no API key for {url}: set OPENAI_API_KEY (or the variable named by llm.api_key_env), or \
+         point llm.base_url / OPENAI_BASE_URL at a server that needs no key"
+    )]
+    MissingApiKey { url: String },
+    #[error(
+        "the LLM at {url} refused the API key (HTTP {status}): {message}. Set OPENAI_API_KEY (or \
+         the variable named by llm.api_key_env) to a valid key"
+    )]
+    Unauthorized {
+        url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("the LLM rejected the request (HTTP {status}): {message}")]
+    Rejected { status: u16, message: String },
+    #[error("the LLM is still rate limiting after {retries} retries (HTTP 429): {message}")]
+    RateLimited { retries: u32, message: String },
+    #[error("the LLM failed with HTTP {status} after {retries} retries: {message}")]
+    Server {
+        status: u16,
+        retries: u32,
+        message: String,
+    },
+    #[error("the LLM did not answer within {seconds} s (llm.timeout_s)")]
+    Timeout { seconds: f64 },
+    #[error("the LLM stream ended before the reply was complete (no finish_reason was sent)")]
+    TruncatedStream,
+    #[error("the LLM sent a reply agentloop cannot read: {0}")]
+    Protocol(String),
+}
+
+impl LlmError {
+    /// Worth another attempt with the same request.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LlmError::RateLimited { .. } | LlmError::Server { .. } | LlmError::Timeout { .. }
+        )
+    }
+
+    /// A stable, machine-readable code for the `error` event.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LlmError::Unreachable { .. } => "llm_unreachable",
+            LlmError::MissingApiKey { .. } => "llm_missing_api_key",
+            LlmError::Unauthorized { .. } => "llm_unauthorized",
+            LlmError::Rejected { .. } => "llm_rejected",
+            LlmError::RateLimited { .. } => "llm_rate_limited",
+            LlmError::Server { .. } => "llm_server_error",
+            LlmError::Timeout { .. } => "llm_timeout",
+            LlmError::TruncatedStream => "llm_truncated_stream",
+            LlmError::Protocol(_) => "llm_protocol_error",
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The tool calls of one model reply: checked before anything runs, executed by the driver, and
+//! resolved in the order the model issued them.
+
+use std::time::Duration;
+
+use agentloop_protocol::{ToolCall, ToolExecutionRecord, ToolStatus};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// A call the driver must execute.
+#[derive(Debug, Clone)]
+pub struct ToolInvocation {
+    pub call_id: String,
+    /// Internal tool name.
+    pub tool: String,
+    pub arguments: Value,
+    pub timeout: Duration,
+}
+
+/// What the driver reports for one executed call.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: u64,
+    /// The output, or a message saying why the call failed (tool error, timeout, crash).
+    pub outcome: Result<crate::tool::ToolOutput, String>,
+}
+
+/// Where a call of the batch stands.
+#[derive(Debug)]
+pub(crate) enum SlotState {
+    /// Executing in the driver.
+    Running,
+    /// Ended, with the tool message the model will read.
+    Resolved {
+        record: ToolExecutionRecord,
+        message: String,
+    },
+    /// Repeats call `index` of this same batch; resolved when that one is.
+    SameAs { index: usize },
+}
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub call: ToolCall,
+    pub arguments: Value,
+    pub state: SlotState,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub slots: Vec<Slot>,
+    pub invocations: Vec<ToolInvocation>,
+}
+
+impl Batch {
+    pub fn running(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|slot| matches!(slot.state, SlotState::Running))
+            .count()
+    }
+
+    pub fn slot_mut(&mut self, call_id: &str) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|slot| slot.call.id == call_id)
+    }
+}
+
+/// A record for a call that ended without running.
+pub(crate) fn refused_record(
+    call: &ToolCall,
+    arguments: &Value,
+    iteration: u32,
+    status: ToolStatus,
+    error: String,
+) -> ToolExecutionRecord {
+    ToolExecutionRecord {
+        call_id: call.id.clone(),
+        iteration,
+        tool: call.name.clone(),
+        arguments: arguments.clone(),
+        started_at: Utc::now(),
+        duration_ms: 0,
+        status,
+        result: None,
+        structured_result: None,
+        error: Some(error),
+    }
+}
+
+/// Parses the model's argument text: empty means no arguments; anything else must be a JSON
+/// object.
+pub(crate) fn parse_arguments(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(other) => Err(format!(
+            "the arguments must be a JSON object, not {}",
+            json_type(&other)
+        )),
+        Err(error) => Err(format!("the arguments are not valid JSON ({error})")),
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_arguments_are_an_empty_object() {
+        assert_eq!(parse_arguments("  ").unwrap(), serde_json::json!({}));
+    }
+
+    #[test]
+    fn non_objects_and_broken_json_are_named() {
+        assert!(parse_arguments("[1]").unwrap_err().contains("not an array"));
+        assert!(parse_arguments("{\"a\":").unwrap_err().contains("not valid JSON"));
+    }
+}

@@ -1,0 +1,123 @@
+//! Text the loop writes for the model and the user: bounded tool output, tool error payloads, the
+//! forced-summary instruction and the fallback answer built from execution records.
+
+use agentloop_protocol::{FinalizeReason, ToolExecutionRecord, ToolStatus};
+use serde_json::json;
+
+/// `text` cut to at most `max_chars` characters, with a visible marker when cut.
+pub fn bound(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_string(),
+        Some((cut, _)) => {
+            let total = text.chars().count();
+            format!(
+                "{}\n…[truncated: showing {max_chars} of {total} characters; the full output is \
+                 kept in the execution record]",
+                &text[..cut]
+            )
+        }
+    }
+}
+
+/// The tool message for a call that did not succeed: JSON the model can read and act on.
+pub fn tool_error_message(status: ToolStatus, error: &str, hint: &str) -> String {
+    json!({"status": status.as_str(), "error": error, "hint": hint}).to_string()
+}
+
+/// The tool message for a call that repeats an earlier one.
+pub fn duplicate_message(
+    earlier_call_id: &str,
+    earlier: Option<(ToolStatus, &str)>,
+    max_chars: usize,
+) -> String {
+    let mut payload = json!({
+        "status": "skipped",
+        "note": format!(
+            "Not executed again: this exact call (same tool, same arguments) was already made as \
+             {earlier_call_id} in this run. Use its result instead of repeating the call, or \
+             answer the user."
+        ),
+    });
+    if let Some((status, text)) = earlier {
+        payload["earlier_status"] = json!(status.as_str());
+        payload["earlier_result"] = json!(bound(text, max_chars));
+    }
+    payload.to_string()
+}
+
+/// The instruction appended (after the stable system prompt and the conversation) to the forced
+/// summary call.
+pub fn finalize_instruction(reason: FinalizeReason) -> String {
+    let why = match reason {
+        FinalizeReason::MaxIterations => "the step budget of this request is used up",
+        FinalizeReason::DegenerateResponse => "the last reply was empty",
+        FinalizeReason::DuplicateCalls => "the same tool calls were being repeated",
+        FinalizeReason::ConsecutiveFailures => "several tool calls in a row failed",
+    };
+    format!(
+        "Stop calling tools now: {why}. Write the final answer for the user from what this \
+         conversation already holds: what was done, what was found, and what is still missing or \
+         failed."
+    )
+}
+
+/// An answer built from the execution records, for when the model gives none.
+pub fn fallback_answer(records: &[ToolExecutionRecord]) -> String {
+    if records.is_empty() {
+        return "I could not produce an answer to this request. Please try again, or rephrase it."
+            .to_string();
+    }
+    let mut answer = String::from(
+        "I could not write a final summary, so here is what I did for this request:\n",
+    );
+    answer.push_str(&records_digest(records));
+    answer
+}
+
+/// One line per tool call: tool, status, duration and a one-line preview.
+pub fn records_digest(records: &[ToolExecutionRecord]) -> String {
+    let mut out = String::new();
+    for record in records {
+        let detail = match record.status {
+            ToolStatus::Success => record.result.as_deref().unwrap_or_default(),
+            _ => record.error.as_deref().unwrap_or_default(),
+        };
+        out.push_str(&format!(
+            "- {} ({}, {} ms): {}\n",
+            record.tool,
+            record.status.as_str(),
+            record.duration_ms,
+            one_line(detail, 160)
+        ));
+    }
+    out
+}
+
+/// The first `max_chars` characters of `text` on one line.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max_chars) {
+        None => flat,
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_keeps_short_text_and_marks_cuts() {
+        assert_eq!(bound("hello", 10), "hello");
+        let cut = bound(&"é".repeat(300), 100);
+        assert!(cut.starts_with(&"é".repeat(100)));
+        assert!(!cut.starts_with(&"é".repeat(101)));
+        assert!(cut.contains("showing 100 of 300 characters"), "{cut}");
+    }
+
+    #[test]
+    fn one_line_flattens_and_cuts() {
+        assert_eq!(one_line("a\n  b\tc", 10), "a b c");
+        assert_eq!(one_line("abcdef", 3), "abc…");
+    }
+}

@@ -1,0 +1,121 @@
+//! The `[agent]` and `[tools."server.tool"]` sections of the configuration.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Limits and behaviour of the loop (`[agent]` in `agentloop.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSettings {
+    /// Sent first on every LLM call of a run, unchanged.
+    pub system_prompt: String,
+    /// LLM calls that may ask for tools before the forced summary.
+    pub max_iterations: u32,
+    /// Characters of a tool result the model sees; the record keeps the whole result.
+    pub tool_output_max_chars: usize,
+    /// Tool calls of one reply that run at the same time.
+    pub parallel_tools: usize,
+    /// Failed tool calls in a row that stop the run from calling tools.
+    pub max_consecutive_failures: u32,
+    /// Failures in a row after which a tool is no longer offered in the run.
+    pub tool_failure_limit: u32,
+    /// Default time limit of a tool call, in seconds (per tool: `[tools."x"] timeout_s`).
+    pub tool_timeout_s: f64,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            system_prompt: "You are a helpful copilot. Use the tools to complete the task."
+                .to_string(),
+            max_iterations: 8,
+            tool_output_max_chars: 16_000,
+            parallel_tools: 4,
+            max_consecutive_failures: 2,
+            tool_failure_limit: 3,
+            tool_timeout_s: 60.0,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// Checks the values a TOML parser cannot; the message names the key and what it accepts.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("agent.max_iterations", self.max_iterations as usize),
+            ("agent.parallel_tools", self.parallel_tools),
+            ("agent.max_consecutive_failures", self.max_consecutive_failures as usize),
+            ("agent.tool_failure_limit", self.tool_failure_limit as usize),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(format!("{key} must be at least 1"));
+            }
+        }
+        if self.tool_output_max_chars < 100 {
+            return Err(format!(
+                "agent.tool_output_max_chars must be at least 100 (got {})",
+                self.tool_output_max_chars
+            ));
+        }
+        check_timeout("agent.tool_timeout_s", self.tool_timeout_s)
+    }
+
+    pub fn tool_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.tool_timeout_s)
+    }
+}
+
+/// Per-tool overrides (`[tools."server.tool"]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Time limit of a call of this tool, in seconds.
+    pub timeout_s: Option<f64>,
+}
+
+impl ToolSettings {
+    pub fn validate(&self, tool: &str) -> Result<(), String> {
+        match self.timeout_s {
+            Some(seconds) => check_timeout(&format!("tools.\"{tool}\".timeout_s"), seconds),
+            None => Ok(()),
+        }
+    }
+}
+
+fn check_timeout(key: &str, seconds: f64) -> Result<(), String> {
+    if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 {
+        Ok(())
+    } else {
+        Err(format!("{key} must be a number of seconds between 0 and 86400 (got {seconds})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(AgentSettings::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn zero_limits_are_refused_with_the_key_named() {
+        let settings = AgentSettings {
+            parallel_tools: 0,
+            ..AgentSettings::default()
+        };
+        let error = settings.validate().unwrap_err();
+        assert!(error.contains("agent.parallel_tools"), "{error}");
+    }
+
+    #[test]
+    fn negative_timeouts_are_refused() {
+        let settings = ToolSettings {
+            timeout_s: Some(-1.0),
+        };
+        assert!(settings.validate("a.b").unwrap_err().contains("tools.\"a.b\".timeout_s"));
+    }
+}

@@ -1,0 +1,191 @@
+//! Tools: one trait for everything the model can call, built-in or from an MCP server.
+
+use std::{fmt, future::Future, pin::Pin, sync::Arc};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// What a tool declares about itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    /// Internal name: `server.tool` for MCP tools, any name for built-ins.
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+    /// MCP `readOnlyHint`: the tool does not modify its environment.
+    pub read_only_hint: Option<bool>,
+    /// MCP `destructiveHint`.
+    pub destructive_hint: Option<bool>,
+}
+
+impl ToolInfo {
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            read_only_hint: None,
+            destructive_hint: None,
+        }
+    }
+
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only_hint = Some(read_only);
+        self
+    }
+}
+
+/// A successful tool result.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The result as text: what the model reads (bounded) and the record keeps (whole).
+    pub text: String,
+    /// A structured form of the result, when the tool gave one.
+    pub structured: Option<Value>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            structured: None,
+        }
+    }
+
+    /// A JSON result: its compact text for the model, the value itself as the structured form.
+    pub fn json(value: Value) -> Self {
+        Self {
+            text: value.to_string(),
+            structured: Some(value),
+        }
+    }
+}
+
+/// Why a tool call failed. Every variant reaches the model as a tool error it can act on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// The tool ran and reported a failure (MCP `isError`).
+    #[error("{0}")]
+    Failed(String),
+    /// The arguments do not fit what the tool expects.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The tool cannot be reached (its server died or is not connected).
+    #[error("tool unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Who and what a call is made for; tools and hooks may use it.
+#[derive(Debug, Clone, Default)]
+pub struct ToolContext {
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    pub call_id: String,
+    pub user_id: Option<String>,
+    pub entity_id: Option<String>,
+    pub workflow: Option<String>,
+    pub read_only: bool,
+}
+
+/// Something the model can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn info(&self) -> &ToolInfo;
+
+    /// Whether calls may run at the same time as other calls. Calls of tools that say no run
+    /// alone.
+    fn supports_parallel(&self) -> bool {
+        true
+    }
+
+    /// Runs the tool. `arguments` already passed the tool's JSON Schema.
+    async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
+type ToolFnBox = dyn Fn(Value, ToolContext) -> ToolFuture + Send + Sync;
+
+/// A tool made from an async closure: the quickest way to give the model a Rust function.
+///
+/// ```
+/// use agentloop_core::{FnTool, ToolOutput};
+/// use serde_json::json;
+///
+/// let tool = FnTool::new(
+///     "clock.now",
+///     "The current UTC time",
+///     json!({"type": "object", "properties": {}}),
+///     |_args, _ctx| async move { Ok(ToolOutput::text("12:00")) },
+/// );
+/// ```
+pub struct FnTool {
+    info: ToolInfo,
+    parallel: bool,
+    call: Arc<ToolFnBox>,
+}
+
+impl FnTool {
+    pub fn new<F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        call: F,
+    ) -> Self
+    where
+        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        Self::from_info(ToolInfo::new(name, description, input_schema), call)
+    }
+
+    pub fn from_info<F, Fut>(info: ToolInfo, call: F) -> Self
+    where
+        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        Self {
+            info,
+            parallel: true,
+            call: Arc::new(move |args, ctx| Box::pin(call(args, ctx))),
+        }
+    }
+
+    /// Marks the tool as one whose calls must run alone.
+    pub fn serial(mut self) -> Self {
+        self.parallel = false;
+        self
+    }
+}
+
+impl fmt::Debug for FnTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FnTool").field("info", &self.info).finish()
+    }
+}
+
+#[async_trait]
+impl Tool for FnTool {
+    fn info(&self) -> &ToolInfo {
+        &self.info
+    }
+
+    fn supports_parallel(&self) -> bool {
+        self.parallel
+    }
+
+    async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        (self.call)(arguments, context).await
+    }
+}
+
+/// A provider of tools, such as an MCP server.
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The namespace of the source (`server` in `server.tool`).
+    fn name(&self) -> &str;
+
+    /// The tools the source offers now, already named `server.tool`.
+    async fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, ToolError>;
+}

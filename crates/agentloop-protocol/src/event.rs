@@ -1,0 +1,234 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::ToolStatus;
+
+/// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
+/// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub run_id: Uuid,
+    /// Position of the event in its run, from 1, without gaps.
+    pub seq: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. The variant names are the `type` of DESIGN §6.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    RunStarted {
+        session_id: Uuid,
+    },
+    /// The model is being asked for its next step.
+    Thinking {
+        iteration: u32,
+    },
+    /// Text the model writes while it works, live, as it streams in.
+    AssistantDelta {
+        text: String,
+    },
+    ToolSelected {
+        iteration: u32,
+        call_id: String,
+        tool: String,
+        arguments: Value,
+    },
+    ToolExecuted {
+        call_id: String,
+        tool: String,
+        status: ToolStatus,
+        duration_ms: u64,
+        /// The result as the model saw it (bounded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    SideEffect {
+        call_id: String,
+        tool: String,
+        note: String,
+    },
+    DuplicateDetected {
+        call_id: String,
+        tool: String,
+        arguments: Value,
+    },
+    ForcedFinalize {
+        reason: FinalizeReason,
+    },
+    PlanUpdated {
+        plan: Value,
+    },
+    InputRequired {
+        kind: InputKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        calls: Vec<PendingCall>,
+    },
+    /// A chunk of the final answer; the chunks of a run, in order, are the whole answer.
+    FinalResponse {
+        delta: String,
+    },
+    Done {
+        status: RunStatus,
+        iterations: u32,
+        /// Number of tool calls that actually ran (successfully or not).
+        tools_used: u32,
+        #[serde(default)]
+        message_id: Option<Uuid>,
+        usage: Usage,
+        should_refresh: bool,
+    },
+    Error {
+        code: String,
+        message: String,
+    },
+}
+
+impl EventKind {
+    /// The `type` of the event, as written on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::Thinking { .. } => "thinking",
+            EventKind::AssistantDelta { .. } => "assistant_delta",
+            EventKind::ToolSelected { .. } => "tool_selected",
+            EventKind::ToolExecuted { .. } => "tool_executed",
+            EventKind::SideEffect { .. } => "side_effect",
+            EventKind::DuplicateDetected { .. } => "duplicate_detected",
+            EventKind::ForcedFinalize { .. } => "forced_finalize",
+            EventKind::PlanUpdated { .. } => "plan_updated",
+            EventKind::InputRequired { .. } => "input_required",
+            EventKind::FinalResponse { .. } => "final_response",
+            EventKind::Done { .. } => "done",
+            EventKind::Error { .. } => "error",
+        }
+    }
+}
+
+/// Why the loop stopped calling tools and asked the model for a summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinalizeReason {
+    MaxIterations,
+    DegenerateResponse,
+    DuplicateCalls,
+    ConsecutiveFailures,
+}
+
+impl FinalizeReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinalizeReason::MaxIterations => "max_iterations",
+            FinalizeReason::DegenerateResponse => "degenerate_response",
+            FinalizeReason::DuplicateCalls => "duplicate_calls",
+            FinalizeReason::ConsecutiveFailures => "consecutive_failures",
+        }
+    }
+}
+
+/// How a run ended (or paused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    AwaitingInput,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::AwaitingInput => "awaiting_input",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    Clarification,
+    Approval,
+}
+
+/// A tool call waiting for a human decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+}
+
+/// Tokens spent on LLM calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_serialise_flat_with_type_run_id_and_seq() {
+        let run_id = Uuid::nil();
+        let event = Event {
+            run_id,
+            seq: 7,
+            kind: EventKind::ForcedFinalize {
+                reason: FinalizeReason::DuplicateCalls,
+            },
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            value,
+            json!({"type": "forced_finalize", "run_id": run_id, "seq": 7, "reason": "duplicate_calls"})
+        );
+        let back: Event = serde_json::from_value(value).unwrap();
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn type_name_matches_the_serialised_tag() {
+        let kinds = [
+            EventKind::Thinking { iteration: 1 },
+            EventKind::FinalResponse { delta: "x".into() },
+            EventKind::Done {
+                status: RunStatus::AwaitingInput,
+                iterations: 1,
+                tools_used: 0,
+                message_id: None,
+                usage: Usage::default(),
+                should_refresh: false,
+            },
+        ];
+        for kind in kinds {
+            let value = serde_json::to_value(&kind).unwrap();
+            assert_eq!(value["type"], kind.type_name());
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The wire types of agentloop.
+//!
+//! Everything here is plain serde data shared by the core loop, the store, the HTTP server, the
+//! CLI and the web panel: chat messages, tool execution records and the typed run events of
+//! DESIGN §6. No behaviour lives here.
+
+mod event;
+mod message;
+mod record;
+
+pub use event::{Event, EventKind, FinalizeReason, InputKind, PendingCall, RunStatus, Usage};
+pub use message::{ChatMessage, Role, ToolCall};
+pub use record::{ToolExecutionRecord, ToolStatus};

@@ -1,0 +1,6 @@
+//! Test doubles that speak the real protocols, for agentloop's own tests and benchmarks:
+//! a scripted OpenAI-compatible HTTP server ([`scripted_llm`]) and a small MCP server started as
+//! a real child process ([`mcp`]).
+
+pub mod mcp;
+pub mod scripted_llm;

@@ -1,0 +1,1 @@
+//! Locating and configuring the test MCP server.

@@ -1,0 +1,1 @@
+//! Scripted OpenAI-compatible server.
