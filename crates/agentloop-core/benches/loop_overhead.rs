@@ -1,1 +1,139 @@
-fn main() {}
+//! The runtime's own cost per iteration and per tool call: an LLM and a tool that answer
+//! instantly, in process, so that everything measured is agentloop itself (state machine,
+//! validation, canonicalisation, event emission, task spawning).
+//!
+//! `cargo bench -p agentloop-core --bench loop_overhead`
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // benchmark harness, like a test
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
+use agentloop_core::{
+    Agent, EventSink, FnTool, Llm, LlmError, ModelReply, ModelRequest, RunRequest, TextSink,
+    ToolOutput,
+    protocol::{Event, Role, ToolCall},
+};
+use async_trait::async_trait;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// Asks for `tools_per_reply` calls on each of `steps` iterations, then answers.
+struct InstantLlm {
+    steps: usize,
+    tools_per_reply: usize,
+}
+
+#[async_trait]
+impl Llm for InstantLlm {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        on_text: TextSink<'_>,
+    ) -> Result<ModelReply, LlmError> {
+        let done = request
+            .messages
+            .iter()
+            .filter(|message| message.role == Role::Assistant && !message.tool_calls.is_empty())
+            .count();
+        if done >= self.steps {
+            on_text("All done.");
+            return Ok(ModelReply {
+                content: Some("All done.".into()),
+                finish_reason: Some("stop".into()),
+                ..ModelReply::default()
+            });
+        }
+        let tool_calls = (0..self.tools_per_reply)
+            .map(|i| ToolCall {
+                id: format!("call_{done}_{i}"),
+                name: "bench__lookup".into(),
+                arguments:
+                    json!({"id": done * 100 + i, "filter": {"kind": "project", "limit": 20}})
+                        .to_string(),
+            })
+            .collect();
+        Ok(ModelReply {
+            tool_calls,
+            finish_reason: Some("tool_calls".into()),
+            ..ModelReply::default()
+        })
+    }
+}
+
+struct CountingSink(AtomicU64);
+
+impl EventSink for CountingSink {
+    fn emit(&self, _event: Event) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn agent(runtime: &tokio::runtime::Runtime, steps: usize, tools_per_reply: usize) -> Agent {
+    let lookup = FnTool::new(
+        "bench.lookup",
+        "Looks a record up",
+        json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "filter": {"type": "object", "properties": {"kind": {"type": "string"}, "limit": {"type": "integer"}}}
+            },
+            "required": ["id"]
+        }),
+        |args, _ctx| async move {
+            Ok(ToolOutput::text(format!(
+                "record {}: {{\"name\": \"Example\", \"status\": \"open\"}}",
+                args["id"]
+            )))
+        },
+    );
+    runtime
+        .block_on(
+            Agent::builder()
+                .llm(Arc::new(InstantLlm {
+                    steps,
+                    tools_per_reply,
+                }))
+                .tool(lookup)
+                .max_iterations(steps as u32 + 1)
+                .build(),
+        )
+        .unwrap_or_else(|error| panic!("agent: {error}"))
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("runtime: {error}"));
+    let sink = Arc::new(CountingSink(AtomicU64::new(0)));
+    let mut group = c.benchmark_group("loop_overhead");
+    for (name, steps, tools) in [
+        ("answer_only_run", 0, 0),
+        ("per_iteration_1_tool", 10, 1),
+        ("per_iteration_4_parallel_tools", 10, 4),
+    ] {
+        let agent = agent(&runtime, steps, tools);
+        // Throughput in iterations (LLM calls that asked for tools), so criterion prints the
+        // time per iteration; for the answer-only run, per run.
+        group.throughput(Throughput::Elements(steps.max(1) as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let outcome = runtime.block_on(agent.run_with_sink(
+                    RunRequest::new("Look up the records"),
+                    sink.clone(),
+                    CancellationToken::new(),
+                ));
+                assert_eq!(outcome.tools_used as usize, steps * tools);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

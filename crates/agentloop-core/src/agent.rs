@@ -284,11 +284,14 @@ impl AgentBuilder {
             .validate()
             .map_err(AgentError::InvalidSettings)?;
         for (tool, settings) in &self.tool_settings {
-            settings.validate(tool).map_err(AgentError::InvalidSettings)?;
+            settings
+                .validate(tool)
+                .map_err(AgentError::InvalidSettings)?;
         }
         let mut warnings = Vec::new();
         let mut tools = self.tools;
-        let listed = futures::future::join_all(self.sources.iter().map(|source| source.tools())).await;
+        let listed =
+            futures::future::join_all(self.sources.iter().map(|source| source.tools())).await;
         for (source, result) in self.sources.iter().zip(listed) {
             match result {
                 Ok(found) => tools.extend(found),

@@ -46,15 +46,28 @@ mod tests {
 
     #[test]
     fn key_order_does_not_matter_at_any_depth() {
-        let a: Value = serde_json::from_str(r#"{"b": {"y": 1, "x": [2, {"q": 1, "p": 0}]}, "a": "s"}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"a": "s", "b": {"x": [2, {"p": 0, "q": 1}], "y": 1}}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"b": {"y": 1, "x": [2, {"q": 1, "p": 0}]}, "a": "s"}"#)
+                .unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a": "s", "b": {"x": [2, {"p": 0, "q": 1}], "y": 1}}"#)
+                .unwrap();
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(canonical_json(&a), r#"{"a":"s","b":{"x":[2,{"p":0,"q":1}],"y":1}}"#);
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":"s","b":{"x":[2,{"p":0,"q":1}],"y":1}}"#
+        );
     }
 
     #[test]
     fn different_values_stay_different() {
-        assert_ne!(canonical_json(&json!({"a": 1})), canonical_json(&json!({"a": 2})));
-        assert_ne!(canonical_json(&json!([1, 2])), canonical_json(&json!([2, 1])));
+        assert_ne!(
+            canonical_json(&json!({"a": 1})),
+            canonical_json(&json!({"a": 2}))
+        );
+        assert_ne!(
+            canonical_json(&json!([1, 2])),
+            canonical_json(&json!([2, 1]))
+        );
     }
 }

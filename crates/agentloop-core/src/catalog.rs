@@ -90,9 +90,10 @@ impl ToolCatalog {
         for tool in tools {
             let info = tool.info();
             if catalog.by_name.contains_key(&info.name) {
-                catalog
-                    .warnings
-                    .push(format!("tool {} is offered twice; the second one is ignored", info.name));
+                catalog.warnings.push(format!(
+                    "tool {} is offered twice; the second one is ignored",
+                    info.name
+                ));
                 continue;
             }
             let validator = match jsonschema::validator_for(&info.input_schema) {
@@ -109,7 +110,9 @@ impl ToolCatalog {
             let provider_name = names::unique(&info.name, &mut taken);
             let index = catalog.entries.len();
             catalog.by_name.insert(info.name.clone(), index);
-            catalog.by_provider_name.insert(provider_name.clone(), index);
+            catalog
+                .by_provider_name
+                .insert(provider_name.clone(), index);
             catalog.entries.push(CatalogEntry {
                 settings: settings.get(&info.name).cloned().unwrap_or_default(),
                 tool,
@@ -203,7 +206,10 @@ mod tests {
         let entry = catalog.get("math.add").unwrap();
         assert_eq!(entry.validate(&json!({"a": 1})), Ok(()));
         let missing = entry.validate(&json!({})).unwrap_err();
-        assert!(missing.contains("\"a\" is a required property"), "{missing}");
+        assert!(
+            missing.contains("\"a\" is a required property"),
+            "{missing}"
+        );
         let wrong = entry.validate(&json!({"a": "one"})).unwrap_err();
         assert!(wrong.contains("/a"), "{wrong}");
     }

@@ -122,7 +122,9 @@ pub async fn drive(
                     None => machine.cancel(),
                 }
             }
-            Step::CallTools(invocations) => run_tools(&mut machine, &services, emitter, invocations).await,
+            Step::CallTools(invocations) => {
+                run_tools(&mut machine, &services, emitter, invocations).await
+            }
         };
     }
 }

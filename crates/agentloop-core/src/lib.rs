@@ -29,7 +29,9 @@ pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
 pub use driver::{Emitter, EventSink, RunServices, drive};
-pub use llm::{CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec};
+pub use llm::{
+    CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
+};
 pub use machine::{RunContext, RunFailure, RunInput, RunMachine, RunOutcome, Step};
 pub use names::sanitize as provider_safe_name;
 pub use settings::{AgentSettings, ToolSettings};

@@ -52,7 +52,9 @@ pub struct ModelReply {
 impl ModelReply {
     /// The reply's text when it has any non-blank text.
     pub fn text(&self) -> Option<&str> {
-        self.content.as_deref().filter(|text| !text.trim().is_empty())
+        self.content
+            .as_deref()
+            .filter(|text| !text.trim().is_empty())
     }
 }
 

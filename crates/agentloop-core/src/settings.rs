@@ -45,7 +45,10 @@ impl AgentSettings {
         let positive = [
             ("agent.max_iterations", self.max_iterations as usize),
             ("agent.parallel_tools", self.parallel_tools),
-            ("agent.max_consecutive_failures", self.max_consecutive_failures as usize),
+            (
+                "agent.max_consecutive_failures",
+                self.max_consecutive_failures as usize,
+            ),
             ("agent.tool_failure_limit", self.tool_failure_limit as usize),
         ];
         for (key, value) in positive {
@@ -88,7 +91,9 @@ fn check_timeout(key: &str, seconds: f64) -> Result<(), String> {
     if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 {
         Ok(())
     } else {
-        Err(format!("{key} must be a number of seconds between 0 and 86400 (got {seconds})"))
+        Err(format!(
+            "{key} must be a number of seconds between 0 and 86400 (got {seconds})"
+        ))
     }
 }
 
@@ -116,6 +121,11 @@ mod tests {
         let settings = ToolSettings {
             timeout_s: Some(-1.0),
         };
-        assert!(settings.validate("a.b").unwrap_err().contains("tools.\"a.b\".timeout_s"));
+        assert!(
+            settings
+                .validate("a.b")
+                .unwrap_err()
+                .contains("tools.\"a.b\".timeout_s")
+        );
     }
 }

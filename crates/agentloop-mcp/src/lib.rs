@@ -1,1 +1,19 @@
-//! MCP tool sources.
+//! MCP tool sources: agentloop's bridge to MCP servers, through the official `rmcp` crate.
+//!
+//! Each `[mcp_servers.NAME]` table of `agentloop.toml` becomes an [`McpServerConfig`];
+//! [`McpSource::connect`] starts the server as a child process speaking MCP over stdio and offers
+//! its tools to the loop as `NAME.tool`. `rmcp` stays behind these types: it has broken its API
+//! across major versions, and no other crate should have to follow it.
+
+mod config;
+mod error;
+mod lifeline;
+mod process;
+mod result;
+mod source;
+mod stderr;
+mod tool;
+
+pub use config::McpServerConfig;
+pub use error::McpError;
+pub use source::{McpSource, connect_all};

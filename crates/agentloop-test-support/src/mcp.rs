@@ -1,1 +1,71 @@
-//! Locating and configuring the test MCP server.
+//! MCP servers for tests, run as real child processes: agentloop's own small test server
+//! (`agentloop-test-mcp`, see [`server`]) and the official reference servers from npm.
+
+mod binary;
+mod reference;
+pub mod server;
+
+use std::path::Path;
+
+pub use binary::test_mcp_server_path;
+pub use reference::{reference_server_everything, test_servers_dir};
+pub use server::{CRASH_EXIT_STATUS, LOG_ENV, TestMcpServer};
+
+/// A `[mcp_servers.NAME]` table of `agentloop.toml` starting the test server, logging its calls
+/// to `log` when given.
+pub fn test_mcp_server_config_toml(name: &str, log: Option<&Path>) -> String {
+    let command = test_mcp_server_path();
+    let mut table = format!(
+        "[mcp_servers.{name}]\ncommand = {}\n",
+        toml_string(&command.to_string_lossy())
+    );
+    if let Some(log) = log {
+        table.push_str(&format!(
+            "env = {{ {LOG_ENV} = {} }}\n",
+            toml_string(&log.to_string_lossy())
+        ));
+    }
+    table
+}
+
+/// A TOML basic string: JSON string escapes are a subset of TOML's.
+fn toml_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
+/// The calls the test server logged, one JSON value per line; empty when nothing was logged.
+#[allow(clippy::panic)]
+pub fn read_test_mcp_log(path: &Path) -> Vec<serde_json::Value> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(error) => panic!("cannot read the test MCP log {}: {error}", path.display()),
+    };
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|error| {
+                panic!(
+                    "bad line {line:?} in the test MCP log {}: {error}",
+                    path.display()
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_strings_escape_quotes_and_backslashes() {
+        assert_eq!(toml_string(r#"C:\a "b""#), r#""C:\\a \"b\"""#);
+    }
+
+    #[test]
+    fn a_missing_log_reads_as_no_calls() {
+        let dir = std::env::temp_dir().join("agentloop-test-support-no-such-log.jsonl");
+        assert!(read_test_mcp_log(&dir).is_empty());
+    }
+}

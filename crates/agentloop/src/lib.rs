@@ -1,1 +1,41 @@
-//! facade
+//! agentloop: turns any tool-calling LLM into a dependable copilot agent.
+//!
+//! This crate puts the pieces together: [`Config`] reads `agentloop.toml`, and [`Runtime`]
+//! starts the MCP servers it names and builds an [`Agent`] on an OpenAI-compatible LLM. Runs are
+//! consumed as a `Stream` of [`Event`]s.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use agentloop::{Config, RunRequest, Runtime};
+//! use futures::StreamExt;
+//!
+//! let (config, _origin) = Config::load(None)?;
+//! let runtime = Runtime::start(&config).await?;
+//! let mut run = runtime.agent().run(RunRequest::new("What is 6 x 7?"));
+//! while let Some(event) = run.next().await {
+//!     println!("{}", serde_json::to_string(&event)?);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod runtime;
+
+pub use agentloop_core::protocol::{
+    ChatMessage, Event, EventKind, FinalizeReason, Role, RunStatus, ToolCall, ToolExecutionRecord,
+    ToolStatus, Usage,
+};
+pub use agentloop_core::{
+    Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, Llm, LlmError,
+    ModelReply, ModelRequest, RunContext, RunFailure, RunHandle, RunOutcome, RunRequest, Tool,
+    ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings, ToolSource,
+};
+pub use agentloop_llm::{LlmConfig, OpenAiClient};
+pub use agentloop_mcp::{McpServerConfig, McpSource};
+pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE};
+pub use runtime::{Runtime, RuntimeError};
+
+/// The pieces, for callers that need more than the facade.
+pub use agentloop_core as core;
+pub use agentloop_llm as llm;
+pub use agentloop_mcp as mcp;

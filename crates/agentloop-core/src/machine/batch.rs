@@ -34,7 +34,7 @@ pub(crate) enum SlotState {
     Running,
     /// Ended, with the tool message the model will read.
     Resolved {
-        record: ToolExecutionRecord,
+        record: Box<ToolExecutionRecord>,
         message: String,
     },
     /// Repeats call `index` of this same batch; resolved when that one is.
@@ -128,6 +128,10 @@ mod tests {
     #[test]
     fn non_objects_and_broken_json_are_named() {
         assert!(parse_arguments("[1]").unwrap_err().contains("not an array"));
-        assert!(parse_arguments("{\"a\":").unwrap_err().contains("not valid JSON"));
+        assert!(
+            parse_arguments("{\"a\":")
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
     }
 }

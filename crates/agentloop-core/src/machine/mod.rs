@@ -263,7 +263,10 @@ impl RunMachine {
             result: record.result.as_deref().map(|text| bound(text, max_chars)),
             error,
         };
-        slot.state = SlotState::Resolved { record, message };
+        slot.state = SlotState::Resolved {
+            record: Box::new(record),
+            message,
+        };
         self.tools_used += 1;
         self.emit(event);
         (self.batch.running() == 0).then(|| self.finish_batch())
@@ -384,19 +387,40 @@ impl RunMachine {
                 .collect();
             let error = format!(
                 "unknown tool '{tool}'. Available tools: {}",
-                if available.is_empty() { "none".to_string() } else { available.join(", ") }
+                if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                }
             );
-            return self.refuse(call, arguments, ToolStatus::Error, error, "Call one of the available tools, with its exact name.");
+            return self.refuse(
+                call,
+                arguments,
+                ToolStatus::Error,
+                error,
+                "Call one of the available tools, with its exact name.",
+            );
         };
         if self.withdrawn.contains(&tool) {
             let error = format!(
                 "tool '{tool}' was withdrawn from this run after {} failures in a row",
                 self.settings.tool_failure_limit
             );
-            return self.refuse(call, arguments, ToolStatus::Blocked, error, "Use another tool, or answer with what you have.");
+            return self.refuse(
+                call,
+                arguments,
+                ToolStatus::Blocked,
+                error,
+                "Use another tool, or answer with what you have.",
+            );
         }
 
-        let key = format!("{tool}\n{}", parsed.as_ref().map_or_else(|_| call.arguments.clone(), canonical_json));
+        let key = format!(
+            "{tool}\n{}",
+            parsed
+                .as_ref()
+                .map_or_else(|_| call.arguments.clone(), canonical_json)
+        );
         if let Some(earlier) = self.seen_calls.get(&key).cloned() {
             return self.duplicate(call, arguments, &earlier);
         }
@@ -405,7 +429,10 @@ impl RunMachine {
         let parsed = match parsed {
             Ok(parsed) => parsed,
             Err(problem) => {
-                let hint = format!("Call {} again with a JSON object that matches its schema.", entry.provider_name);
+                let hint = format!(
+                    "Call {} again with a JSON object that matches its schema.",
+                    entry.provider_name
+                );
                 return self.refuse(call, arguments, ToolStatus::Error, problem, &hint);
             }
         };
@@ -428,7 +455,14 @@ impl RunMachine {
         }
     }
 
-    fn refuse(&mut self, call: ToolCall, arguments: Value, status: ToolStatus, error: String, hint: &str) -> Slot {
+    fn refuse(
+        &mut self,
+        call: ToolCall,
+        arguments: Value,
+        status: ToolStatus,
+        error: String,
+        hint: &str,
+    ) -> Slot {
         let message = text::tool_error_message(status, &error, hint);
         let record = refused_record(&call, &arguments, self.iteration, status, error.clone());
         self.emit(EventKind::ToolExecuted {
@@ -442,7 +476,10 @@ impl RunMachine {
         Slot {
             call,
             arguments,
-            state: SlotState::Resolved { record, message },
+            state: SlotState::Resolved {
+                record: Box::new(record),
+                message,
+            },
         }
     }
 
@@ -462,20 +499,41 @@ impl RunMachine {
             result: None,
             error: Some(error.clone()),
         });
-        let record = refused_record(&call, &arguments, self.iteration, ToolStatus::Skipped, error);
-        let state = match self.batch.slots.iter().position(|slot| slot.call.id == earlier_id) {
+        let record = refused_record(
+            &call,
+            &arguments,
+            self.iteration,
+            ToolStatus::Skipped,
+            error,
+        );
+        let state = match self
+            .batch
+            .slots
+            .iter()
+            .position(|slot| slot.call.id == earlier_id)
+        {
             Some(index) => SlotState::SameAs { index },
             None => {
-                let earlier = self.record_by_call.get(earlier_id).map(|&i| &self.records[i]);
+                let earlier = self
+                    .record_by_call
+                    .get(earlier_id)
+                    .map(|&i| &self.records[i]);
                 let message = text::duplicate_message(
                     earlier_id,
                     earlier.map(|record| (record.status, record_text(record))),
                     self.settings.tool_output_max_chars,
                 );
-                SlotState::Resolved { record, message }
+                SlotState::Resolved {
+                    record: Box::new(record),
+                    message,
+                }
             }
         };
-        Slot { call, arguments, state }
+        Slot {
+            call,
+            arguments,
+            state,
+        }
     }
 
     /// Appends the batch's tool messages in the order the model issued the calls, updates the
@@ -483,26 +541,46 @@ impl RunMachine {
     fn finish_batch(&mut self) -> Step {
         let max_chars = self.settings.tool_output_max_chars;
         let slots = std::mem::take(&mut self.batch.slots);
-        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String)> = Vec::with_capacity(slots.len());
+        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String)> =
+            Vec::with_capacity(slots.len());
         for slot in slots {
             let (record, message) = match slot.state {
-                SlotState::Resolved { record, message } => (record, message),
+                SlotState::Resolved { record, message } => (*record, message),
                 SlotState::SameAs { index } => {
-                    let earlier = resolved.get(index).map(|(call, record, _)| (call.id.clone(), record.status, record_text(record).to_string()));
+                    let earlier = resolved.get(index).map(|(call, record, _)| {
+                        (
+                            call.id.clone(),
+                            record.status,
+                            record_text(record).to_string(),
+                        )
+                    });
                     let (earlier_id, earlier) = match &earlier {
                         Some((id, status, text)) => (id.as_str(), Some((*status, text.as_str()))),
                         None => ("an earlier call", None),
                     };
                     let message = text::duplicate_message(earlier_id, earlier, max_chars);
                     let error = format!("duplicate of {earlier_id}: not executed again");
-                    let record = refused_record(&slot.call, &slot.arguments, self.iteration, ToolStatus::Skipped, error);
+                    let record = refused_record(
+                        &slot.call,
+                        &slot.arguments,
+                        self.iteration,
+                        ToolStatus::Skipped,
+                        error,
+                    );
                     (record, message)
                 }
                 SlotState::Running => {
                     // Cannot happen: a batch is finished only when nothing runs.
                     let error = "the call did not report a result".to_string();
-                    let message = text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
-                    let record = refused_record(&slot.call, &slot.arguments, self.iteration, ToolStatus::Error, error);
+                    let message =
+                        text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
+                    let record = refused_record(
+                        &slot.call,
+                        &slot.arguments,
+                        self.iteration,
+                        ToolStatus::Error,
+                        error,
+                    );
                     (record, message)
                 }
             };
@@ -511,7 +589,8 @@ impl RunMachine {
         for (call, record, message) in resolved {
             self.count_failure(&record);
             self.turn.push(ChatMessage::tool_result(call.id, message));
-            self.record_by_call.insert(record.call_id.clone(), self.records.len());
+            self.record_by_call
+                .insert(record.call_id.clone(), self.records.len());
             self.records.push(record);
         }
         if self.duplicates >= 2 {
@@ -567,7 +646,12 @@ impl RunMachine {
         answer
     }
 
-    fn finish(&mut self, status: RunStatus, answer: Option<String>, failure: Option<RunFailure>) -> Step {
+    fn finish(
+        &mut self,
+        status: RunStatus,
+        answer: Option<String>,
+        failure: Option<RunFailure>,
+    ) -> Step {
         self.phase = Phase::Finished;
         let message_id = answer.as_ref().map(|answer| {
             self.turn.push(ChatMessage::assistant(answer.clone()));
@@ -605,7 +689,11 @@ impl RunMachine {
     }
 
     fn request(&self, tool_choice: ToolChoice, finalize: Option<FinalizeReason>) -> ModelRequest {
-        let purpose = if finalize.is_some() { CallPurpose::Finalize } else { CallPurpose::Step };
+        let purpose = if finalize.is_some() {
+            CallPurpose::Finalize
+        } else {
+            CallPurpose::Step
+        };
         view::build_request(self, tool_choice, purpose, finalize)
     }
 

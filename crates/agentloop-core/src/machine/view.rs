@@ -13,8 +13,7 @@ pub(super) fn build_request(
     finalize: Option<FinalizeReason>,
 ) -> ModelRequest {
     let max_chars = machine.settings.tool_output_max_chars;
-    let mut messages =
-        Vec::with_capacity(machine.input.history.len() + machine.turn.len() + 2);
+    let mut messages = Vec::with_capacity(machine.input.history.len() + machine.turn.len() + 2);
     messages.push(ChatMessage::system(machine.input.system_prompt.clone()));
     for message in machine.input.history.iter().chain(&machine.turn) {
         messages.push(for_model(machine, message, max_chars));
@@ -25,7 +24,10 @@ pub(super) fn build_request(
     ModelRequest {
         model: machine.input.model.clone(),
         messages,
-        tools: machine.offered_entries().map(|entry| entry.spec()).collect(),
+        tools: machine
+            .offered_entries()
+            .map(|entry| entry.spec())
+            .collect(),
         tool_choice,
         purpose,
     }

@@ -1,0 +1,14 @@
+//! One module per subcommand.
+
+pub mod run;
+pub mod tools;
+
+use agentloop::{Config, ConfigOrigin};
+use anyhow::Context;
+
+use crate::cli::GlobalArgs;
+
+/// Loads the configuration named on the command line (or the default one).
+pub fn load_config(global: &GlobalArgs) -> anyhow::Result<(Config, ConfigOrigin)> {
+    Config::load(global.config.as_deref()).context("the configuration is not usable")
+}

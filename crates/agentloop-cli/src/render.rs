@@ -1,0 +1,139 @@
+//! The live view of a run on stderr: one line per step, a spinner while waiting.
+
+use std::{io::IsTerminal, time::Duration};
+
+use agentloop::EventKind;
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Renders events as readable lines on stderr. On a terminal, a spinner shows what the run is
+/// waiting for; elsewhere (pipes, CI logs) only the lines are written.
+pub struct StepView {
+    enabled: bool,
+    spinner: Option<ProgressBar>,
+}
+
+impl StepView {
+    pub fn new(enabled: bool) -> Self {
+        let spinner = (enabled && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        });
+        Self { enabled, spinner }
+    }
+
+    /// What the run is waiting for now.
+    pub fn status(&self, message: &str) {
+        if let Some(spinner) = &self.spinner {
+            spinner.set_message(message.to_string());
+        }
+    }
+
+    pub fn warn(&self, message: &str) {
+        self.line(&format!("warning: {message}"));
+    }
+
+    /// Stops the spinner for good (the answer is being printed).
+    pub fn clear(&mut self) {
+        if let Some(spinner) = self.spinner.take() {
+            spinner.finish_and_clear();
+        }
+    }
+
+    pub fn show(&mut self, event: &EventKind) {
+        if !self.enabled {
+            return;
+        }
+        match event {
+            EventKind::Thinking { iteration } => {
+                self.status(&format!("step {iteration}: waiting for the model"));
+            }
+            EventKind::ToolSelected {
+                iteration,
+                tool,
+                arguments,
+                ..
+            } => {
+                let arguments = agentloop::core::machine::one_line(&arguments.to_string(), 120);
+                self.line(&format!("[{iteration}] → {tool} {arguments}"));
+                self.status(&format!("step {iteration}: running {tool}"));
+            }
+            EventKind::ToolExecuted {
+                tool,
+                status,
+                duration_ms,
+                error,
+                ..
+            } => {
+                let mark = match status {
+                    agentloop::ToolStatus::Success => "✓",
+                    agentloop::ToolStatus::Error => "✗",
+                    agentloop::ToolStatus::Blocked => "⊘",
+                    agentloop::ToolStatus::Skipped => "↺",
+                };
+                let detail = error
+                    .as_deref()
+                    .map(|error| format!(": {}", agentloop::core::machine::one_line(error, 160)))
+                    .unwrap_or_default();
+                self.line(&format!(
+                    "    {mark} {tool} {} in {duration_ms} ms{detail}",
+                    status.as_str()
+                ));
+            }
+            EventKind::DuplicateDetected { tool, .. } => {
+                self.line(&format!("    ↺ {tool}: repeated call, not run again"));
+            }
+            EventKind::ForcedFinalize { reason } => {
+                self.line(&format!(
+                    "! no more tool calls ({}): asking for the answer",
+                    reason.as_str()
+                ));
+                self.status("waiting for the answer");
+            }
+            EventKind::Error { message, .. } => {
+                self.clear();
+                eprintln!("error: {message}");
+            }
+            EventKind::Done {
+                status,
+                iterations,
+                tools_used,
+                usage,
+                ..
+            } => {
+                self.clear();
+                eprintln!(
+                    "{} after {iterations} steps, {tools_used} tool calls, {} tokens",
+                    status.as_str(),
+                    usage.total()
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.spinner {
+            Some(spinner) => spinner.println(text),
+            None if self.enabled => eprintln!("{text}"),
+            None => {}
+        }
+    }
+}
+
+/// An error and its causes on one line, without repeating a cause already in the message.
+pub fn error_chain(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}

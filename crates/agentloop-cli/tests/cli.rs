@@ -1,0 +1,255 @@
+//! The `agentloop` binary as a user meets it: real process, real config file, a scripted LLM
+//! over HTTP and the test MCP server as a child process.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::{
+    path::Path,
+    process::{Command, Output},
+};
+
+use agentloop_test_support::{
+    mcp::test_mcp_server_config_toml,
+    scripted_llm::{Reply, ScriptedLlm},
+};
+use serde_json::{Value, json};
+
+/// Runs `agentloop ARGS` in `dir`, without the caller's OpenAI variables.
+async fn agentloop(dir: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENTLOOP_LOG");
+    tokio::task::spawn_blocking(move || command.output().expect("agentloop starts"))
+        .await
+        .expect("join")
+}
+
+fn write_config(dir: &Path, llm_url: &str, extra: &str) {
+    let text = format!(
+        "[llm]\nbase_url = \"{llm_url}\"\nmodel = \"scripted\"\nmax_retries = 0\n\n{}\n{extra}\n",
+        test_mcp_server_config_toml("test", None)
+    );
+    std::fs::write(dir.join("agentloop.toml"), text).unwrap();
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn run_prints_steps_on_stderr_and_the_answer_on_stdout() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__add", json!({"a": 40, "b": 2})),
+        Reply::text("The answer is 42."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &llm.base_url(), "");
+    let output = agentloop(dir.path(), &["run", "What", "is", "40 + 2?"]).await;
+
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "The answer is 42.\n");
+    let steps = stderr(&output);
+    assert!(steps.contains("→ test.add {\"a\":40,\"b\":2}"), "{steps}");
+    assert!(steps.contains("✓ test.add success"), "{steps}");
+    assert!(
+        steps.contains("completed after 2 steps, 1 tool calls"),
+        "{steps}"
+    );
+    assert_eq!(
+        llm.requests()[0]["messages"][1]["content"],
+        "What is 40 + 2?"
+    );
+}
+
+#[tokio::test]
+async fn run_json_prints_every_event_as_a_json_line() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__echo", json!({"text": "hi"})),
+        Reply::text("hi"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &llm.base_url(), "");
+    let output = agentloop(dir.path(), &["run", "--json", "echo hi"]).await;
+
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"run_started"));
+    assert!(kinds.contains(&"tool_selected") && kinds.contains(&"tool_executed"));
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "done");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["tools_used"], 1);
+    assert!(events.iter().all(|e| e["run_id"] == events[0]["run_id"]));
+    assert!(
+        stderr(&output).is_empty(),
+        "--json keeps stderr quiet: {}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test]
+async fn a_failed_run_exits_non_zero_with_the_error() {
+    let llm = ScriptedLlm::start(vec![Reply::error(401, "Incorrect API key provided")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &llm.base_url(), "");
+    let output = agentloop(dir.path(), &["run", "hi"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).is_empty());
+    let error = stderr(&output);
+    assert!(error.contains("Incorrect API key provided"), "{error}");
+    assert!(error.contains("OPENAI_API_KEY"), "{error}");
+}
+
+#[tokio::test]
+async fn no_llm_reachable_says_what_to_set() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &format!("http://127.0.0.1:{port}/v1"), "");
+    let output = agentloop(dir.path(), &["run", "hi"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let error = stderr(&output);
+    assert!(
+        error.contains("llm.base_url") && error.contains("OPENAI_BASE_URL"),
+        "{error}"
+    );
+    assert_eq!(
+        error.matches("error:").count(),
+        1,
+        "one clear error, not a chain: {error}"
+    );
+}
+
+#[tokio::test]
+async fn no_key_for_openai_says_what_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = agentloop(dir.path(), &["run", "hi"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let error = stderr(&output);
+    assert!(error.contains("OPENAI_API_KEY"), "{error}");
+    assert!(error.contains("OPENAI_BASE_URL"), "{error}");
+}
+
+#[tokio::test]
+async fn an_unknown_config_key_is_named_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[agent]\nmax_iterations = 3\nmax_iteratons = 4\n",
+    )
+    .unwrap();
+    let output = agentloop(dir.path(), &["run", "hi"]).await;
+    assert_eq!(output.status.code(), Some(2));
+    let error = stderr(&output);
+    assert!(
+        error.contains("max_iteratons") && error.contains("line 3"),
+        "{error}"
+    );
+    assert!(error.contains("agentloop.toml"), "{error}");
+}
+
+#[tokio::test]
+async fn a_bad_value_is_refused_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("custom.toml");
+    std::fs::write(&path, "[agent]\nmax_iterations = 0\n").unwrap();
+    // --config works after the subcommand too.
+    let output = agentloop(
+        dir.path(),
+        &["run", "hi", "--config", path.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("agent.max_iterations must be at least 1"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test]
+async fn tools_lists_each_servers_tools_with_their_classification() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "http://127.0.0.1:9/v1", "");
+    let output = agentloop(dir.path(), &["tools"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    let echo = listing
+        .lines()
+        .find(|line| line.contains("test.echo"))
+        .unwrap_or_default();
+    assert!(echo.contains("read-only"), "{listing}");
+    let record = listing
+        .lines()
+        .find(|line| line.contains("test.record"))
+        .unwrap_or_default();
+    assert!(record.contains("mutating"), "{listing}");
+
+    let output = agentloop(
+        dir.path(),
+        &["--config", "agentloop.toml", "tools", "--json"],
+    )
+    .await;
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let names: Vec<&str> = value["servers"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"test.add") && names.contains(&"test.crash"),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_reported_and_the_run_goes_on() {
+    let llm = ScriptedLlm::start(vec![Reply::text("I can still answer.")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        &llm.base_url(),
+        "[mcp_servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+    );
+    let output = agentloop(dir.path(), &["run", "hi"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "I can still answer.\n");
+    let warning = stderr(&output);
+    assert!(
+        warning.contains("warning: MCP server broken is left out"),
+        "{warning}"
+    );
+    assert!(warning.contains("/nonexistent/mcp-server"), "{warning}");
+}
+
+#[tokio::test]
+async fn help_is_there_for_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["--help"][..], &["run", "--help"], &["tools", "--help"]] {
+        let output = agentloop(dir.path(), args).await;
+        assert!(output.status.success());
+        assert!(
+            stdout(&output).contains("--config"),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+    }
+}

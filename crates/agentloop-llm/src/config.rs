@@ -1,0 +1,219 @@
+//! The `[llm]` section of agentloop.toml.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Where and how to reach the model. Every field has a default, so an empty `[llm]` section (or
+/// none at all) means "gpt-4o-mini on api.openai.com with `OPENAI_API_KEY`".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    /// Only `"openai"`: any server speaking the OpenAI Chat Completions API (OpenAI, vLLM, Ollama,
+    /// llama.cpp, LM Studio, OpenRouter, ...).
+    pub provider: String,
+    /// The API root, ending before `/chat/completions`.
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable holding the API key; `OPENAI_API_KEY` is the fallback.
+    pub api_key_env: String,
+    pub stream: bool,
+    /// Deadline for one `complete` call, retries included.
+    pub timeout_s: f64,
+    /// Further attempts after a 429, a 5xx or a broken connection.
+    pub max_retries: u32,
+}
+
+pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            provider: "openai".into(),
+            base_url: "https://api.openai.com/v1".into(),
+            model: "gpt-4o-mini".into(),
+            api_key_env: DEFAULT_API_KEY_ENV.into(),
+            stream: true,
+            timeout_s: 120.0,
+            max_retries: 3,
+        }
+    }
+}
+
+impl LlmConfig {
+    /// Checks the values a TOML parser cannot; the message names the offending key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.provider != "openai" {
+            return Err(format!(
+                "llm.provider must be \"openai\" (any OpenAI-compatible server), got {:?}",
+                self.provider
+            ));
+        }
+        let is_http = url::Url::parse(&self.base_url)
+            .map(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+            .unwrap_or(false);
+        if !is_http {
+            return Err(format!(
+                "llm.base_url must be an http(s) URL, got {:?}",
+                self.base_url
+            ));
+        }
+        if self.model.trim().is_empty() {
+            return Err("llm.model must not be empty".into());
+        }
+        if self.api_key_env.trim().is_empty() {
+            return Err("llm.api_key_env must name an environment variable".into());
+        }
+        if self.timeout().is_none() {
+            return Err(format!(
+                "llm.timeout_s must be a positive number of seconds, got {}",
+                self.timeout_s
+            ));
+        }
+        Ok(())
+    }
+
+    /// `None` when `timeout_s` is not a positive, finite number.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        if self.timeout_s > 0.0 {
+            Duration::try_from_secs_f64(self.timeout_s).ok()
+        } else {
+            None
+        }
+    }
+
+    /// The endpoint of the Chat Completions API under `base_url`.
+    pub(crate) fn completions_url(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+
+    /// api.openai.com always wants a key; local servers usually want none.
+    pub(crate) fn requires_api_key(&self) -> bool {
+        url::Url::parse(&self.base_url)
+            .ok()
+            .and_then(|url| {
+                url.host_str()
+                    .map(|host| host.eq_ignore_ascii_case("api.openai.com"))
+            })
+            .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_section_takes_every_default() {
+        let config: LlmConfig = toml_free_parse("{}");
+        assert_eq!(config, LlmConfig::default());
+        assert_eq!(config.base_url, "https://api.openai.com/v1");
+        assert_eq!(config.model, "gpt-4o-mini");
+        assert!(config.stream);
+        assert_eq!(config.max_retries, 3);
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let parsed = serde_json::from_str::<LlmConfig>(r#"{"modle": "x"}"#);
+        assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn validate_names_the_offending_key() {
+        let cases = [
+            (
+                LlmConfig {
+                    base_url: "localhost:8000".into(),
+                    ..LlmConfig::default()
+                },
+                "llm.base_url must be an http(s) URL, got \"localhost:8000\"",
+            ),
+            (
+                LlmConfig {
+                    base_url: "ftp://example.com".into(),
+                    ..LlmConfig::default()
+                },
+                "llm.base_url",
+            ),
+            (
+                LlmConfig {
+                    timeout_s: 0.0,
+                    ..LlmConfig::default()
+                },
+                "llm.timeout_s",
+            ),
+            (
+                LlmConfig {
+                    timeout_s: f64::NAN,
+                    ..LlmConfig::default()
+                },
+                "llm.timeout_s",
+            ),
+            (
+                LlmConfig {
+                    model: " ".into(),
+                    ..LlmConfig::default()
+                },
+                "llm.model",
+            ),
+            (
+                LlmConfig {
+                    provider: "anthropic".into(),
+                    ..LlmConfig::default()
+                },
+                "llm.provider",
+            ),
+        ];
+        for (config, expected) in cases {
+            let message = config.validate().err().unwrap_or_default();
+            assert!(
+                message.contains(expected),
+                "{message:?} should contain {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn completions_url_tolerates_a_trailing_slash() {
+        let config = LlmConfig {
+            base_url: "http://localhost:11434/v1/".into(),
+            ..LlmConfig::default()
+        };
+        assert_eq!(
+            config.completions_url(),
+            "http://localhost:11434/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn only_api_openai_com_requires_a_key() {
+        assert!(LlmConfig::default().requires_api_key());
+        let local = LlmConfig {
+            base_url: "http://127.0.0.1:8000/v1".into(),
+            ..LlmConfig::default()
+        };
+        assert!(!local.requires_api_key());
+    }
+
+    #[test]
+    fn the_toml_section_parses_with_integer_seconds() {
+        #[derive(Deserialize)]
+        struct File {
+            llm: LlmConfig,
+        }
+        let file: File = toml::from_str(
+            "[llm]\nbase_url = \"http://localhost:8000/v1\"\nmodel = \"qwen\"\ntimeout_s = 10\nstream = false\n",
+        )
+        .unwrap();
+        assert_eq!(file.llm.timeout_s, 10.0);
+        assert!(!file.llm.stream);
+        assert_eq!(file.llm.api_key_env, "OPENAI_API_KEY");
+        assert!(file.llm.validate().is_ok());
+    }
+
+    fn toml_free_parse(json: &str) -> LlmConfig {
+        serde_json::from_str(json).unwrap()
+    }
+}

@@ -1,0 +1,390 @@
+//! Serde shapes of the Chat Completions API: the request we send, the completion and stream
+//! chunks we read. Reading is lenient (missing fields default, `null` is accepted where servers
+//! disagree) because many OpenAI-compatible servers differ in details.
+
+use agentloop_core::protocol::{ChatMessage, Role, ToolCall, Usage};
+use agentloop_core::{ModelRequest, ToolChoice};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatRequest<'a> {
+    pub model: &'a str,
+    pub messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<&'static str>,
+    pub stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct StreamOptions {
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireMessage<'a> {
+    pub role: &'static str,
+    /// Always present: `null` only for an assistant turn that is nothing but tool calls, since
+    /// some servers reject a missing or null `content` elsewhere.
+    pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireToolCall<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: WireFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireFunction<'a> {
+    pub name: &'a str,
+    pub arguments: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireTool<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: WireToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireToolFunction<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub parameters: &'a Value,
+}
+
+impl<'a> ChatRequest<'a> {
+    pub fn new(request: &'a ModelRequest, default_model: &'a str, stream: bool) -> Self {
+        let tools: Vec<WireTool<'a>> = request
+            .tools
+            .iter()
+            .map(|tool| WireTool {
+                kind: "function",
+                function: WireToolFunction {
+                    name: &tool.name,
+                    description: &tool.description,
+                    parameters: &tool.parameters,
+                },
+            })
+            .collect();
+        // Some servers reject `tool_choice` without `tools`.
+        let tool_choice = (!tools.is_empty()).then_some(match request.tool_choice {
+            ToolChoice::Auto => "auto",
+            ToolChoice::None => "none",
+        });
+        Self {
+            model: request.model.as_deref().unwrap_or(default_model),
+            messages: request.messages.iter().map(WireMessage::from).collect(),
+            tools,
+            tool_choice,
+            stream,
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+        }
+    }
+}
+
+impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
+    fn from(message: &'a ChatMessage) -> Self {
+        let content = match (&message.content, message.tool_calls.is_empty()) {
+            (Some(text), _) => Some(text.as_str()),
+            (None, false) => None,
+            (None, true) => Some(""),
+        };
+        Self {
+            role: message.role.as_str(),
+            content,
+            tool_calls: message
+                .tool_calls
+                .iter()
+                .map(|call: &'a ToolCall| WireToolCall {
+                    id: &call.id,
+                    kind: "function",
+                    function: WireFunction {
+                        name: &call.name,
+                        arguments: &call.arguments,
+                    },
+                })
+                .collect(),
+            tool_call_id: match message.role {
+                Role::Tool => message.tool_call_id.as_deref(),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// A whole (non-streamed) completion.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Completion {
+    #[serde(default)]
+    pub choices: Vec<CompletionChoice>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    /// Some servers answer HTTP 200 with an error object.
+    #[serde(default)]
+    pub error: Option<WireError>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompletionChoice {
+    #[serde(default)]
+    pub message: CompletionMessage,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CompletionMessage {
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<CompletionToolCall>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompletionToolCall {
+    #[serde(default)]
+    pub id: Option<String>,
+    pub function: CompletionFunction,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompletionFunction {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+/// One `data:` event of a streamed completion.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Chunk {
+    #[serde(default)]
+    pub choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    #[serde(default)]
+    pub error: Option<WireError>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChunkChoice {
+    #[serde(default)]
+    pub index: u32,
+    #[serde(default)]
+    pub delta: Option<Delta>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Delta {
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ToolCallDelta {
+    #[serde(default)]
+    pub index: Option<usize>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct FunctionDelta {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(usage: WireUsage) -> Self {
+        Usage {
+            prompt_tokens: usage.prompt_tokens.unwrap_or(0),
+            completion_tokens: usage.completion_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// `{"error": {"message", "type", "code"}}`; `code` is a number on some servers (vLLM,
+/// OpenRouter) and a string on others (OpenAI).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireError {
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub code: Option<Value>,
+}
+
+impl WireError {
+    /// The HTTP status the error stands for, when the server says so.
+    pub fn status(&self) -> Option<u16> {
+        self.code
+            .as_ref()
+            .and_then(Value::as_u64)
+            .and_then(|code| u16::try_from(code).ok())
+            .filter(|code| (400..600).contains(code))
+    }
+}
+
+/// Tool arguments are text on the wire, but a few servers send a JSON object instead.
+pub(crate) fn arguments_text(arguments: Option<Value>) -> String {
+    match arguments {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text,
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The provider's own words from an error body: `error.message`, a bare `error` string, a
+/// top-level `message`, or else the body itself. Bounded, because some proxies answer with a
+/// whole HTML page.
+pub(crate) fn error_message(body: &str) -> String {
+    const MAX_CHARS: usize = 500;
+    let from_json = serde_json::from_str::<Value>(body).ok().and_then(|value| {
+        let error = value.get("error");
+        error
+            .and_then(|error| error.get("message"))
+            .or(error)
+            .or_else(|| value.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let message = from_json.unwrap_or_else(|| body.trim().to_owned());
+    match message.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentloop_core::{CallPurpose, ToolSpec};
+    use serde_json::json;
+
+    fn request(tools: Vec<ToolSpec>, tool_choice: ToolChoice) -> ModelRequest {
+        ModelRequest {
+            model: None,
+            messages: vec![
+                ChatMessage::system("be brief"),
+                ChatMessage::user("hi"),
+                ChatMessage::assistant_tool_calls(
+                    None,
+                    vec![ToolCall {
+                        id: "call_9".into(),
+                        name: "fs_read".into(),
+                        arguments: r#"{"path":"a"}"#.into(),
+                    }],
+                ),
+                ChatMessage::tool_result("call_9", "contents"),
+            ],
+            tools,
+            tool_choice,
+            purpose: CallPurpose::Step,
+        }
+    }
+
+    #[test]
+    fn messages_use_the_chat_completions_shape() {
+        let request = request(Vec::new(), ToolChoice::Auto);
+        let body = serde_json::to_value(ChatRequest::new(&request, "m", false)).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_9", "type": "function",
+                         "function": {"name": "fs_read", "arguments": "{\"path\":\"a\"}"}}
+                    ]},
+                    {"role": "tool", "content": "contents", "tool_call_id": "call_9"},
+                ],
+                "stream": false,
+            })
+        );
+    }
+
+    #[test]
+    fn tools_and_stream_options_appear_only_when_relevant() {
+        let tool = ToolSpec {
+            name: "fs_read".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let mut request = request(vec![tool], ToolChoice::None);
+        request.model = Some("override".into());
+        let body = serde_json::to_value(ChatRequest::new(&request, "m", true)).unwrap();
+        assert_eq!(body["model"], "override");
+        assert_eq!(body["tool_choice"], "none");
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {
+                "name": "fs_read", "description": "Read a file", "parameters": {"type": "object"}
+            }}])
+        );
+    }
+
+    #[test]
+    fn error_message_prefers_the_providers_words() {
+        assert_eq!(
+            error_message(r#"{"error": {"message": "Incorrect API key", "type": "x"}}"#),
+            "Incorrect API key"
+        );
+        assert_eq!(
+            error_message(r#"{"error": "model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(error_message("  Bad Gateway \n"), "Bad Gateway");
+        let long = "x".repeat(2000);
+        assert_eq!(error_message(&long).chars().count(), 501);
+    }
+
+    #[test]
+    fn error_codes_map_to_http_statuses_only_when_numeric() {
+        let numeric: WireError =
+            serde_json::from_value(json!({"message": "m", "code": 429})).unwrap();
+        assert_eq!(numeric.status(), Some(429));
+        let text: WireError =
+            serde_json::from_value(json!({"message": "m", "code": "invalid_api_key"})).unwrap();
+        assert_eq!(text.status(), None);
+    }
+
+    #[test]
+    fn arguments_given_as_an_object_become_json_text() {
+        assert_eq!(arguments_text(Some(json!({"a": 1}))), r#"{"a":1}"#);
+        assert_eq!(arguments_text(Some(json!("{\"a\""))), "{\"a\"");
+        assert_eq!(arguments_text(None), "");
+    }
+}

@@ -1,0 +1,114 @@
+//! From an MCP `tools/call` result to what the loop and the model read.
+
+use agentloop_core::{ToolError, ToolOutput};
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+
+/// Text blocks become the text, other blocks a short placeholder the model can still reason
+/// about; `isError` turns the whole result into a tool failure.
+pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolError> {
+    let structured = result.structured_content.filter(|value| !value.is_null());
+    let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
+    let mut has_text = false;
+    for block in &result.content {
+        let (part, textual) = render_block(block);
+        has_text |= textual;
+        parts.push(part);
+    }
+    if !has_text && let Some(value) = &structured {
+        parts.push(value.to_string());
+    }
+    let text = parts.join("\n");
+
+    if result.is_error == Some(true) {
+        return Err(ToolError::Failed(if text.is_empty() {
+            "the tool reported an error without a message".to_owned()
+        } else {
+            text
+        }));
+    }
+    Ok(ToolOutput { text, structured })
+}
+
+/// The text of one block, and whether it is real text rather than a placeholder.
+fn render_block(block: &ContentBlock) -> (String, bool) {
+    match block {
+        ContentBlock::Text(text) => (text.text.clone(), true),
+        ContentBlock::Image(image) => (format!("[image: {}]", image.mime_type), false),
+        ContentBlock::Audio(audio) => (format!("[audio: {}]", audio.mime_type), false),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::TextResourceContents { text, .. } => (text.clone(), true),
+            ResourceContents::BlobResourceContents { uri, mime_type, .. } => (
+                match mime_type {
+                    Some(mime_type) => format!("[resource: {uri} ({mime_type})]"),
+                    None => format!("[resource: {uri}]"),
+                },
+                false,
+            ),
+            _ => ("[resource]".to_owned(), false),
+        },
+        ContentBlock::ResourceLink(link) => (format!("[resource link: {}]", link.uri), false),
+        // `ContentBlock` is non-exhaustive: a kind added by a later rmcp still reaches the model.
+        _ => ("[unsupported content]".to_owned(), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn text_blocks_are_joined_by_newlines() {
+        let result =
+            CallToolResult::success(vec![ContentBlock::text("one"), ContentBlock::text("two")]);
+        assert_eq!(tool_output(result), Ok(ToolOutput::text("one\ntwo")));
+    }
+
+    #[test]
+    fn other_blocks_become_placeholders_or_their_text() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::image("aGk=", "image/png"),
+            ContentBlock::audio("aGk=", "audio/wav"),
+            ContentBlock::embedded_text("file:///a.txt", "file text"),
+            ContentBlock::resource(ResourceContents::BlobResourceContents {
+                uri: "file:///a.bin".to_owned(),
+                mime_type: Some("application/octet-stream".to_owned()),
+                blob: "AA==".to_owned(),
+                meta: None,
+            }),
+        ]);
+        assert_eq!(
+            tool_output(result).unwrap().text,
+            "[image: image/png]\n[audio: audio/wav]\nfile text\n\
+             [resource: file:///a.bin (application/octet-stream)]"
+        );
+    }
+
+    #[test]
+    fn structured_content_is_kept_and_stands_in_for_missing_text() {
+        let weather = json!({"temperature": 33, "conditions": "Cloudy"});
+
+        let mut with_text = CallToolResult::success(vec![ContentBlock::text("33 and cloudy")]);
+        with_text.structured_content = Some(weather.clone());
+        let output = tool_output(with_text).unwrap();
+        assert_eq!(output.text, "33 and cloudy");
+        assert_eq!(output.structured, Some(weather.clone()));
+
+        let mut only_structured = CallToolResult::structured(weather.clone());
+        only_structured.content.clear();
+        assert_eq!(tool_output(only_structured), Ok(ToolOutput::json(weather)));
+    }
+
+    #[test]
+    fn is_error_becomes_a_failure_with_the_text() {
+        let result = CallToolResult::error(vec![ContentBlock::text("disk full")]);
+        assert_eq!(
+            tool_output(result),
+            Err(ToolError::Failed("disk full".to_owned()))
+        );
+
+        let silent = CallToolResult::error(Vec::new());
+        assert!(matches!(tool_output(silent), Err(ToolError::Failed(m)) if !m.is_empty()));
+    }
+}

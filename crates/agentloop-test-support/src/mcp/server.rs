@@ -1,0 +1,194 @@
+//! The tools of `agentloop-test-mcp`, a small MCP server that tests start as a real child
+//! process. Each call appends a JSON line to the file named by [`LOG_ENV`] so tests can prove
+//! what ran and how often.
+
+use std::{
+    fs::OpenOptions,
+    io::Write,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use rmcp::{
+    ErrorData, ServerHandler,
+    handler::server::wrapper::Parameters,
+    model::{CallToolResult, ContentBlock},
+    schemars, tool, tool_handler, tool_router,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The environment variable naming the call log of the test server.
+pub const LOG_ENV: &str = "AGENTLOOP_TEST_MCP_LOG";
+
+/// The exit status of the server after a `crash` call.
+pub const CRASH_EXIT_STATUS: i32 = 3;
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EchoArgs {
+    /// The text to return.
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AddArgs {
+    pub a: f64,
+    pub b: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FailArgs {
+    /// The error message to report.
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RpcErrorArgs {
+    /// The message of the JSON-RPC error.
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SleepArgs {
+    /// How long to sleep, in milliseconds.
+    pub ms: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BigArgs {
+    /// How many characters to return.
+    pub chars: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RecordArgs {
+    /// The note to append to the log.
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TestMcpServer {
+    log: Option<PathBuf>,
+}
+
+impl TestMcpServer {
+    pub fn new(log: Option<PathBuf>) -> Self {
+        Self { log }
+    }
+
+    /// A server logging to the file named by [`LOG_ENV`], if set.
+    pub fn from_env() -> Self {
+        Self::new(std::env::var_os(LOG_ENV).map(PathBuf::from))
+    }
+
+    fn log_call(&self, tool: &str, arguments: &impl Serialize) -> std::io::Result<()> {
+        let arguments = serde_json::to_value(arguments).unwrap_or(Value::Null);
+        self.append(&json!({"tool": tool, "arguments": arguments}))
+    }
+
+    fn append(&self, line: &Value) -> std::io::Result<()> {
+        match &self.log {
+            Some(path) => append_line(path, line),
+            None => Ok(()),
+        }
+    }
+}
+
+fn append_line(path: &Path, line: &Value) -> std::io::Result<()> {
+    let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+    // One write per line, so that concurrent calls never interleave within a line.
+    file.write_all(format!("{line}\n").as_bytes())
+}
+
+fn log_failure(error: std::io::Error) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "cannot write the test MCP log: {error}"
+    ))])
+}
+
+#[tool_router]
+impl TestMcpServer {
+    #[tool(
+        description = "Returns its text unchanged",
+        annotations(read_only_hint = true)
+    )]
+    async fn echo(&self, Parameters(args): Parameters<EchoArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("echo", &args) {
+            return log_failure(error);
+        }
+        CallToolResult::success(vec![ContentBlock::text(args.text)])
+    }
+
+    #[tool(description = "Adds two numbers", annotations(read_only_hint = true))]
+    async fn add(&self, Parameters(args): Parameters<AddArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("add", &args) {
+            return log_failure(error);
+        }
+        CallToolResult::success(vec![ContentBlock::text((args.a + args.b).to_string())])
+    }
+
+    #[tool(description = "Fails with the given message")]
+    async fn fail(&self, Parameters(args): Parameters<FailArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("fail", &args) {
+            return log_failure(error);
+        }
+        CallToolResult::error(vec![ContentBlock::text(args.message)])
+    }
+
+    #[tool(description = "Answers with a JSON-RPC error (not a tool result) carrying the message")]
+    async fn rpc_error(
+        &self,
+        Parameters(args): Parameters<RpcErrorArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Err(error) = self.log_call("rpc_error", &args) {
+            return Ok(log_failure(error));
+        }
+        Err(ErrorData::internal_error(args.message, None))
+    }
+
+    #[tool(
+        description = "Sleeps for the given milliseconds",
+        annotations(read_only_hint = true)
+    )]
+    async fn sleep(&self, Parameters(args): Parameters<SleepArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("sleep", &args) {
+            return log_failure(error);
+        }
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
+        CallToolResult::success(vec![ContentBlock::text(format!("slept {} ms", args.ms))])
+    }
+
+    #[tool(
+        description = "Returns a text of exactly the given number of characters",
+        annotations(read_only_hint = true)
+    )]
+    async fn big(&self, Parameters(args): Parameters<BigArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("big", &args) {
+            return log_failure(error);
+        }
+        let text: String = "0123456789".chars().cycle().take(args.chars).collect();
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    }
+
+    #[tool(description = "Makes the server exit at once with status 3, to simulate a crash")]
+    async fn crash(&self) -> CallToolResult {
+        // Even a failed log write must not keep the server alive: the crash is the point.
+        let _ = self.log_call("crash", &json!({}));
+        std::process::exit(CRASH_EXIT_STATUS)
+    }
+
+    #[tool(
+        description = "Appends a note to the log: a tool with a visible side effect",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn record(&self, Parameters(args): Parameters<RecordArgs>) -> CallToolResult {
+        let line = json!({"tool": "record", "note": &args.note, "arguments": &args});
+        if let Err(error) = self.append(&line) {
+            return log_failure(error);
+        }
+        CallToolResult::success(vec![ContentBlock::text("recorded")])
+    }
+}
+
+#[tool_handler(name = "agentloop-test-mcp")]
+impl ServerHandler for TestMcpServer {}

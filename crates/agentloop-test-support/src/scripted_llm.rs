@@ -1,1 +1,0 @@
-//! Scripted OpenAI-compatible server.

@@ -1,0 +1,262 @@
+//! `agentloop.toml`: `--config FILE`, else `./agentloop.toml`, else built-in defaults; standard
+//! environment variables override the file.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use agentloop_core::{AgentSettings, ToolSettings};
+use agentloop_llm::LlmConfig;
+use agentloop_mcp::McpServerConfig;
+use serde::{Deserialize, Serialize};
+
+/// The file looked for in the working directory when no `--config` is given.
+pub const DEFAULT_CONFIG_FILE: &str = "agentloop.toml";
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub llm: LlmConfig,
+    pub agent: AgentSettings,
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    pub tools: BTreeMap<String, ToolSettings>,
+}
+
+/// Where the configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOrigin {
+    File(PathBuf),
+    Defaults,
+}
+
+impl std::fmt::Display for ConfigOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigOrigin::File(path) => write!(f, "{}", path.display()),
+            ConfigOrigin::Defaults => write!(f, "built-in defaults"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration file {path} not found (given with --config)")]
+    NotFound { path: PathBuf },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{origin}: {message}")]
+    Parse {
+        origin: ConfigOrigin,
+        message: String,
+    },
+    #[error("{origin}: {message}")]
+    Invalid {
+        origin: ConfigOrigin,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads the configuration the CLI and server use: the file, then the environment.
+    pub fn load(explicit: Option<&Path>) -> Result<(Config, ConfigOrigin), ConfigError> {
+        let (mut config, origin) = Self::load_file(explicit)?;
+        config.apply_env(|name| std::env::var(name).ok());
+        config.validate().map_err(|message| ConfigError::Invalid {
+            origin: origin.clone(),
+            message,
+        })?;
+        Ok((config, origin))
+    }
+
+    fn load_file(explicit: Option<&Path>) -> Result<(Config, ConfigOrigin), ConfigError> {
+        let path = match explicit {
+            Some(path) if !path.exists() => {
+                return Err(ConfigError::NotFound {
+                    path: path.to_path_buf(),
+                });
+            }
+            Some(path) => path.to_path_buf(),
+            None if Path::new(DEFAULT_CONFIG_FILE).exists() => PathBuf::from(DEFAULT_CONFIG_FILE),
+            None => return Ok((Config::default(), ConfigOrigin::Defaults)),
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let origin = ConfigOrigin::File(path.clone());
+        let mut config = Self::parse(&text, origin.clone())?;
+        let base = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        config.resolve_paths(&base);
+        Ok((config, origin))
+    }
+
+    /// Parses TOML text; unknown keys and wrong types are errors that name the key and line.
+    pub fn parse(text: &str, origin: ConfigOrigin) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|error| ConfigError::Parse {
+            origin,
+            message: error.to_string().trim_end().to_string(),
+        })
+    }
+
+    /// Applies `OPENAI_BASE_URL` (the API key is read by the LLM client from
+    /// `llm.api_key_env`, else `OPENAI_API_KEY`).
+    pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) {
+        if let Some(url) = env("OPENAI_BASE_URL").filter(|url| !url.trim().is_empty()) {
+            self.llm.base_url = url.trim().to_string();
+        }
+    }
+
+    /// Checks the values TOML types cannot express.
+    pub fn validate(&self) -> Result<(), String> {
+        self.llm.validate()?;
+        self.agent.validate()?;
+        for (name, server) in &self.mcp_servers {
+            server.validate(name)?;
+        }
+        for (tool, settings) in &self.tools {
+            settings.validate(tool)?;
+        }
+        Ok(())
+    }
+
+    /// MCP servers start in the directory of the configuration file, so that `args =
+    /// ["tools.py"]` works from anywhere.
+    fn resolve_paths(&mut self, base: &Path) {
+        for server in self.mcp_servers.values_mut() {
+            server.cwd = Some(match server.cwd.take() {
+                Some(cwd) if cwd.is_relative() => base.join(cwd),
+                Some(cwd) => cwd,
+                None => base.to_path_buf(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, ConfigOrigin::File("agentloop.toml".into()))
+    }
+
+    #[test]
+    fn the_design_example_parses() {
+        let config = parse(
+            r#"
+            [llm]
+            provider = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            model = "gpt-4o-mini"
+            api_key_env = "MY_KEY"
+            stream = false
+            timeout_s = 30
+            max_retries = 1
+
+            [agent]
+            system_prompt = "Be brief."
+            max_iterations = 5
+            tool_output_max_chars = 2000
+            parallel_tools = 2
+            max_consecutive_failures = 3
+            tool_failure_limit = 2
+            tool_timeout_s = 10
+
+            [mcp_servers.projects]
+            command = "python3"
+            args = ["tools.py"]
+            env = { TOKEN = "x" }
+
+            [tools."projects.update_quote_totals"]
+            timeout_s = 5
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.agent.max_iterations, 5);
+        assert_eq!(config.llm.model, "gpt-4o-mini");
+        assert!(!config.llm.stream);
+        assert_eq!(config.mcp_servers["projects"].args, ["tools.py"]);
+        assert_eq!(
+            config.tools["projects.update_quote_totals"].timeout_s,
+            Some(5.0)
+        );
+        assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_their_line() {
+        let error = parse("[agent]\nmax_iterations = 3\nmax_iteration = 4\n").unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("max_iteration"), "{message}");
+        assert!(message.contains("line 3"), "{message}");
+        let error = parse("[agnet]\n").unwrap_err().to_string();
+        assert!(error.contains("agnet"), "{error}");
+    }
+
+    #[test]
+    fn wrong_types_are_named() {
+        let error = parse("[agent]\nmax_iterations = \"eight\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("max_iterations") || error.contains("line 2"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_validation() {
+        let config = parse("[agent]\nparallel_tools = 0\n").unwrap();
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("agent.parallel_tools")
+        );
+    }
+
+    #[test]
+    fn the_environment_overrides_the_base_url() {
+        let mut config = parse("[llm]\nbase_url = \"http://file/v1\"\n").unwrap();
+        config.apply_env(|name| (name == "OPENAI_BASE_URL").then(|| "http://env/v1".to_string()));
+        assert_eq!(config.llm.base_url, "http://env/v1");
+        config.apply_env(|_| None);
+        assert_eq!(config.llm.base_url, "http://env/v1");
+    }
+
+    #[test]
+    fn servers_start_in_the_directory_of_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentloop.toml");
+        std::fs::write(
+            &path,
+            "[mcp_servers.a]\ncommand = \"x\"\n[mcp_servers.b]\ncommand = \"y\"\ncwd = \"sub\"\n",
+        )
+        .unwrap();
+        let (config, origin) = Config::load_file(Some(&path)).unwrap();
+        assert_eq!(origin, ConfigOrigin::File(path.clone()));
+        assert_eq!(config.mcp_servers["a"].cwd.as_deref(), Some(dir.path()));
+        assert_eq!(config.mcp_servers["b"].cwd, Some(dir.path().join("sub")));
+    }
+
+    #[test]
+    fn a_file_named_without_a_directory_resolves_to_the_working_directory() {
+        let mut config = parse("[mcp_servers.a]\ncommand = \"x\"\n").unwrap();
+        config.resolve_paths(Path::new("."));
+        assert_eq!(config.mcp_servers["a"].cwd.as_deref(), Some(Path::new(".")));
+    }
+
+    #[test]
+    fn a_missing_explicit_file_is_an_error_but_a_missing_default_is_not() {
+        let error = Config::load_file(Some(Path::new("/nonexistent/agentloop.toml"))).unwrap_err();
+        assert!(matches!(error, ConfigError::NotFound { .. }));
+    }
+}

@@ -1,0 +1,77 @@
+//! An agent assembled from a [`Config`]: the LLM client, the MCP servers (started at the same
+//! time) and the loop's settings.
+
+use std::sync::Arc;
+
+use agentloop_core::{Agent, AgentBuilder, AgentError, LlmError};
+use agentloop_llm::OpenAiClient;
+use agentloop_mcp::{McpSource, connect_all};
+
+use crate::config::Config;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}
+
+/// A configured agent and the MCP servers it started.
+pub struct Runtime {
+    agent: Agent,
+    servers: Vec<Arc<McpSource>>,
+    warnings: Vec<String>,
+}
+
+impl Runtime {
+    /// Starts every MCP server of the configuration and builds the agent. A server that fails
+    /// to start is left out with a warning; the agent works with the others.
+    pub async fn start(config: &Config) -> Result<Runtime, RuntimeError> {
+        Self::start_with(config, |builder| builder).await
+    }
+
+    /// Like [`Runtime::start`], letting the caller add its own tools (or change anything else)
+    /// before the agent is built.
+    pub async fn start_with(
+        config: &Config,
+        customize: impl FnOnce(AgentBuilder) -> AgentBuilder,
+    ) -> Result<Runtime, RuntimeError> {
+        let llm = OpenAiClient::new(config.llm.clone())?;
+        let (servers, failures) = connect_all(&config.mcp_servers).await;
+        let mut warnings: Vec<String> = failures
+            .into_iter()
+            .map(|(name, error)| format!("MCP server {name} is left out: {error}"))
+            .collect();
+        let mut builder = Agent::builder()
+            .llm(Arc::new(llm))
+            .settings(config.agent.clone());
+        for (tool, settings) in &config.tools {
+            builder = builder.tool_settings(tool.clone(), settings.clone());
+        }
+        for server in &servers {
+            builder = builder.source(server.clone());
+        }
+        let agent = customize(builder).build().await?;
+        warnings.extend(agent.warnings().iter().cloned());
+        Ok(Runtime {
+            agent,
+            servers,
+            warnings,
+        })
+    }
+
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// Problems that did not stop the agent: servers left out, schemas that do not compile.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Stops the MCP servers.
+    pub async fn shutdown(self) {
+        futures::future::join_all(self.servers.iter().map(|server| server.shutdown())).await;
+    }
+}
