@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use uuid::Uuid;
+
 use clap::{Args, Parser, Subcommand};
 
 /// agentloop: a runtime that turns any tool-calling LLM into a dependable copilot agent.
@@ -28,6 +30,11 @@ pub enum Command {
     Run(RunArgs),
     /// List the tools each configured MCP server offers.
     Tools(ToolsArgs),
+    /// List sessions, or show one with its messages and the trace of each run.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Create or upgrade the database schema of the store (runs also do it on start).
+    Migrate,
 }
 
 #[derive(Debug, Args)]
@@ -41,6 +48,45 @@ pub struct RunArgs {
     /// Stop calling tools after this many LLM calls (at most agent.max_iterations).
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
+    /// Continue this session (created when it does not exist yet); default: a new session.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<Uuid>,
+    /// The user the run belongs to.
+    #[arg(long, value_name = "U", default_value = "local")]
+    pub user: String,
+    /// Do not show the model the session's earlier messages.
+    #[arg(long)]
+    pub no_history: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Sessions, most recent first.
+    List(SessionsListArgs),
+    /// One session: its messages, with the tool calls of each run.
+    Show(SessionsShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsListArgs {
+    /// Only this user's sessions.
+    #[arg(long, value_name = "U")]
+    pub user: Option<String>,
+    /// At most this many sessions.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsShowArgs {
+    /// The session id.
+    pub id: Uuid,
+    /// Print JSON: the session, its messages and its runs.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => commands::run::execute(cli.global, args).await,
             Command::Tools(args) => commands::tools::execute(cli.global, args).await,
+            Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
+            Command::Migrate => commands::migrate::execute(cli.global).await,
         }
     });
     match result {

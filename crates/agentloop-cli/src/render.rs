@@ -107,9 +107,11 @@ impl StepView {
             } => {
                 self.clear();
                 eprintln!(
-                    "{} after {iterations} steps, {tools_used} tool calls, {} tokens",
+                    "{} after {}, {}, {}",
                     status.as_str(),
-                    usage.total()
+                    count(u64::from(*iterations), "step"),
+                    count(u64::from(*tools_used), "tool call"),
+                    count(usage.total(), "token")
                 );
             }
             _ => {}
@@ -136,4 +138,13 @@ pub fn error_chain(error: &anyhow::Error) -> String {
         }
     }
     text
+}
+
+/// "1 step", "2 steps".
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }

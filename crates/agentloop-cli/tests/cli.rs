@@ -60,7 +60,7 @@ async fn run_prints_steps_on_stderr_and_the_answer_on_stdout() {
     assert!(steps.contains("→ test.add {\"a\":40,\"b\":2}"), "{steps}");
     assert!(steps.contains("✓ test.add success"), "{steps}");
     assert!(
-        steps.contains("completed after 2 steps, 1 tool calls"),
+        steps.contains("completed after 2 steps, 1 tool call"),
         "{steps}"
     );
     assert_eq!(

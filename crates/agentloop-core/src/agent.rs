@@ -19,7 +19,10 @@ use crate::{
     driver::{Emitter, EventSink, RunServices, drive},
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
+    session_run::run_with_store,
     settings::{AgentSettings, ToolSettings},
+    store::Store,
+    tokens::{EstimatedTokens, TokenCounter},
     tool::{Tool, ToolSource},
 };
 
@@ -35,15 +38,21 @@ pub enum AgentError {
 }
 
 /// A question for the agent, with what the run should know.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunRequest {
     pub query: String,
-    /// Defaults to a new session id.
+    /// Defaults to a new session id. With a store, the session is created when it does not
+    /// exist yet.
     pub session_id: Option<Uuid>,
     /// Defaults to a new run id.
     pub run_id: Option<Uuid>,
-    /// Earlier messages of the conversation, oldest first.
+    /// Earlier messages of the conversation, oldest first. With a store and
+    /// `include_history`, they are read from the session instead.
     pub history: Vec<ChatMessage>,
+    /// With a store: add this run's messages to the session (default true).
+    pub save_chat: bool,
+    /// With a store: show the model the session's earlier messages (default true).
+    pub include_history: bool,
     /// Replaces the agent's system prompt for this run.
     pub system_prompt: Option<String>,
     /// Replaces the configured model for this run.
@@ -53,12 +62,34 @@ pub struct RunRequest {
     pub context: RunContext,
 }
 
+impl Default for RunRequest {
+    fn default() -> Self {
+        Self {
+            query: String::new(),
+            session_id: None,
+            run_id: None,
+            history: Vec::new(),
+            save_chat: true,
+            include_history: true,
+            system_prompt: None,
+            model: None,
+            max_iterations: None,
+            context: RunContext::default(),
+        }
+    }
+}
+
 impl RunRequest {
     pub fn new(query: impl Into<String>) -> Self {
         Self {
             query: query.into(),
             ..Self::default()
         }
+    }
+
+    pub fn user(mut self, user_id: impl Into<String>) -> Self {
+        self.context.user_id = Some(user_id.into());
+        self
     }
 
     pub fn session(mut self, session_id: Uuid) -> Self {
@@ -82,10 +113,12 @@ impl RunRequest {
     }
 }
 
-/// An LLM, its tools and its limits; cheap to clone and share between runs.
+/// An LLM, its tools and its limits (and optionally a store); cheap to clone and share between
+/// runs.
 #[derive(Clone)]
 pub struct Agent {
     services: RunServices,
+    store: Option<Arc<dyn Store>>,
     warnings: Arc<Vec<String>>,
 }
 
@@ -104,6 +137,10 @@ impl Agent {
 
     pub fn services(&self) -> &RunServices {
         &self.services
+    }
+
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// Problems found while building that did not stop the agent (a tool source that failed,
@@ -132,22 +169,26 @@ impl Agent {
             max_iterations,
             context: request.context,
         };
-        RunMachine::new(input, settings.clone(), self.services.catalog.clone())
+        RunMachine::new(
+            input,
+            settings.clone(),
+            self.services.catalog.clone(),
+            self.services.counter.clone(),
+        )
     }
 
     /// Starts a run in its own task; its events arrive through the returned handle.
-    pub fn run(&self, request: RunRequest) -> RunHandle {
-        let machine = self.prepare(request);
-        let run_id = machine.run_id();
-        let session_id = machine.input().session_id;
+    pub fn run(&self, mut request: RunRequest) -> RunHandle {
+        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
+        let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
         let (sender, events) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let services = self.services.clone();
+        let agent = self.clone();
         let token = cancel.clone();
-        let task = tokio::spawn(async move {
-            let mut emitter = Emitter::new(run_id, Arc::new(sender));
-            drive(machine, services, &mut emitter, token).await
-        });
+        let task =
+            tokio::spawn(
+                async move { agent.run_with_sink(request, Arc::new(sender), token).await },
+            );
         RunHandle {
             run_id,
             session_id,
@@ -157,16 +198,23 @@ impl Agent {
         }
     }
 
-    /// Runs to the end in the current task, sending events to `sink`.
+    /// Runs to the end in the current task, sending events to `sink`. With a store, the run is
+    /// saved step by step in its session.
     pub async fn run_with_sink(
         &self,
-        request: RunRequest,
+        mut request: RunRequest,
         sink: Arc<dyn EventSink>,
         cancel: CancellationToken,
     ) -> RunOutcome {
-        let machine = self.prepare(request);
-        let mut emitter = Emitter::new(machine.run_id(), sink);
-        drive(machine, self.services.clone(), &mut emitter, cancel).await
+        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
+        let mut emitter = Emitter::new(run_id, sink);
+        match &self.store {
+            Some(store) => run_with_store(self, store.clone(), request, &mut emitter, cancel).await,
+            None => {
+                let machine = self.prepare(request);
+                drive(machine, self.services.clone(), &mut emitter, cancel, None).await
+            }
+        }
     }
 }
 
@@ -231,6 +279,8 @@ pub struct AgentBuilder {
     sources: Vec<Arc<dyn ToolSource>>,
     settings: AgentSettings,
     tool_settings: BTreeMap<String, ToolSettings>,
+    store: Option<Arc<dyn Store>>,
+    counter: Option<Arc<dyn TokenCounter>>,
 }
 
 impl AgentBuilder {
@@ -271,6 +321,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Keeps sessions, runs and their events in `store`.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Counts tokens for `agent.context_tokens` (default: a conservative estimate).
+    pub fn token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counter = Some(counter);
+        self
+    }
+
     pub fn tool_settings(mut self, tool: impl Into<String>, settings: ToolSettings) -> Self {
         self.tool_settings.insert(tool.into(), settings);
         self
@@ -308,7 +370,9 @@ impl AgentBuilder {
                 llm,
                 catalog: Arc::new(catalog),
                 settings: Arc::new(self.settings),
+                counter: self.counter.unwrap_or_else(|| Arc::new(EstimatedTokens)),
             },
+            store: self.store,
             warnings: Arc::new(warnings),
         })
     }

@@ -1,10 +1,9 @@
 //! The thin async driver: performs the steps the [`RunMachine`] asks for against the `Llm` and
-//! the tools, feeds the results back, and emits the machine's events with their sequence numbers.
+//! the tools, feeds the results back, saves each step, then emits its events.
 
 use std::{sync::Arc, time::Instant};
 
 use agentloop_protocol::{Event, EventKind};
-use chrono::Utc;
 use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::{RwLock, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -15,6 +14,8 @@ use crate::{
     llm::{CallPurpose, Llm},
     machine::{RunMachine, RunOutcome, Step, ToolInvocation, ToolResult},
     settings::AgentSettings,
+    store::{RunEnd, StepRecord, Store, StoreError},
+    tokens::TokenCounter,
     tool::{Tool, ToolContext},
 };
 
@@ -52,12 +53,26 @@ impl Emitter {
     }
 
     pub fn emit(&mut self, kind: EventKind) {
+        let event = self.number(kind);
+        self.send(event);
+    }
+
+    /// Gives the event its place in the run, without sending it yet.
+    pub fn number(&mut self, kind: EventKind) -> Event {
         self.last_seq += 1;
-        self.sink.emit(Event {
+        Event {
             run_id: self.run_id,
             seq: self.last_seq,
             kind,
-        });
+        }
+    }
+
+    pub fn send(&self, event: Event) {
+        self.sink.emit(event);
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 }
 
@@ -67,19 +82,45 @@ pub struct RunServices {
     pub llm: Arc<dyn Llm>,
     pub catalog: Arc<ToolCatalog>,
     pub settings: Arc<AgentSettings>,
+    pub counter: Arc<dyn TokenCounter>,
 }
 
-/// Runs `machine` to its end. Cancellation takes effect at the next safe point: an LLM call is
-/// abandoned, tool calls in flight finish and are recorded first.
+/// Where a run's steps are saved.
+#[derive(Clone)]
+pub struct Persistence {
+    pub store: Arc<dyn Store>,
+    /// False when the run must leave no trace in its session (`save_chat: false`).
+    pub save_messages: bool,
+}
+
+/// Runs `machine` to its end. Each step's changes are saved (when `persistence` is given)
+/// before its events are emitted. Cancellation takes effect at the next safe point: an LLM call
+/// is abandoned, tool calls in flight finish and are recorded first.
 pub async fn drive(
     mut machine: RunMachine,
     services: RunServices,
     emitter: &mut Emitter,
     cancel: CancellationToken,
+    persistence: Option<Persistence>,
 ) -> RunOutcome {
+    let mut writer = StepWriter {
+        persistence,
+        deltas: Vec::new(),
+    };
     let mut step = machine.start();
     loop {
-        flush(&mut machine, emitter);
+        if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
+            tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run");
+            // Saving stops here; the events still reach the client.
+            writer.persistence = None;
+            if !matches!(step, Step::Finished(_)) {
+                step = machine.fail(
+                    "store_unavailable",
+                    format!("the run could not be saved, so it was stopped: {error}"),
+                );
+                continue;
+            }
+        }
         if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
             step = machine.cancel();
             continue;
@@ -94,7 +135,7 @@ pub async fn drive(
                         if text.is_empty() {
                             return;
                         }
-                        emitter.emit(if finalize {
+                        let event = emitter.number(if finalize {
                             EventKind::FinalResponse {
                                 delta: text.to_string(),
                             }
@@ -103,6 +144,9 @@ pub async fn drive(
                                 text: text.to_string(),
                             }
                         });
+                        // Live text is sent at once and saved with the next step.
+                        writer.keep_delta(&event);
+                        emitter.send(event);
                     };
                     tokio::select! {
                         biased;
@@ -123,24 +167,85 @@ pub async fn drive(
                 }
             }
             Step::CallTools(invocations) => {
-                run_tools(&mut machine, &services, emitter, invocations).await
+                run_tools(&mut machine, &services, emitter, &mut writer, invocations).await
             }
         };
     }
 }
 
-fn flush(machine: &mut RunMachine, emitter: &mut Emitter) {
-    for event in machine.take_events() {
-        emitter.emit(event);
+/// Saves each step, then emits its events.
+struct StepWriter {
+    persistence: Option<Persistence>,
+    /// Live text events already sent, waiting to be saved with the next step.
+    deltas: Vec<Event>,
+}
+
+impl StepWriter {
+    fn keep_delta(&mut self, event: &Event) {
+        if self.persistence.is_some() {
+            self.deltas.push(event.clone());
+        }
+    }
+
+    /// Takes what the machine changed, saves it, then sends its events (also when saving
+    /// failed: the client must still learn what happened).
+    async fn commit(
+        &mut self,
+        machine: &mut RunMachine,
+        emitter: &mut Emitter,
+        step: &Step,
+    ) -> Result<(), StoreError> {
+        let changes = machine.take_changes();
+        let events: Vec<Event> = changes
+            .events
+            .into_iter()
+            .map(|kind| emitter.number(kind))
+            .collect();
+        let saved = match &self.persistence {
+            Some(persistence) => {
+                let mut to_save = std::mem::take(&mut self.deltas);
+                to_save.extend(events.iter().cloned());
+                let end = match step {
+                    Step::Finished(outcome) => Some(RunEnd {
+                        status: outcome.status,
+                        answer_message_id: outcome.message_id,
+                        failure: outcome.failure.clone(),
+                        finalize_reason: outcome.finalize_reason,
+                        finished_at: crate::clock::now(),
+                    }),
+                    _ => None,
+                };
+                let record = StepRecord {
+                    run_id: machine.run_id(),
+                    session_id: machine.input().session_id,
+                    messages: if persistence.save_messages {
+                        changes.messages
+                    } else {
+                        Vec::new()
+                    },
+                    records: changes.records,
+                    events: to_save,
+                    progress: changes.progress,
+                    end,
+                };
+                persistence.store.save_step(&record).await
+            }
+            None => Ok(()),
+        };
+        for event in events {
+            emitter.send(event);
+        }
+        saved
     }
 }
 
 /// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
-/// alone. Results are fed back as they arrive, so `tool_executed` events are live.
+/// alone. Results are fed back, saved and reported as they arrive.
 async fn run_tools(
     machine: &mut RunMachine,
     services: &RunServices,
     emitter: &mut Emitter,
+    writer: &mut StepWriter,
     invocations: Vec<ToolInvocation>,
 ) -> Step {
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
@@ -166,10 +271,13 @@ async fn run_tools(
         })
         .collect();
     while let Some(result) = running.next().await {
-        let next = machine.on_tool_result(result);
-        flush(machine, emitter);
-        if let Some(step) = next {
+        if let Some(step) = machine.on_tool_result(result) {
             return step;
+        }
+        // A call that ended is saved, and reported, before the rest of the batch ends.
+        let pending = Step::CallTools(Vec::new());
+        if let Err(error) = writer.commit(machine, emitter, &pending).await {
+            tracing::error!(run_id = %machine.run_id(), %error, "cannot save a tool result");
         }
     }
     machine.fail(
@@ -194,7 +302,7 @@ async fn execute(
     let Some(tool) = tool else {
         return ToolResult {
             call_id,
-            started_at: Utc::now(),
+            started_at: crate::clock::now(),
             duration_ms: 0,
             outcome: Err(format!("tool {name} is no longer available")),
         };
@@ -206,7 +314,7 @@ async fn execute(
     } else {
         (None, Some(gate.write_owned().await))
     };
-    let started_at = Utc::now();
+    let started_at = crate::clock::now();
     let started = Instant::now();
     // A task of its own, so that a panicking tool fails its call, not the run.
     let mut task = tokio::spawn(async move { tool.call(arguments, context).await });

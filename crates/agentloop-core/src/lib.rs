@@ -17,22 +17,31 @@
 mod agent;
 mod canonical;
 mod catalog;
+mod clock;
 mod driver;
 mod llm;
 pub mod machine;
 mod names;
+mod session_run;
 mod settings;
+mod store;
+mod tokens;
 mod tool;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
-pub use driver::{Emitter, EventSink, RunServices, drive};
+pub use driver::{Emitter, EventSink, Persistence, RunServices, drive};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
-pub use machine::{RunContext, RunFailure, RunInput, RunMachine, RunOutcome, Step};
+pub use machine::{MachineChanges, RunContext, RunFailure, RunInput, RunMachine, RunOutcome, Step};
 pub use names::sanitize as provider_safe_name;
+pub use session_run::{DEFAULT_USER, SESSION_LEASE};
 pub use settings::{AgentSettings, ToolSettings};
+pub use store::{
+    NewRun, NewSession, RunEnd, RunProgress, SessionLock, StepRecord, Store, StoreError,
+};
+pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};

@@ -12,6 +12,10 @@ pub struct AgentSettings {
     pub system_prompt: String,
     /// LLM calls that may ask for tools before the forced summary.
     pub max_iterations: u32,
+    /// Questions and answers of the session a run sees (with the tool calls between them).
+    pub history_messages: usize,
+    /// The most tokens sent to the LLM in one call; the oldest messages leave first.
+    pub context_tokens: usize,
     /// Characters of a tool result the model sees; the record keeps the whole result.
     pub tool_output_max_chars: usize,
     /// Tool calls of one reply that run at the same time.
@@ -30,6 +34,8 @@ impl Default for AgentSettings {
             system_prompt: "You are a helpful copilot. Use the tools to complete the task."
                 .to_string(),
             max_iterations: 8,
+            history_messages: 10,
+            context_tokens: 32_000,
             tool_output_max_chars: 16_000,
             parallel_tools: 4,
             max_consecutive_failures: 2,
@@ -55,6 +61,12 @@ impl AgentSettings {
             if value == 0 {
                 return Err(format!("{key} must be at least 1"));
             }
+        }
+        if self.context_tokens < 256 {
+            return Err(format!(
+                "agent.context_tokens must be at least 256 (got {})",
+                self.context_tokens
+            ));
         }
         if self.tool_output_max_chars < 100 {
             return Err(format!(

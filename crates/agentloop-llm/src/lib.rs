@@ -8,7 +8,9 @@ mod config;
 mod exchange;
 mod retry;
 mod stream;
+mod tokens;
 mod wire;
 
 pub use client::OpenAiClient;
 pub use config::{DEFAULT_API_KEY_ENV, LlmConfig};
+pub use tokens::{TiktokenCounter, token_counter_for};

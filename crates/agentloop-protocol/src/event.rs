@@ -130,6 +130,17 @@ impl FinalizeReason {
             FinalizeReason::ConsecutiveFailures => "consecutive_failures",
         }
     }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            FinalizeReason::MaxIterations,
+            FinalizeReason::DegenerateResponse,
+            FinalizeReason::DuplicateCalls,
+            FinalizeReason::ConsecutiveFailures,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == text)
+    }
 }
 
 /// How a run ended (or paused).
@@ -152,6 +163,26 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled",
             RunStatus::AwaitingInput => "awaiting_input",
         }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            RunStatus::Running,
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+            RunStatus::AwaitingInput,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == text)
+    }
+
+    /// The run will not change any more.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
 }
 

@@ -7,7 +7,9 @@
 mod event;
 mod message;
 mod record;
+mod session;
 
 pub use event::{Event, EventKind, FinalizeReason, InputKind, PendingCall, RunStatus, Usage};
 pub use message::{ChatMessage, Role, ToolCall};
 pub use record::{ToolExecutionRecord, ToolStatus};
+pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};

@@ -1,6 +1,7 @@
 //! Test doubles that speak the real protocols, for agentloop's own tests and benchmarks:
 //! a scripted OpenAI-compatible HTTP server ([`scripted_llm`]) and a small MCP server started as
-//! a real child process ([`mcp`]).
+//! a real child process ([`mcp`]), and a PostgreSQL schema per test ([`postgres`]).
 
 pub mod mcp;
+pub mod postgres;
 pub mod scripted_llm;

@@ -9,6 +9,7 @@ use std::{
 use agentloop_core::{AgentSettings, ToolSettings};
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
+use agentloop_store::StoreConfig;
 use serde::{Deserialize, Serialize};
 
 /// The file looked for in the working directory when no `--config` is given.
@@ -20,6 +21,7 @@ pub const DEFAULT_CONFIG_FILE: &str = "agentloop.toml";
 pub struct Config {
     pub llm: LlmConfig,
     pub agent: AgentSettings,
+    pub store: StoreConfig,
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub tools: BTreeMap<String, ToolSettings>,
 }
@@ -106,11 +108,19 @@ impl Config {
         })
     }
 
-    /// Applies `OPENAI_BASE_URL` (the API key is read by the LLM client from
-    /// `llm.api_key_env`, else `OPENAI_API_KEY`).
+    /// Applies `OPENAI_BASE_URL` and `DATABASE_URL` (the API key is read by the LLM client
+    /// from `llm.api_key_env`, else `OPENAI_API_KEY`).
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) {
-        if let Some(url) = env("OPENAI_BASE_URL").filter(|url| !url.trim().is_empty()) {
-            self.llm.base_url = url.trim().to_string();
+        let set = |name: &str| {
+            env(name)
+                .map(|value| value.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        if let Some(url) = set("OPENAI_BASE_URL") {
+            self.llm.base_url = url;
+        }
+        if let Some(url) = set("DATABASE_URL") {
+            self.store.url = url;
         }
     }
 
@@ -118,6 +128,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.llm.validate()?;
         self.agent.validate()?;
+        self.store.validate()?;
         for (name, server) in &self.mcp_servers {
             server.validate(name)?;
         }
@@ -127,9 +138,23 @@ impl Config {
         Ok(())
     }
 
-    /// MCP servers start in the directory of the configuration file, so that `args =
-    /// ["tools.py"]` works from anywhere.
+    /// Paths in the file are relative to the file: MCP servers start in its directory (so that
+    /// `args = ["tools.py"]` works from anywhere) and a relative SQLite database lives next to
+    /// it.
     fn resolve_paths(&mut self, base: &Path) {
+        if let Some(relative) = self.store.url.strip_prefix("sqlite://")
+            && !relative.starts_with('/')
+            && base != Path::new(".")
+        {
+            let (path, params) = relative
+                .split_once('?')
+                .map_or((relative, None), |(p, q)| (p, Some(q)));
+            let joined = base.join(path);
+            self.store.url = match params {
+                Some(params) => format!("sqlite://{}?{params}", joined.display()),
+                None => format!("sqlite://{}", joined.display()),
+            };
+        }
         for server in self.mcp_servers.values_mut() {
             server.cwd = Some(match server.cwd.take() {
                 Some(cwd) if cwd.is_relative() => base.join(cwd),
@@ -252,6 +277,33 @@ mod tests {
         let mut config = parse("[mcp_servers.a]\ncommand = \"x\"\n").unwrap();
         config.resolve_paths(Path::new("."));
         assert_eq!(config.mcp_servers["a"].cwd.as_deref(), Some(Path::new(".")));
+    }
+
+    #[test]
+    fn the_database_url_comes_from_the_environment_and_sqlite_paths_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentloop.toml");
+        std::fs::write(
+            &path,
+            "[store]\nurl = \"sqlite://data/memory.db?mode=rwc\"\n",
+        )
+        .unwrap();
+        let (mut config, _) = Config::load_file(Some(&path)).unwrap();
+        assert_eq!(
+            config.store.url,
+            format!("sqlite://{}/data/memory.db?mode=rwc", dir.path().display())
+        );
+        config.apply_env(|name| (name == "DATABASE_URL").then(|| "postgres://db/x".to_string()));
+        assert_eq!(config.store.url, "postgres://db/x");
+        let default = Config::default();
+        assert_eq!(default.store.url, "sqlite://agentloop.db");
+        assert!(
+            parse("[store]\nurl = \"mysql://x\"\n")
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .contains("store.url")
+        );
     }
 
     #[test]

@@ -22,16 +22,18 @@ mod config;
 mod runtime;
 
 pub use agentloop_core::protocol::{
-    ChatMessage, Event, EventKind, FinalizeReason, Role, RunStatus, ToolCall, ToolExecutionRecord,
-    ToolStatus, Usage,
+    ChatMessage, Event, EventKind, FinalizeReason, MessageKind, Role, RunInfo, RunStatus,
+    SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus, Usage,
 };
 pub use agentloop_core::{
     Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, Llm, LlmError,
-    ModelReply, ModelRequest, RunContext, RunFailure, RunHandle, RunOutcome, RunRequest, Tool,
-    ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings, ToolSource,
+    ModelReply, ModelRequest, RunContext, RunFailure, RunHandle, RunOutcome, RunRequest, Store,
+    StoreError, Tool, ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings,
+    ToolSource,
 };
 pub use agentloop_llm::{LlmConfig, OpenAiClient};
 pub use agentloop_mcp::{McpServerConfig, McpSource};
+pub use agentloop_store::{SqlStore, StoreConfig};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE};
 pub use runtime::{Runtime, RuntimeError};
 
@@ -39,3 +41,4 @@ pub use runtime::{Runtime, RuntimeError};
 pub use agentloop_core as core;
 pub use agentloop_llm as llm;
 pub use agentloop_mcp as mcp;
+pub use agentloop_store as store;

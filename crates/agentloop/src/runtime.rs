@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use agentloop_core::{Agent, AgentBuilder, AgentError, LlmError};
-use agentloop_llm::OpenAiClient;
+use agentloop_core::{Agent, AgentBuilder, AgentError, LlmError, Store, StoreError};
+use agentloop_llm::{OpenAiClient, token_counter_for};
 use agentloop_mcp::{McpSource, connect_all};
+use agentloop_store::SqlStore;
 
 use crate::config::Config;
 
@@ -15,18 +16,22 @@ pub enum RuntimeError {
     Llm(#[from] LlmError),
     #[error(transparent)]
     Agent(#[from] AgentError),
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// A configured agent and the MCP servers it started.
 pub struct Runtime {
     agent: Agent,
+    store: Arc<SqlStore>,
     servers: Vec<Arc<McpSource>>,
     warnings: Vec<String>,
 }
 
 impl Runtime {
-    /// Starts every MCP server of the configuration and builds the agent. A server that fails
-    /// to start is left out with a warning; the agent works with the others.
+    /// Opens the store (creating and migrating it if needed), starts every MCP server of the
+    /// configuration and builds the agent. A server that fails to start is left out with a
+    /// warning; the agent works with the others.
     pub async fn start(config: &Config) -> Result<Runtime, RuntimeError> {
         Self::start_with(config, |builder| builder).await
     }
@@ -38,13 +43,19 @@ impl Runtime {
         customize: impl FnOnce(AgentBuilder) -> AgentBuilder,
     ) -> Result<Runtime, RuntimeError> {
         let llm = OpenAiClient::new(config.llm.clone())?;
-        let (servers, failures) = connect_all(&config.mcp_servers).await;
+        let (store, (servers, failures)) = futures::join!(
+            SqlStore::connect(&config.store.url),
+            connect_all(&config.mcp_servers)
+        );
+        let store = Arc::new(store?);
         let mut warnings: Vec<String> = failures
             .into_iter()
             .map(|(name, error)| format!("MCP server {name} is left out: {error}"))
             .collect();
         let mut builder = Agent::builder()
             .llm(Arc::new(llm))
+            .store(store.clone() as Arc<dyn Store>)
+            .token_counter(token_counter_for(&config.llm.model))
             .settings(config.agent.clone());
         for (tool, settings) in &config.tools {
             builder = builder.tool_settings(tool.clone(), settings.clone());
@@ -56,6 +67,7 @@ impl Runtime {
         warnings.extend(agent.warnings().iter().cloned());
         Ok(Runtime {
             agent,
+            store,
             servers,
             warnings,
         })
@@ -65,13 +77,20 @@ impl Runtime {
         &self.agent
     }
 
+    /// Where sessions and runs are kept.
+    pub fn store(&self) -> &Arc<SqlStore> {
+        &self.store
+    }
+
     /// Problems that did not stop the agent: servers left out, schemas that do not compile.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
 
     /// Stops the MCP servers.
+    /// Stops the MCP servers and closes the store.
     pub async fn shutdown(self) {
         futures::future::join_all(self.servers.iter().map(|server| server.shutdown())).await;
+        self.store.close().await;
     }
 }

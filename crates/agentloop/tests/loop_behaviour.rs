@@ -426,7 +426,7 @@ async fn a_refused_key_fails_the_run_with_the_providers_message_and_no_retry() {
         ["error", "done"]
     );
     assert_eq!(
-        outcome.messages[0].text_content(),
+        outcome.messages[0].message.text_content(),
         "hi",
         "the user message is kept"
     );

@@ -19,7 +19,7 @@ async fn the_loop_lists_and_calls_the_reference_everything_server() {
     ])
     .await;
     let config = format!(
-        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\n[mcp_servers.everything]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n",
+        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\n[store]\nurl = \"sqlite::memory:\"\n\n[mcp_servers.everything]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n",
         llm.base_url(),
         toml_string(&command),
         json!(args),

@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod migrate;
 pub mod run;
+pub mod sessions;
 pub mod tools;
 
 use agentloop::{Config, ConfigOrigin};

@@ -22,11 +22,17 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
 
     let request = RunRequest {
         query: args.query.join(" "),
+        session_id: args.session,
+        include_history: !args.no_history,
         max_iterations: args.max_iterations,
-        context: RunContext::default(),
+        context: RunContext {
+            user_id: Some(args.user.clone()),
+            ..RunContext::default()
+        },
         ..RunRequest::default()
     };
     let mut run = runtime.agent().run(request);
+    let session_id = run.session_id();
     let cancel = run.cancellation_token();
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -60,6 +66,9 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
     }
     if answer_open {
         writeln!(stdout)?;
+    }
+    if !args.json {
+        eprintln!("session {session_id} (continue it with --session {session_id})");
     }
     ctrl_c.abort();
     drop(stdout);

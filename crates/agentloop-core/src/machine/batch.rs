@@ -46,6 +46,8 @@ pub(crate) struct Slot {
     pub call: ToolCall,
     pub arguments: Value,
     pub state: SlotState,
+    /// Its record was already handed over for persistence (executed calls, as they end).
+    pub recorded: bool,
 }
 
 #[derive(Debug, Default)]
@@ -80,7 +82,7 @@ pub(crate) fn refused_record(
         iteration,
         tool: call.name.clone(),
         arguments: arguments.clone(),
-        started_at: Utc::now(),
+        started_at: crate::clock::now(),
         duration_ms: 0,
         status,
         result: None,

@@ -2,10 +2,12 @@
 //!
 //! The driver asks [`RunMachine::start`] for the first [`Step`], performs it (an LLM call or tool
 //! calls), and feeds the result back; every feed returns the next step until
-//! [`Step::Finished`]. Events pile up in an outbox the driver drains after each feed, so it can
-//! persist a step's changes before it emits them.
+//! [`Step::Finished`]. New messages, tool records and events pile up until the driver takes
+//! them with [`RunMachine::take_changes`], so it can persist a step's changes before it emits
+//! its events.
 
 mod batch;
+mod pipeline;
 mod text;
 mod view;
 
@@ -15,22 +17,24 @@ use std::{
 };
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, RunStatus, ToolCall, ToolExecutionRecord, ToolStatus,
-    Usage,
+    ChatMessage, EventKind, FinalizeReason, MessageKind, RunStatus, SessionMessage,
+    ToolExecutionRecord, Usage,
 };
-use serde_json::Value;
+use serde_json::json;
 use uuid::Uuid;
 
 pub use batch::{ToolInvocation, ToolResult};
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
 use crate::{
-    canonical::canonical_json,
     catalog::ToolCatalog,
     llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice},
     settings::AgentSettings,
+    store::RunProgress,
+    tokens::{TokenCounter, message_tokens},
 };
-use batch::{Batch, Slot, SlotState, parse_arguments, refused_record};
+use batch::Batch;
+use view::Viewed;
 
 /// Who a run is for and under which rules.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,8 +88,8 @@ pub struct RunOutcome {
     pub iterations: u32,
     pub tools_used: u32,
     pub records: Vec<ToolExecutionRecord>,
-    /// This run's messages: the user message, tool calls and results, and the answer.
-    pub messages: Vec<ChatMessage>,
+    /// This run's messages: the question, tool calls and results, the trace and the answer.
+    pub messages: Vec<SessionMessage>,
     pub usage: Usage,
     /// Id of the final assistant message.
     pub message_id: Option<Uuid>,
@@ -101,15 +105,32 @@ enum Phase {
     Finished,
 }
 
+/// What a step changed: written to the store before its events are emitted.
+#[derive(Debug, Default)]
+pub struct MachineChanges {
+    pub messages: Vec<SessionMessage>,
+    pub records: Vec<ToolExecutionRecord>,
+    pub events: Vec<EventKind>,
+    pub progress: RunProgress,
+}
+
 /// One run of the loop.
 pub struct RunMachine {
     input: RunInput,
     settings: Arc<AgentSettings>,
     catalog: Arc<ToolCatalog>,
+    counter: Arc<dyn TokenCounter>,
     phase: Phase,
-    /// This run's messages, starting with the user message.
-    turn: Vec<ChatMessage>,
+    /// This run's messages, starting with the question.
+    turn: Vec<SessionMessage>,
+    /// How many of `turn` were already taken by `take_changes`.
+    taken_messages: usize,
+    /// The model's view of the history and of `turn`, each message prepared and counted once.
+    history_view: Vec<Viewed>,
+    turn_view: Vec<Viewed>,
     records: Vec<ToolExecutionRecord>,
+    /// Records that ended since the last `take_changes`, in the order they ended.
+    new_records: Vec<ToolExecutionRecord>,
     record_by_call: HashMap<String, usize>,
     iteration: u32,
     tools_used: u32,
@@ -128,15 +149,30 @@ pub struct RunMachine {
 }
 
 impl RunMachine {
-    pub fn new(input: RunInput, settings: Arc<AgentSettings>, catalog: Arc<ToolCatalog>) -> Self {
-        let turn = vec![ChatMessage::user(input.query.clone())];
-        Self {
+    pub fn new(
+        input: RunInput,
+        settings: Arc<AgentSettings>,
+        catalog: Arc<ToolCatalog>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Self {
+        let max_chars = settings.tool_output_max_chars;
+        let history_view = input
+            .history
+            .iter()
+            .map(|message| view::view_message(&catalog, counter.as_ref(), message, max_chars, true))
+            .collect();
+        let mut machine = Self {
             input,
             settings,
             catalog,
+            counter,
             phase: Phase::Created,
-            turn,
+            turn: Vec::new(),
+            taken_messages: 0,
+            history_view,
+            turn_view: Vec::new(),
             records: Vec::new(),
+            new_records: Vec::new(),
             record_by_call: HashMap::new(),
             iteration: 0,
             tools_used: 0,
@@ -151,7 +187,10 @@ impl RunMachine {
             batch: Batch::default(),
             outbox: Vec::new(),
             outcome: None,
-        }
+        };
+        let question = ChatMessage::user(machine.input.query.clone());
+        machine.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
+        machine
     }
 
     pub fn run_id(&self) -> Uuid {
@@ -169,6 +208,26 @@ impl RunMachine {
     /// Events produced since the last call, in order.
     pub fn take_events(&mut self) -> Vec<EventKind> {
         std::mem::take(&mut self.outbox)
+    }
+
+    /// Messages, records and events produced since the last call, and the run's counters.
+    pub fn take_changes(&mut self) -> MachineChanges {
+        let messages = self.turn[self.taken_messages..].to_vec();
+        self.taken_messages = self.turn.len();
+        MachineChanges {
+            messages,
+            records: std::mem::take(&mut self.new_records),
+            events: std::mem::take(&mut self.outbox),
+            progress: self.progress(),
+        }
+    }
+
+    pub fn progress(&self) -> RunProgress {
+        RunProgress {
+            iterations: self.iteration,
+            tools_used: self.tools_used,
+            usage: self.usage,
+        }
     }
 
     /// Tools that failed too often and are no longer offered.
@@ -210,68 +269,6 @@ impl RunMachine {
         }
     }
 
-    /// Feeds the result of one tool call; returns the next step once every call of the batch
-    /// has ended.
-    pub fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
-        if self.phase != Phase::AwaitingTools {
-            return Some(self.unexpected("a tool result"));
-        }
-        let max_chars = self.settings.tool_output_max_chars;
-        let iteration = self.iteration;
-        let Some(slot) = self.batch.slot_mut(&result.call_id) else {
-            tracing::warn!(call_id = %result.call_id, "result for a call that is not running");
-            return None;
-        };
-        if !matches!(slot.state, SlotState::Running) {
-            return None;
-        }
-        let (status, output, structured, error, message) = match result.outcome {
-            Ok(output) => (
-                ToolStatus::Success,
-                Some(output.text.clone()),
-                output.structured,
-                None,
-                output.text,
-            ),
-            Err(error) => {
-                let message = text::tool_error_message(
-                    ToolStatus::Error,
-                    &error,
-                    "The tool failed. Fix the arguments if they caused it, try another tool, or \
-                     tell the user what could not be done.",
-                );
-                (ToolStatus::Error, None, None, Some(error), message)
-            }
-        };
-        let record = ToolExecutionRecord {
-            call_id: slot.call.id.clone(),
-            iteration,
-            tool: slot.call.name.clone(),
-            arguments: slot.arguments.clone(),
-            started_at: result.started_at,
-            duration_ms: result.duration_ms,
-            status,
-            result: output,
-            structured_result: structured,
-            error: error.clone(),
-        };
-        let event = EventKind::ToolExecuted {
-            call_id: record.call_id.clone(),
-            tool: record.tool.clone(),
-            status,
-            duration_ms: record.duration_ms,
-            result: record.result.as_deref().map(|text| bound(text, max_chars)),
-            error,
-        };
-        slot.state = SlotState::Resolved {
-            record: Box::new(record),
-            message,
-        };
-        self.tools_used += 1;
-        self.emit(event);
-        (self.batch.running() == 0).then(|| self.finish_batch())
-    }
-
     /// Ends the run at this safe point because the user asked to stop.
     pub fn cancel(&mut self) -> Step {
         if self.phase == Phase::Finished {
@@ -288,6 +285,11 @@ impl RunMachine {
 
     /// Ends the run with an error (the LLM failed, or the driver could not go on).
     pub fn fail(&mut self, code: &str, message: String) -> Step {
+        if self.phase == Phase::Created {
+            self.emit(EventKind::RunStarted {
+                session_id: self.input.session_id,
+            });
+        }
         self.emit(EventKind::Error {
             code: code.to_string(),
             message: message.clone(),
@@ -339,305 +341,6 @@ impl RunMachine {
         }
     }
 
-    /// Checks every call of a reply (name, withdrawal, JSON, schema, repetition) and hands the
-    /// ones that pass to the driver.
-    fn begin_batch(&mut self, text: Option<String>, calls: Vec<ToolCall>) -> Step {
-        self.phase = Phase::AwaitingTools;
-        self.batch = Batch::default();
-        let mut issued = Vec::with_capacity(calls.len());
-        for call in calls {
-            let slot = self.check_call(call);
-            issued.push(slot.call.clone());
-            self.batch.slots.push(slot);
-        }
-        self.turn
-            .push(ChatMessage::assistant_tool_calls(text, issued));
-        if self.batch.running() == 0 {
-            return self.finish_batch();
-        }
-        Step::CallTools(std::mem::take(&mut self.batch.invocations))
-    }
-
-    fn check_call(&mut self, call: ToolCall) -> Slot {
-        let iteration = self.iteration;
-        let call_id = self.unique_call_id(&call.id);
-        let catalog = self.catalog.clone();
-        let entry = catalog.resolve(&call.name);
-        let tool = entry.map_or_else(|| call.name.clone(), |entry| entry.name().to_string());
-        let parsed = parse_arguments(&call.arguments);
-        let arguments = parsed
-            .clone()
-            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-        let call = ToolCall {
-            id: call_id,
-            name: tool.clone(),
-            arguments: call.arguments,
-        };
-        self.emit(EventKind::ToolSelected {
-            iteration,
-            call_id: call.id.clone(),
-            tool: tool.clone(),
-            arguments: arguments.clone(),
-        });
-
-        let Some(entry) = entry else {
-            let available: Vec<&str> = self
-                .offered_entries()
-                .map(|entry| entry.provider_name.as_str())
-                .collect();
-            let error = format!(
-                "unknown tool '{tool}'. Available tools: {}",
-                if available.is_empty() {
-                    "none".to_string()
-                } else {
-                    available.join(", ")
-                }
-            );
-            return self.refuse(
-                call,
-                arguments,
-                ToolStatus::Error,
-                error,
-                "Call one of the available tools, with its exact name.",
-            );
-        };
-        if self.withdrawn.contains(&tool) {
-            let error = format!(
-                "tool '{tool}' was withdrawn from this run after {} failures in a row",
-                self.settings.tool_failure_limit
-            );
-            return self.refuse(
-                call,
-                arguments,
-                ToolStatus::Blocked,
-                error,
-                "Use another tool, or answer with what you have.",
-            );
-        }
-
-        let key = format!(
-            "{tool}\n{}",
-            parsed
-                .as_ref()
-                .map_or_else(|_| call.arguments.clone(), canonical_json)
-        );
-        if let Some(earlier) = self.seen_calls.get(&key).cloned() {
-            return self.duplicate(call, arguments, &earlier);
-        }
-        self.seen_calls.insert(key, call.id.clone());
-
-        let parsed = match parsed {
-            Ok(parsed) => parsed,
-            Err(problem) => {
-                let hint = format!(
-                    "Call {} again with a JSON object that matches its schema.",
-                    entry.provider_name
-                );
-                return self.refuse(call, arguments, ToolStatus::Error, problem, &hint);
-            }
-        };
-        if let Err(problems) = entry.validate(&parsed) {
-            let error = format!("the arguments do not match the schema of {tool}: {problems}");
-            let hint = format!("Fix the arguments and call {} again.", entry.provider_name);
-            return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
-        }
-        let timeout = entry.timeout(&self.settings);
-        self.batch.invocations.push(ToolInvocation {
-            call_id: call.id.clone(),
-            tool,
-            arguments: parsed,
-            timeout,
-        });
-        Slot {
-            call,
-            arguments,
-            state: SlotState::Running,
-        }
-    }
-
-    fn refuse(
-        &mut self,
-        call: ToolCall,
-        arguments: Value,
-        status: ToolStatus,
-        error: String,
-        hint: &str,
-    ) -> Slot {
-        let message = text::tool_error_message(status, &error, hint);
-        let record = refused_record(&call, &arguments, self.iteration, status, error.clone());
-        self.emit(EventKind::ToolExecuted {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            status,
-            duration_ms: 0,
-            result: None,
-            error: Some(error),
-        });
-        Slot {
-            call,
-            arguments,
-            state: SlotState::Resolved {
-                record: Box::new(record),
-                message,
-            },
-        }
-    }
-
-    fn duplicate(&mut self, call: ToolCall, arguments: Value, earlier_id: &str) -> Slot {
-        self.duplicates += 1;
-        self.emit(EventKind::DuplicateDetected {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            arguments: arguments.clone(),
-        });
-        let error = format!("duplicate of {earlier_id}: not executed again");
-        self.emit(EventKind::ToolExecuted {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            status: ToolStatus::Skipped,
-            duration_ms: 0,
-            result: None,
-            error: Some(error.clone()),
-        });
-        let record = refused_record(
-            &call,
-            &arguments,
-            self.iteration,
-            ToolStatus::Skipped,
-            error,
-        );
-        let state = match self
-            .batch
-            .slots
-            .iter()
-            .position(|slot| slot.call.id == earlier_id)
-        {
-            Some(index) => SlotState::SameAs { index },
-            None => {
-                let earlier = self
-                    .record_by_call
-                    .get(earlier_id)
-                    .map(|&i| &self.records[i]);
-                let message = text::duplicate_message(
-                    earlier_id,
-                    earlier.map(|record| (record.status, record_text(record))),
-                    self.settings.tool_output_max_chars,
-                );
-                SlotState::Resolved {
-                    record: Box::new(record),
-                    message,
-                }
-            }
-        };
-        Slot {
-            call,
-            arguments,
-            state,
-        }
-    }
-
-    /// Appends the batch's tool messages in the order the model issued the calls, updates the
-    /// failure budgets, and decides whether the loop goes on.
-    fn finish_batch(&mut self) -> Step {
-        let max_chars = self.settings.tool_output_max_chars;
-        let slots = std::mem::take(&mut self.batch.slots);
-        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String)> =
-            Vec::with_capacity(slots.len());
-        for slot in slots {
-            let (record, message) = match slot.state {
-                SlotState::Resolved { record, message } => (*record, message),
-                SlotState::SameAs { index } => {
-                    let earlier = resolved.get(index).map(|(call, record, _)| {
-                        (
-                            call.id.clone(),
-                            record.status,
-                            record_text(record).to_string(),
-                        )
-                    });
-                    let (earlier_id, earlier) = match &earlier {
-                        Some((id, status, text)) => (id.as_str(), Some((*status, text.as_str()))),
-                        None => ("an earlier call", None),
-                    };
-                    let message = text::duplicate_message(earlier_id, earlier, max_chars);
-                    let error = format!("duplicate of {earlier_id}: not executed again");
-                    let record = refused_record(
-                        &slot.call,
-                        &slot.arguments,
-                        self.iteration,
-                        ToolStatus::Skipped,
-                        error,
-                    );
-                    (record, message)
-                }
-                SlotState::Running => {
-                    // Cannot happen: a batch is finished only when nothing runs.
-                    let error = "the call did not report a result".to_string();
-                    let message =
-                        text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
-                    let record = refused_record(
-                        &slot.call,
-                        &slot.arguments,
-                        self.iteration,
-                        ToolStatus::Error,
-                        error,
-                    );
-                    (record, message)
-                }
-            };
-            resolved.push((slot.call, record, message));
-        }
-        for (call, record, message) in resolved {
-            self.count_failure(&record);
-            self.turn.push(ChatMessage::tool_result(call.id, message));
-            self.record_by_call
-                .insert(record.call_id.clone(), self.records.len());
-            self.records.push(record);
-        }
-        if self.duplicates >= 2 {
-            self.force_finalize(FinalizeReason::DuplicateCalls)
-        } else if self.consecutive_failures >= self.settings.max_consecutive_failures {
-            self.force_finalize(FinalizeReason::ConsecutiveFailures)
-        } else {
-            self.next_iteration()
-        }
-    }
-
-    fn count_failure(&mut self, record: &ToolExecutionRecord) {
-        let known = self.catalog.get(&record.tool).is_some();
-        match record.status {
-            ToolStatus::Success => {
-                self.consecutive_failures = 0;
-                self.failure_streaks.remove(&record.tool);
-            }
-            ToolStatus::Error => {
-                self.consecutive_failures += 1;
-                if known {
-                    let streak = self.failure_streaks.entry(record.tool.clone()).or_default();
-                    *streak += 1;
-                    if *streak >= self.settings.tool_failure_limit {
-                        self.withdrawn.insert(record.tool.clone());
-                    }
-                }
-            }
-            ToolStatus::Blocked | ToolStatus::Skipped => {}
-        }
-    }
-
-    fn unique_call_id(&mut self, proposed: &str) -> String {
-        let mut id = if proposed.is_empty() {
-            format!("call_{}", self.call_ids.len() + 1)
-        } else {
-            proposed.to_string()
-        };
-        let mut n = 2;
-        while self.call_ids.contains(&id) {
-            id = format!("{proposed}_{n}");
-            n += 1;
-        }
-        self.call_ids.insert(id.clone());
-        id
-    }
-
     /// Emits the whole answer as one `final_response` chunk and hands it back.
     fn emit_answer(&mut self, answer: String) -> String {
         self.emit(EventKind::FinalResponse {
@@ -653,9 +356,17 @@ impl RunMachine {
         failure: Option<RunFailure>,
     ) -> Step {
         self.phase = Phase::Finished;
+        if !self.records.is_empty() {
+            let trace = ChatMessage::system(format!(
+                "Execution trace of this run:\n{}",
+                records_digest(&self.records)
+            ));
+            let metadata = json!({ "execution_trace": self.records });
+            self.push_message(MessageKind::Trace, trace, metadata);
+        }
         let message_id = answer.as_ref().map(|answer| {
-            self.turn.push(ChatMessage::assistant(answer.clone()));
-            Uuid::now_v7()
+            let message = ChatMessage::assistant(answer.clone());
+            self.push_message(MessageKind::Dialogue, message, serde_json::Value::Null)
         });
         self.emit(EventKind::Done {
             status,
@@ -688,13 +399,81 @@ impl RunMachine {
         self.outbox.push(event);
     }
 
+    /// Adds a message to the run; messages the model may read are prepared for its view now.
+    fn push_message(
+        &mut self,
+        kind: MessageKind,
+        message: ChatMessage,
+        metadata: serde_json::Value,
+    ) -> Uuid {
+        let id = Uuid::now_v7();
+        if matches!(
+            kind,
+            MessageKind::Dialogue
+                | MessageKind::ToolCall
+                | MessageKind::ToolResult
+                | MessageKind::Note
+        ) {
+            let viewed = view::view_message(
+                &self.catalog,
+                self.counter.as_ref(),
+                &message,
+                self.settings.tool_output_max_chars,
+                false,
+            );
+            self.turn_view.push(viewed);
+        }
+        self.turn.push(SessionMessage {
+            id,
+            session_id: self.input.session_id,
+            run_id: Some(self.input.run_id),
+            kind,
+            message,
+            metadata,
+            created_at: crate::clock::now(),
+        });
+        id
+    }
+
+    /// The next LLM call: the stable system prompt, then what fits of the conversation.
     fn request(&self, tool_choice: ToolChoice, finalize: Option<FinalizeReason>) -> ModelRequest {
-        let purpose = if finalize.is_some() {
-            CallPurpose::Finalize
-        } else {
-            CallPurpose::Step
-        };
-        view::build_request(self, tool_choice, purpose, finalize)
+        let counter = self.counter.as_ref();
+        let system = ChatMessage::system(self.input.system_prompt.clone());
+        let closing =
+            finalize.map(|reason| ChatMessage::system(text::finalize_instruction(reason)));
+        let tools: Vec<_> = self.offered_entries().map(|entry| entry.spec()).collect();
+        let tools_tokens: usize = tools
+            .iter()
+            .map(|tool| {
+                counter.count(&tool.name)
+                    + counter.count(&tool.description)
+                    + counter.count(&tool.parameters.to_string())
+            })
+            .sum();
+        let fixed = message_tokens(counter, &system)
+            + closing.as_ref().map_or(0, |m| message_tokens(counter, m))
+            + tools_tokens;
+        let mut messages = Vec::with_capacity(self.history_view.len() + self.turn_view.len() + 2);
+        messages.push(system);
+        messages.extend(view::fit(
+            &self.history_view,
+            &self.turn_view,
+            counter,
+            fixed,
+            self.settings.context_tokens,
+        ));
+        messages.extend(closing);
+        ModelRequest {
+            model: self.input.model.clone(),
+            messages,
+            tools,
+            tool_choice,
+            purpose: if finalize.is_some() {
+                CallPurpose::Finalize
+            } else {
+                CallPurpose::Step
+            },
+        }
     }
 
     fn offered_entries(&self) -> impl Iterator<Item = &crate::catalog::CatalogEntry> {
@@ -702,14 +481,6 @@ impl RunMachine {
             .entries()
             .iter()
             .filter(|entry| !self.withdrawn.contains(entry.name()))
-    }
-}
-
-/// The text a record contributes when a later call repeats it.
-fn record_text(record: &ToolExecutionRecord) -> &str {
-    match record.status {
-        ToolStatus::Success => record.result.as_deref().unwrap_or_default(),
-        _ => record.error.as_deref().unwrap_or_default(),
     }
 }
 

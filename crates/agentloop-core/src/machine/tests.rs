@@ -43,7 +43,12 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         max_iterations: settings.max_iterations,
         context: RunContext::default(),
     };
-    RunMachine::new(input, Arc::new(settings), catalog(tools))
+    RunMachine::new(
+        input,
+        Arc::new(settings),
+        catalog(tools),
+        Arc::new(crate::tokens::EstimatedTokens),
+    )
 }
 
 fn machine() -> RunMachine {
@@ -172,7 +177,10 @@ fn a_text_reply_ends_the_run_with_that_answer() {
     assert_eq!(outcome.answer.as_deref(), Some("All good."));
     assert_eq!(outcome.iterations, 1);
     assert_eq!(outcome.usage.prompt_tokens, 10);
-    assert_eq!(outcome.messages.last().unwrap().text_content(), "All good.");
+    assert_eq!(
+        outcome.messages.last().unwrap().message.text_content(),
+        "All good."
+    );
     assert_eq!(
         types(&m.take_events()),
         ["run_started", "thinking", "final_response", "done"]
@@ -570,6 +578,10 @@ fn an_llm_error_fails_the_run_with_its_code() {
     let events = m.take_events();
     assert_eq!(types(&events)[2..], ["error", "done"]);
     assert_eq!(outcome.messages.len(), 1, "the user message is kept");
+    assert_eq!(
+        outcome.messages[0].kind,
+        agentloop_protocol::MessageKind::Dialogue
+    );
 }
 
 #[test]
@@ -600,12 +612,27 @@ fn feeding_the_wrong_thing_fails_cleanly_instead_of_panicking() {
 
 #[test]
 fn history_comes_between_the_system_prompt_and_the_new_question() {
-    let mut input_machine = machine();
-    input_machine.input.history = vec![
-        ChatMessage::user("Show me my accounts"),
-        ChatMessage::assistant("You have: My Website (123456)"),
-    ];
-    let request = model(input_machine.start());
+    let settings = AgentSettings::default();
+    let input = RunInput {
+        run_id: Uuid::nil(),
+        session_id: Uuid::nil(),
+        query: "What is up?".into(),
+        history: vec![
+            ChatMessage::user("Show me my accounts"),
+            ChatMessage::assistant("You have: My Website (123456)"),
+        ],
+        system_prompt: "SYSTEM".into(),
+        model: None,
+        max_iterations: 3,
+        context: RunContext::default(),
+    };
+    let mut with_history = RunMachine::new(
+        input,
+        Arc::new(settings),
+        catalog(&[]),
+        Arc::new(crate::tokens::EstimatedTokens),
+    );
+    let request = model(with_history.start());
     let texts: Vec<&str> = request.messages.iter().map(|m| m.text_content()).collect();
     assert_eq!(
         texts,
@@ -626,4 +653,100 @@ fn no_tools_means_none_are_offered() {
     let request = model(m.on_model_reply(calls(&[("c1", "anything", "{}")])));
     let error = request.messages.last().unwrap().text_content();
     assert!(error.contains("Available tools: none"), "{error}");
+}
+
+#[test]
+fn changes_hold_each_message_once_with_its_kind_and_the_records_as_they_end() {
+    use agentloop_protocol::MessageKind;
+    let mut m = machine();
+    m.start();
+    let first = m.take_changes();
+    assert_eq!(first.messages.len(), 1);
+    assert_eq!(first.messages[0].kind, MessageKind::Dialogue);
+    assert_eq!(first.messages[0].message.role, Role::User);
+    assert_eq!(types(&first.events), ["run_started", "thinking"]);
+
+    let batch = tools(m.on_model_reply(calls_owned(&[search("a", "1"), search("b", "2")])));
+    let selected = m.take_changes();
+    assert_eq!(selected.messages.len(), 1);
+    assert_eq!(selected.messages[0].kind, MessageKind::ToolCall);
+    assert!(selected.records.is_empty());
+
+    assert!(m.on_tool_result(done(&batch[1].call_id, "B")).is_none());
+    let partial = m.take_changes();
+    assert_eq!(
+        partial.records.len(),
+        1,
+        "an executed call is handed over as it ends"
+    );
+    assert_eq!(partial.records[0].call_id, "b");
+    assert!(
+        partial.messages.is_empty(),
+        "results join the conversation when the batch ends"
+    );
+
+    m.on_tool_result(done(&batch[0].call_id, "A")).unwrap();
+    let resolved = m.take_changes();
+    let kinds: Vec<MessageKind> = resolved.messages.iter().map(|m| m.kind).collect();
+    assert_eq!(kinds, [MessageKind::ToolResult, MessageKind::ToolResult]);
+    assert_eq!(resolved.records.len(), 1);
+    assert_eq!(resolved.progress.tools_used, 2);
+
+    let outcome = finished(m.on_model_reply(text("done")));
+    let last = m.take_changes();
+    let kinds: Vec<MessageKind> = last.messages.iter().map(|m| m.kind).collect();
+    assert_eq!(kinds, [MessageKind::Trace, MessageKind::Dialogue]);
+    assert!(
+        last.messages[0]
+            .message
+            .text_content()
+            .contains("kb.search (success")
+    );
+    assert_eq!(
+        last.messages[0].metadata["execution_trace"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(Some(last.messages[1].id), outcome.message_id);
+    assert_eq!(
+        outcome.messages.len(),
+        6,
+        "question, call, 2 results, trace, answer"
+    );
+}
+
+#[test]
+fn a_small_context_keeps_the_question_and_the_latest_results() {
+    let settings = AgentSettings {
+        context_tokens: 300,
+        ..AgentSettings::default()
+    };
+    let mut m = machine_with(settings, &["kb.search"]);
+    m.start();
+    let mut last = None;
+    for i in 0..6 {
+        let id = format!("c{i}");
+        let _ = tools(m.on_model_reply(calls_owned(&[search(&id, &id)])));
+        last = Some(model(
+            m.on_tool_result(done(&id, &"r".repeat(200))).unwrap(),
+        ));
+    }
+    let request = last.unwrap();
+    let texts: Vec<&str> = request.messages.iter().map(|m| m.text_content()).collect();
+    assert_eq!(texts[1], "What is up?", "the question stays");
+    let tool_ids: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    assert_eq!(tool_ids.last(), Some(&"c5"), "the latest result stays");
+    assert!(tool_ids.len() < 6, "older results left: {tool_ids:?}");
+    let sent: usize = request
+        .messages
+        .iter()
+        .map(|m| crate::tokens::message_tokens(&crate::tokens::EstimatedTokens, m))
+        .sum();
+    assert!(sent <= 300 + 60, "{sent} tokens sent");
 }

@@ -10,10 +10,21 @@ use agentloop::{
 use agentloop_test_support::{mcp::test_mcp_server_config_toml, scripted_llm::ScriptedLlm};
 use serde_json::Value;
 
-/// A configuration for `llm` and the test MCP server (named `test`), plus `extra` TOML.
+/// A configuration for `llm` and the test MCP server (named `test`), with an in-memory store,
+/// plus `extra` TOML.
 pub fn config(llm: &ScriptedLlm, log: Option<&Path>, extra: &str) -> Config {
+    config_with_store(llm, log, "sqlite::memory:", extra)
+}
+
+/// Like [`config`], with the store at `store_url`.
+pub fn config_with_store(
+    llm: &ScriptedLlm,
+    log: Option<&Path>,
+    store_url: &str,
+    extra: &str,
+) -> Config {
     let text = format!(
-        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\ntimeout_s = 10\nmax_retries = 2\n\n{}\n{}\n",
+        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\ntimeout_s = 10\nmax_retries = 2\n\n[store]\nurl = \"{store_url}\"\n\n{}\n{}\n",
         llm.base_url(),
         test_mcp_server_config_toml("test", log),
         extra

@@ -1,0 +1,395 @@
+//! The tool pipeline of one reply: every call is checked before anything runs (name,
+//! withdrawal, repetition, JSON, schema), the ones that pass go to the driver, and the batch is
+//! resolved in the order the model issued the calls.
+
+use agentloop_protocol::{
+    ChatMessage, EventKind, FinalizeReason, MessageKind, ToolCall, ToolExecutionRecord, ToolStatus,
+};
+use serde_json::Value;
+
+use super::{
+    Phase, RunMachine, Step,
+    batch::{Batch, Slot, SlotState, ToolInvocation, ToolResult, parse_arguments, refused_record},
+    text::{self, bound},
+};
+use crate::canonical::canonical_json;
+
+impl RunMachine {
+    /// Feeds the result of one tool call; returns the next step once every call of the batch
+    /// has ended.
+    pub fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
+        if self.phase != Phase::AwaitingTools {
+            return Some(self.unexpected("a tool result"));
+        }
+        let max_chars = self.settings.tool_output_max_chars;
+        let iteration = self.iteration;
+        let Some(slot) = self.batch.slot_mut(&result.call_id) else {
+            tracing::warn!(call_id = %result.call_id, "result for a call that is not running");
+            return None;
+        };
+        if !matches!(slot.state, SlotState::Running) {
+            return None;
+        }
+        let (status, output, structured, error, message) = match result.outcome {
+            Ok(output) => (
+                ToolStatus::Success,
+                Some(output.text.clone()),
+                output.structured,
+                None,
+                output.text,
+            ),
+            Err(error) => {
+                let message = text::tool_error_message(
+                    ToolStatus::Error,
+                    &error,
+                    "The tool failed. Fix the arguments if they caused it, try another tool, or \
+                     tell the user what could not be done.",
+                );
+                (ToolStatus::Error, None, None, Some(error), message)
+            }
+        };
+        let record = ToolExecutionRecord {
+            call_id: slot.call.id.clone(),
+            iteration,
+            tool: slot.call.name.clone(),
+            arguments: slot.arguments.clone(),
+            started_at: result.started_at,
+            duration_ms: result.duration_ms,
+            status,
+            result: output,
+            structured_result: structured,
+            error: error.clone(),
+        };
+        let event = EventKind::ToolExecuted {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            status,
+            duration_ms: record.duration_ms,
+            result: record.result.as_deref().map(|text| bound(text, max_chars)),
+            error,
+        };
+        slot.recorded = true;
+        self.new_records.push(record.clone());
+        slot.state = SlotState::Resolved {
+            record: Box::new(record),
+            message,
+        };
+        self.tools_used += 1;
+        self.emit(event);
+        (self.batch.running() == 0).then(|| self.finish_batch())
+    }
+
+    /// Checks every call of a reply (name, withdrawal, JSON, schema, repetition) and hands the
+    /// ones that pass to the driver.
+    pub(super) fn begin_batch(&mut self, text: Option<String>, calls: Vec<ToolCall>) -> Step {
+        self.phase = Phase::AwaitingTools;
+        self.batch = Batch::default();
+        let mut issued = Vec::with_capacity(calls.len());
+        for call in calls {
+            let slot = self.check_call(call);
+            issued.push(slot.call.clone());
+            self.batch.slots.push(slot);
+        }
+        let message = ChatMessage::assistant_tool_calls(text, issued);
+        self.push_message(MessageKind::ToolCall, message, Value::Null);
+        if self.batch.running() == 0 {
+            return self.finish_batch();
+        }
+        Step::CallTools(std::mem::take(&mut self.batch.invocations))
+    }
+
+    fn check_call(&mut self, call: ToolCall) -> Slot {
+        let iteration = self.iteration;
+        let call_id = self.unique_call_id(&call.id);
+        let catalog = self.catalog.clone();
+        let entry = catalog.resolve(&call.name);
+        let tool = entry.map_or_else(|| call.name.clone(), |entry| entry.name().to_string());
+        let parsed = parse_arguments(&call.arguments);
+        let arguments = parsed
+            .clone()
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let call = ToolCall {
+            id: call_id,
+            name: tool.clone(),
+            arguments: call.arguments,
+        };
+        self.emit(EventKind::ToolSelected {
+            iteration,
+            call_id: call.id.clone(),
+            tool: tool.clone(),
+            arguments: arguments.clone(),
+        });
+
+        let Some(entry) = entry else {
+            let available: Vec<&str> = self
+                .offered_entries()
+                .map(|entry| entry.provider_name.as_str())
+                .collect();
+            let error = format!(
+                "unknown tool '{tool}'. Available tools: {}",
+                if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                }
+            );
+            return self.refuse(
+                call,
+                arguments,
+                ToolStatus::Error,
+                error,
+                "Call one of the available tools, with its exact name.",
+            );
+        };
+        if self.withdrawn.contains(&tool) {
+            let error = format!(
+                "tool '{tool}' was withdrawn from this run after {} failures in a row",
+                self.settings.tool_failure_limit
+            );
+            return self.refuse(
+                call,
+                arguments,
+                ToolStatus::Blocked,
+                error,
+                "Use another tool, or answer with what you have.",
+            );
+        }
+
+        let key = format!(
+            "{tool}\n{}",
+            parsed
+                .as_ref()
+                .map_or_else(|_| call.arguments.clone(), canonical_json)
+        );
+        if let Some(earlier) = self.seen_calls.get(&key).cloned() {
+            return self.duplicate(call, arguments, &earlier);
+        }
+        self.seen_calls.insert(key, call.id.clone());
+
+        let parsed = match parsed {
+            Ok(parsed) => parsed,
+            Err(problem) => {
+                let hint = format!(
+                    "Call {} again with a JSON object that matches its schema.",
+                    entry.provider_name
+                );
+                return self.refuse(call, arguments, ToolStatus::Error, problem, &hint);
+            }
+        };
+        if let Err(problems) = entry.validate(&parsed) {
+            let error = format!("the arguments do not match the schema of {tool}: {problems}");
+            let hint = format!("Fix the arguments and call {} again.", entry.provider_name);
+            return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
+        }
+        let timeout = entry.timeout(&self.settings);
+        self.batch.invocations.push(ToolInvocation {
+            call_id: call.id.clone(),
+            tool,
+            arguments: parsed,
+            timeout,
+        });
+        Slot {
+            call,
+            arguments,
+            state: SlotState::Running,
+            recorded: false,
+        }
+    }
+
+    fn refuse(
+        &mut self,
+        call: ToolCall,
+        arguments: Value,
+        status: ToolStatus,
+        error: String,
+        hint: &str,
+    ) -> Slot {
+        let message = text::tool_error_message(status, &error, hint);
+        let record = refused_record(&call, &arguments, self.iteration, status, error.clone());
+        self.emit(EventKind::ToolExecuted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status,
+            duration_ms: 0,
+            result: None,
+            error: Some(error),
+        });
+        Slot {
+            call,
+            arguments,
+            state: SlotState::Resolved {
+                record: Box::new(record),
+                message,
+            },
+            recorded: false,
+        }
+    }
+
+    fn duplicate(&mut self, call: ToolCall, arguments: Value, earlier_id: &str) -> Slot {
+        self.duplicates += 1;
+        self.emit(EventKind::DuplicateDetected {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: arguments.clone(),
+        });
+        let error = format!("duplicate of {earlier_id}: not executed again");
+        self.emit(EventKind::ToolExecuted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status: ToolStatus::Skipped,
+            duration_ms: 0,
+            result: None,
+            error: Some(error.clone()),
+        });
+        let record = refused_record(
+            &call,
+            &arguments,
+            self.iteration,
+            ToolStatus::Skipped,
+            error,
+        );
+        let state = match self
+            .batch
+            .slots
+            .iter()
+            .position(|slot| slot.call.id == earlier_id)
+        {
+            Some(index) => SlotState::SameAs { index },
+            None => {
+                let earlier = self
+                    .record_by_call
+                    .get(earlier_id)
+                    .map(|&i| &self.records[i]);
+                let message = text::duplicate_message(
+                    earlier_id,
+                    earlier.map(|record| (record.status, record_text(record))),
+                    self.settings.tool_output_max_chars,
+                );
+                SlotState::Resolved {
+                    record: Box::new(record),
+                    message,
+                }
+            }
+        };
+        Slot {
+            call,
+            arguments,
+            state,
+            recorded: false,
+        }
+    }
+
+    /// Appends the batch's tool messages in the order the model issued the calls, updates the
+    /// failure budgets, and decides whether the loop goes on.
+    fn finish_batch(&mut self) -> Step {
+        let max_chars = self.settings.tool_output_max_chars;
+        let slots = std::mem::take(&mut self.batch.slots);
+        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
+            Vec::with_capacity(slots.len());
+        for slot in slots {
+            let (record, message) = match slot.state {
+                SlotState::Resolved { record, message } => (*record, message),
+                SlotState::SameAs { index } => {
+                    let earlier = resolved.get(index).map(|(call, record, _, _)| {
+                        (
+                            call.id.clone(),
+                            record.status,
+                            record_text(record).to_string(),
+                        )
+                    });
+                    let (earlier_id, earlier) = match &earlier {
+                        Some((id, status, text)) => (id.as_str(), Some((*status, text.as_str()))),
+                        None => ("an earlier call", None),
+                    };
+                    let message = text::duplicate_message(earlier_id, earlier, max_chars);
+                    let error = format!("duplicate of {earlier_id}: not executed again");
+                    let record = refused_record(
+                        &slot.call,
+                        &slot.arguments,
+                        self.iteration,
+                        ToolStatus::Skipped,
+                        error,
+                    );
+                    (record, message)
+                }
+                SlotState::Running => {
+                    // Cannot happen: a batch is finished only when nothing runs.
+                    let error = "the call did not report a result".to_string();
+                    let message =
+                        text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
+                    let record = refused_record(
+                        &slot.call,
+                        &slot.arguments,
+                        self.iteration,
+                        ToolStatus::Error,
+                        error,
+                    );
+                    (record, message)
+                }
+            };
+            resolved.push((slot.call, record, message, slot.recorded));
+        }
+        for (call, record, message, recorded) in resolved {
+            self.count_failure(&record);
+            if !recorded {
+                self.new_records.push(record.clone());
+            }
+            let message = ChatMessage::tool_result(call.id, message);
+            self.push_message(MessageKind::ToolResult, message, Value::Null);
+            self.record_by_call
+                .insert(record.call_id.clone(), self.records.len());
+            self.records.push(record);
+        }
+        if self.duplicates >= 2 {
+            self.force_finalize(FinalizeReason::DuplicateCalls)
+        } else if self.consecutive_failures >= self.settings.max_consecutive_failures {
+            self.force_finalize(FinalizeReason::ConsecutiveFailures)
+        } else {
+            self.next_iteration()
+        }
+    }
+
+    fn count_failure(&mut self, record: &ToolExecutionRecord) {
+        let known = self.catalog.get(&record.tool).is_some();
+        match record.status {
+            ToolStatus::Success => {
+                self.consecutive_failures = 0;
+                self.failure_streaks.remove(&record.tool);
+            }
+            ToolStatus::Error => {
+                self.consecutive_failures += 1;
+                if known {
+                    let streak = self.failure_streaks.entry(record.tool.clone()).or_default();
+                    *streak += 1;
+                    if *streak >= self.settings.tool_failure_limit {
+                        self.withdrawn.insert(record.tool.clone());
+                    }
+                }
+            }
+            ToolStatus::Blocked | ToolStatus::Skipped => {}
+        }
+    }
+
+    fn unique_call_id(&mut self, proposed: &str) -> String {
+        let mut id = if proposed.is_empty() {
+            format!("call_{}", self.call_ids.len() + 1)
+        } else {
+            proposed.to_string()
+        };
+        let mut n = 2;
+        while self.call_ids.contains(&id) {
+            id = format!("{proposed}_{n}");
+            n += 1;
+        }
+        self.call_ids.insert(id.clone());
+        id
+    }
+}
+
+/// The text a record contributes when a later call repeats it.
+fn record_text(record: &ToolExecutionRecord) -> &str {
+    match record.status {
+        ToolStatus::Success => record.result.as_deref().unwrap_or_default(),
+        _ => record.error.as_deref().unwrap_or_default(),
+    }
+}

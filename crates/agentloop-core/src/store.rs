@@ -1,0 +1,162 @@
+//! Memory: what a store must keep so that sessions survive restarts and runs can be followed,
+//! replayed and resumed. Implemented on SQL databases by `agentloop-store`.
+
+use std::time::Duration;
+
+use agentloop_protocol::{
+    Event, FinalizeReason, RunInfo, RunStatus, SessionInfo, SessionMessage, ToolExecutionRecord,
+    Usage,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::machine::RunFailure;
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or opened; the message says which and how to fix it.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A query failed.
+    #[error("store query failed: {0}")]
+    Query(String),
+    /// What was stored cannot be read back (a newer schema, a corrupted row).
+    #[error("stored data cannot be read: {0}")]
+    Corrupt(String),
+    #[error("{0} not found")]
+    NotFound(String),
+}
+
+/// A session to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub id: Uuid,
+    pub user_id: String,
+    pub title: String,
+}
+
+/// A run that begins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub user_id: String,
+    pub query: String,
+    pub model: Option<String>,
+    /// When false, the run's messages are not added to the session.
+    pub save_chat: bool,
+    /// The run's context (entity, workflow, read-only), as JSON.
+    pub context: Value,
+    pub started_at: DateTime<Utc>,
+}
+
+/// Counters of a run in progress.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunProgress {
+    pub iterations: u32,
+    pub tools_used: u32,
+    pub usage: Usage,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub status: RunStatus,
+    pub answer_message_id: Option<Uuid>,
+    pub failure: Option<RunFailure>,
+    pub finalize_reason: Option<FinalizeReason>,
+    pub finished_at: DateTime<Utc>,
+}
+
+/// Everything one step of a run changed, written at once before its events are emitted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepRecord {
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    /// New messages of the session, in order (empty when the run does not save the chat).
+    pub messages: Vec<SessionMessage>,
+    /// Tool calls that ended in this step (a record may be written again, the last wins).
+    pub records: Vec<ToolExecutionRecord>,
+    pub events: Vec<Event>,
+    pub progress: RunProgress,
+    /// Set on the last step: the run's final status, and the session is released.
+    pub end: Option<RunEnd>,
+}
+
+/// Whether a run got the session for itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionLock {
+    Acquired,
+    /// Another run holds it.
+    Busy {
+        run_id: Uuid,
+    },
+}
+
+/// Where sessions, messages, runs, tool executions and events live.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Creates the session (and its user, if new).
+    async fn create_session(&self, session: &NewSession) -> Result<SessionInfo, StoreError>;
+
+    async fn session(&self, id: Uuid) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Sessions, most recently updated first; only `user_id`'s when given.
+    async fn list_sessions(
+        &self,
+        user_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// Deletes the session with its messages, runs, tool executions and events. False when
+    /// there was no such session.
+    async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// All messages of a session, oldest first.
+    async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError>;
+
+    /// The history a new run sees: the last `dialogue_messages` questions and answers of the
+    /// session with the tool calls and results between them, oldest first; traces excluded.
+    async fn history(
+        &self,
+        session_id: Uuid,
+        dialogue_messages: usize,
+    ) -> Result<Vec<SessionMessage>, StoreError>;
+
+    /// Takes the session for `run_id` unless another run holds it (a holder whose lease ran out
+    /// has lost it).
+    async fn lock_session(
+        &self,
+        session_id: Uuid,
+        run_id: Uuid,
+        lease: Duration,
+    ) -> Result<SessionLock, StoreError>;
+
+    /// Extends the lease of a run that still works.
+    async fn renew_session_lock(
+        &self,
+        session_id: Uuid,
+        run_id: Uuid,
+        lease: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Records the start of a run (status `running`).
+    async fn start_run(&self, run: &NewRun) -> Result<(), StoreError>;
+
+    /// Writes one step atomically; with `end`, also the final status, and releases the session.
+    async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError>;
+
+    async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError>;
+
+    /// Runs of a session, oldest first.
+    async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError>;
+
+    /// The tool executions of a run, in the order they were recorded.
+    async fn tool_executions(&self, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError>;
+
+    /// The events of a run with `seq > after_seq`, in order.
+    async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError>;
+}

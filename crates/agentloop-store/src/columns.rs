@@ -1,0 +1,178 @@
+//! How values are written to the portable schema and read back: ids as text, times as
+//! milliseconds, JSON as text, counters as BIGINT. Anything unreadable becomes
+//! `StoreError::Corrupt` naming the table and column, never a panic.
+
+use agentloop_core::StoreError;
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{Decode, Row, Type, any::Any};
+use uuid::Uuid;
+
+/// Times are kept to the millisecond: what is read back is truncated to it.
+pub(crate) fn millis(time: DateTime<Utc>) -> i64 {
+    time.timestamp_millis()
+}
+
+/// SQL has no unsigned integers; a counter past `i64::MAX` is not a value worth failing for.
+pub(crate) fn count(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn json_text(value: &Value) -> String {
+    value.to_string()
+}
+
+/// The JSON of a value a row holds; serialising our own protocol types cannot fail in practice,
+/// but a failure still must not panic.
+pub(crate) fn to_json<T: serde::Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|error| StoreError::Query(format!("cannot serialise {what}: {error}")))
+}
+
+/// One row of `table`, read column by column.
+pub(crate) struct Cells<'r> {
+    row: &'r AnyRow,
+    table: &'static str,
+}
+
+impl<'r> Cells<'r> {
+    pub(crate) fn of(row: &'r AnyRow, table: &'static str) -> Self {
+        Self { row, table }
+    }
+
+    fn get<T>(&self, column: &str) -> Result<T, StoreError>
+    where
+        T: Decode<'r, Any> + Type<Any>,
+    {
+        self.row
+            .try_get::<T, _>(column)
+            .map_err(|error| self.corrupt(column, &error.to_string()))
+    }
+
+    pub(crate) fn corrupt(&self, column: &str, detail: &str) -> StoreError {
+        StoreError::Corrupt(format!(
+            "{}.{column} {detail} (was the database written by a newer agentloop, or edited by \
+             hand?)",
+            self.table
+        ))
+    }
+
+    pub(crate) fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.get(column)
+    }
+
+    pub(crate) fn optional_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.get(column)
+    }
+
+    pub(crate) fn integer(&self, column: &str) -> Result<i64, StoreError> {
+        self.get(column)
+    }
+
+    pub(crate) fn optional_integer(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        self.get(column)
+    }
+
+    pub(crate) fn flag(&self, column: &str) -> Result<bool, StoreError> {
+        match self.integer(column)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(self.corrupt(column, &format!("holds {other}, not 0 or 1"))),
+        }
+    }
+
+    pub(crate) fn counter<T: TryFrom<i64>>(&self, column: &str) -> Result<T, StoreError> {
+        let value = self.integer(column)?;
+        T::try_from(value)
+            .map_err(|_| self.corrupt(column, &format!("holds {value}, out of range")))
+    }
+
+    pub(crate) fn uuid(&self, column: &str) -> Result<Uuid, StoreError> {
+        let text = self.text(column)?;
+        self.parse_uuid(column, &text)
+    }
+
+    pub(crate) fn optional_uuid(&self, column: &str) -> Result<Option<Uuid>, StoreError> {
+        self.optional_text(column)?
+            .map(|text| self.parse_uuid(column, &text))
+            .transpose()
+    }
+
+    fn parse_uuid(&self, column: &str, text: &str) -> Result<Uuid, StoreError> {
+        Uuid::parse_str(text)
+            .map_err(|_| self.corrupt(column, &format!("holds {text:?}, which is not a UUID")))
+    }
+
+    pub(crate) fn time(&self, column: &str) -> Result<DateTime<Utc>, StoreError> {
+        let value = self.integer(column)?;
+        self.parse_time(column, value)
+    }
+
+    pub(crate) fn optional_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.optional_integer(column)?
+            .map(|value| self.parse_time(column, value))
+            .transpose()
+    }
+
+    fn parse_time(&self, column: &str, value: i64) -> Result<DateTime<Utc>, StoreError> {
+        DateTime::from_timestamp_millis(value).ok_or_else(|| {
+            self.corrupt(
+                column,
+                &format!("holds {value}, not a time in milliseconds"),
+            )
+        })
+    }
+
+    /// A JSON document stored as text, as the type it should hold.
+    pub(crate) fn json<T: DeserializeOwned>(&self, column: &str) -> Result<T, StoreError> {
+        let text = self.text(column)?;
+        self.parse_json(column, &text)
+    }
+
+    pub(crate) fn optional_json<T: DeserializeOwned>(
+        &self,
+        column: &str,
+    ) -> Result<Option<T>, StoreError> {
+        self.optional_text(column)?
+            .map(|text| self.parse_json(column, &text))
+            .transpose()
+    }
+
+    fn parse_json<T: DeserializeOwned>(&self, column: &str, text: &str) -> Result<T, StoreError> {
+        serde_json::from_str(text)
+            .map_err(|error| self.corrupt(column, &format!("holds unreadable JSON ({error})")))
+    }
+
+    /// One of the snake_case names of a protocol enum (a status, a role, a kind).
+    pub(crate) fn name<T: DeserializeOwned>(&self, column: &str) -> Result<T, StoreError> {
+        let text = self.text(column)?;
+        self.parse_name(column, text)
+    }
+
+    pub(crate) fn optional_name<T: DeserializeOwned>(
+        &self,
+        column: &str,
+    ) -> Result<Option<T>, StoreError> {
+        self.optional_text(column)?
+            .map(|text| self.parse_name(column, text))
+            .transpose()
+    }
+
+    fn parse_name<T: DeserializeOwned>(&self, column: &str, text: String) -> Result<T, StoreError> {
+        serde_json::from_value(Value::String(text.clone())).map_err(|_| {
+            self.corrupt(
+                column,
+                &format!("holds {text:?}, which is not a known value"),
+            )
+        })
+    }
+}
+
+/// Now, truncated to what the database keeps, so that what a method returns equals what a later
+/// read gives back.
+pub(crate) fn now() -> DateTime<Utc> {
+    let now = Utc::now();
+    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+}

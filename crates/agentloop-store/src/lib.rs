@@ -1,0 +1,33 @@
+//! agentloop-store: the [`Store`](agentloop_core::Store) of agentloop on SQLite or PostgreSQL.
+//!
+//! One implementation, [`SqlStore`], over sqlx's `Any` driver. The schema is portable (ids as
+//! text, times as milliseconds, JSON as text) so that every query serves both databases; only
+//! the DDL of the migrations differs per backend.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentloop_core::StoreError> {
+//! use agentloop_store::SqlStore;
+//!
+//! let store = SqlStore::connect("sqlite://agentloop.db").await?;
+//! assert_eq!(store.backend(), "sqlite");
+//! # Ok(()) }
+//! ```
+
+mod batch;
+mod columns;
+mod config;
+mod connect;
+mod db;
+mod dialect;
+mod errors;
+mod events;
+mod locks;
+mod messages;
+mod records;
+mod runs;
+mod sessions;
+mod step;
+mod store;
+
+pub use config::{DEFAULT_STORE_URL, StoreConfig};
+pub use store::SqlStore;

@@ -1,0 +1,104 @@
+//! One run at a time per session: a lease in the session's row, taken and renewed by single
+//! conditional UPDATEs so that two processes cannot both win.
+
+use std::time::Duration;
+
+use agentloop_core::{SessionLock, StoreError};
+use sqlx::AnyConnection;
+use uuid::Uuid;
+
+use crate::columns::{Cells, millis, now};
+use crate::db::{Db, changed};
+
+/// A take fails, then the holder releases before we read who holds it: try again, a few times.
+const ATTEMPTS: usize = 3;
+
+pub(crate) async fn lock(
+    db: &Db,
+    session_id: Uuid,
+    run_id: Uuid,
+    lease: Duration,
+) -> Result<SessionLock, StoreError> {
+    let session = session_id.to_string();
+    let run = run_id.to_string();
+    for _ in 0..ATTEMPTS {
+        let now = millis(now());
+        let taken = db
+            .query(
+                "UPDATE sessions SET active_run_id = $2, lock_expires_at = $3 \
+                 WHERE id = $1 AND (active_run_id IS NULL OR active_run_id = $2 \
+                     OR lock_expires_at IS NULL OR lock_expires_at <= $4)",
+            )
+            .bind(session.as_str())
+            .bind(run.as_str())
+            .bind(expiry(now, lease))
+            .bind(now)
+            .execute(&db.pool)
+            .await
+            .map_err(|error| db.error(error))?;
+        if changed(&taken) {
+            return Ok(SessionLock::Acquired);
+        }
+        let holder = db
+            .query("SELECT active_run_id FROM sessions WHERE id = $1")
+            .bind(session.as_str())
+            .fetch_optional(&db.pool)
+            .await
+            .map_err(|error| db.error(error))?;
+        let Some(holder) = holder else {
+            // No row: a run that does not save the chat, on a session nobody else can join.
+            return Ok(SessionLock::Acquired);
+        };
+        if let Some(holder) = Cells::of(&holder, "sessions").optional_uuid("active_run_id")? {
+            return Ok(SessionLock::Busy { run_id: holder });
+        }
+    }
+    Err(StoreError::Query(format!(
+        "session {session_id} kept changing hands while run {run_id} tried to take it"
+    )))
+}
+
+pub(crate) async fn renew(
+    db: &Db,
+    session_id: Uuid,
+    run_id: Uuid,
+    lease: Duration,
+) -> Result<(), StoreError> {
+    let renewed = db
+        .query("UPDATE sessions SET lock_expires_at = $3 WHERE id = $1 AND active_run_id = $2")
+        .bind(session_id.to_string())
+        .bind(run_id.to_string())
+        .bind(expiry(millis(now()), lease))
+        .execute(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    if !changed(&renewed) {
+        // Not an error: the run has no session row, or its lease expired and another run took
+        // the session; that run's own writes are what counts from now on.
+        tracing::debug!(%session_id, %run_id, "session lock not renewed: not held by this run");
+    }
+    Ok(())
+}
+
+/// Releases the session if `run_id` still holds it, inside the transaction of the last step.
+pub(crate) async fn release(
+    db: &Db,
+    connection: &mut AnyConnection,
+    session_id: &str,
+    run_id: &str,
+) -> Result<(), StoreError> {
+    db.query(
+        "UPDATE sessions SET active_run_id = NULL, lock_expires_at = NULL \
+         WHERE id = $1 AND active_run_id = $2",
+    )
+    .bind(session_id)
+    .bind(run_id)
+    .execute(&mut *connection)
+    .await
+    .map_err(|error| db.error(error))?;
+    Ok(())
+}
+
+fn expiry(now: i64, lease: Duration) -> i64 {
+    now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+}

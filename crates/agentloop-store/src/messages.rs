@@ -1,0 +1,146 @@
+//! The messages of sessions, in the order they were written.
+
+use agentloop_core::StoreError;
+use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCall};
+use serde_json::Value;
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+use uuid::Uuid;
+
+use crate::batch::{rows_per_statement, values_sql};
+use crate::columns::{Cells, json_text, millis, to_json};
+use crate::db::Db;
+
+const COLUMNS: &str =
+    "id, session_id, run_id, kind, role, content, tool_calls, tool_call_id, metadata, created_at";
+const WIDTH: usize = 10;
+
+/// A message as its row holds it, encoded before the transaction opens.
+pub(crate) struct MessageRow {
+    id: String,
+    session_id: String,
+    run_id: Option<String>,
+    kind: &'static str,
+    role: &'static str,
+    content: Option<String>,
+    tool_calls: Option<String>,
+    tool_call_id: Option<String>,
+    metadata: Option<String>,
+    created_at: i64,
+}
+
+impl MessageRow {
+    pub(crate) fn encode(message: &SessionMessage) -> Result<Self, StoreError> {
+        let chat = &message.message;
+        let tool_calls = match chat.tool_calls.is_empty() {
+            true => None,
+            false => Some(to_json(&chat.tool_calls, "the tool calls of a message")?),
+        };
+        let metadata = match &message.metadata {
+            Value::Null => None,
+            metadata => Some(json_text(metadata)),
+        };
+        Ok(Self {
+            id: message.id.to_string(),
+            session_id: message.session_id.to_string(),
+            run_id: message.run_id.map(|id| id.to_string()),
+            kind: message.kind.as_str(),
+            role: chat.role.as_str(),
+            content: chat.content.clone(),
+            tool_calls,
+            tool_call_id: chat.tool_call_id.clone(),
+            metadata,
+            created_at: millis(message.created_at),
+        })
+    }
+}
+
+/// Inserts in the order given: the autoincremented `position` is the order of the session.
+pub(crate) async fn insert(
+    db: &Db,
+    connection: &mut AnyConnection,
+    rows: &[MessageRow],
+) -> Result<(), StoreError> {
+    let head = format!("INSERT INTO messages ({COLUMNS})");
+    for chunk in rows.chunks(rows_per_statement(WIDTH)) {
+        let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), ""));
+        for row in chunk {
+            query = query
+                .bind(row.id.as_str())
+                .bind(row.session_id.as_str())
+                .bind(row.run_id.as_deref())
+                .bind(row.kind)
+                .bind(row.role)
+                .bind(row.content.as_deref())
+                .bind(row.tool_calls.as_deref())
+                .bind(row.tool_call_id.as_deref())
+                .bind(row.metadata.as_deref())
+                .bind(row.created_at);
+        }
+        query
+            .execute(&mut *connection)
+            .await
+            .map_err(|error| db.error(error))?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
+    let rows = db
+        .query(&format!(
+            "SELECT {COLUMNS} FROM messages WHERE session_id = $1 ORDER BY position"
+        ))
+        .bind(session_id.to_string())
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    rows.iter().map(decode).collect()
+}
+
+/// From the `dialogue_messages`-th most recent dialogue message on, traces left out; everything
+/// but traces when the session has fewer dialogue messages than that.
+pub(crate) async fn history(
+    db: &Db,
+    session_id: Uuid,
+    dialogue_messages: usize,
+) -> Result<Vec<SessionMessage>, StoreError> {
+    let Some(skipped) = dialogue_messages.checked_sub(1) else {
+        return Ok(Vec::new());
+    };
+    let trace = MessageKind::Trace.as_str();
+    let dialogue = MessageKind::Dialogue.as_str();
+    let sql = format!(
+        "SELECT {COLUMNS} FROM messages \
+         WHERE session_id = $1 AND kind <> '{trace}' AND position >= COALESCE(( \
+             SELECT position FROM messages WHERE session_id = $1 AND kind = '{dialogue}' \
+             ORDER BY position DESC LIMIT 1 OFFSET $2), 0) \
+         ORDER BY position"
+    );
+    let rows = db
+        .query(&sql)
+        .bind(session_id.to_string())
+        .bind(i64::try_from(skipped).unwrap_or(i64::MAX))
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    rows.iter().map(decode).collect()
+}
+
+fn decode(row: &AnyRow) -> Result<SessionMessage, StoreError> {
+    let cells = Cells::of(row, "messages");
+    let tool_calls: Option<Vec<ToolCall>> = cells.optional_json("tool_calls")?;
+    Ok(SessionMessage {
+        id: cells.uuid("id")?,
+        session_id: cells.uuid("session_id")?,
+        run_id: cells.optional_uuid("run_id")?,
+        kind: cells.name("kind")?,
+        message: ChatMessage {
+            role: cells.name("role")?,
+            content: cells.optional_text("content")?,
+            tool_calls: tool_calls.unwrap_or_default(),
+            tool_call_id: cells.optional_text("tool_call_id")?,
+        },
+        metadata: cells.optional_json("metadata")?.unwrap_or(Value::Null),
+        created_at: cells.time("created_at")?,
+    })
+}

@@ -1,0 +1,127 @@
+//! Runs: their start, their counters as they go, and how they ended.
+
+use agentloop_core::protocol::{RunInfo, RunStatus, Usage};
+use agentloop_core::{NewRun, RunEnd, RunProgress, StoreError};
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+use uuid::Uuid;
+
+use crate::columns::{Cells, count, json_text, millis};
+use crate::db::{Db, changed};
+
+const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
+    tools_used, prompt_tokens, completion_tokens, finalize_reason, answer_message_id, \
+    error_code, error_message, started_at, finished_at";
+
+pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
+    db.query(
+        "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
+             iterations, tools_used, prompt_tokens, completion_tokens, started_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9)",
+    )
+    .bind(run.id.to_string())
+    .bind(run.session_id.to_string())
+    .bind(run.user_id.as_str())
+    .bind(run.query.as_str())
+    .bind(run.model.as_deref())
+    .bind(RunStatus::Running.as_str())
+    .bind(i64::from(run.save_chat))
+    .bind(json_text(&run.context))
+    .bind(millis(run.started_at))
+    .execute(&db.pool)
+    .await
+    .map_err(|error| db.error(error))?;
+    Ok(())
+}
+
+/// Writes the counters of a step, and with `end` how the run ended.
+pub(crate) async fn record_progress(
+    db: &Db,
+    connection: &mut AnyConnection,
+    run_id: &str,
+    progress: &RunProgress,
+    end: Option<&RunEnd>,
+) -> Result<(), StoreError> {
+    let counters = "iterations = $2, tools_used = $3, prompt_tokens = $4, completion_tokens = $5";
+    let query = match end {
+        None => db.query(&format!("UPDATE runs SET {counters} WHERE id = $1")),
+        Some(_) => db.query(&format!(
+            "UPDATE runs SET {counters}, status = $6, finished_at = $7, answer_message_id = $8, \
+                 error_code = $9, error_message = $10, finalize_reason = $11 \
+             WHERE id = $1"
+        )),
+    };
+    let mut query = query
+        .bind(run_id)
+        .bind(i64::from(progress.iterations))
+        .bind(i64::from(progress.tools_used))
+        .bind(count(progress.usage.prompt_tokens))
+        .bind(count(progress.usage.completion_tokens));
+    if let Some(end) = end {
+        let failure = end.failure.as_ref();
+        query = query
+            .bind(end.status.as_str())
+            .bind(millis(end.finished_at))
+            .bind(end.answer_message_id.map(|id| id.to_string()))
+            .bind(failure.map(|failure| failure.code.as_str()))
+            .bind(failure.map(|failure| failure.message.as_str()))
+            .bind(end.finalize_reason.map(|reason| reason.as_str()));
+    }
+    let updated = query
+        .execute(&mut *connection)
+        .await
+        .map_err(|error| db.error(error))?;
+    match changed(&updated) {
+        true => Ok(()),
+        false => Err(StoreError::NotFound(format!(
+            "run {run_id} (save_step before start_run?)"
+        ))),
+    }
+}
+
+pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<RunInfo>, StoreError> {
+    let row = db
+        .query(&format!("SELECT {COLUMNS} FROM runs WHERE id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    row.as_ref().map(decode).transpose()
+}
+
+pub(crate) async fn of_session(db: &Db, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError> {
+    let rows = db
+        .query(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE session_id = $1 ORDER BY started_at, id"
+        ))
+        .bind(session_id.to_string())
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    rows.iter().map(decode).collect()
+}
+
+fn decode(row: &AnyRow) -> Result<RunInfo, StoreError> {
+    let cells = Cells::of(row, "runs");
+    Ok(RunInfo {
+        id: cells.uuid("id")?,
+        session_id: cells.uuid("session_id")?,
+        user_id: cells.text("user_id")?,
+        query: cells.text("query")?,
+        status: cells.name("status")?,
+        model: cells.optional_text("model")?,
+        iterations: cells.counter("iterations")?,
+        tools_used: cells.counter("tools_used")?,
+        usage: Usage {
+            prompt_tokens: cells.counter("prompt_tokens")?,
+            completion_tokens: cells.counter("completion_tokens")?,
+        },
+        finalize_reason: cells.optional_name("finalize_reason")?,
+        answer_message_id: cells.optional_uuid("answer_message_id")?,
+        error_code: cells.optional_text("error_code")?,
+        error_message: cells.optional_text("error_message")?,
+        save_chat: cells.flag("save_chat")?,
+        started_at: cells.time("started_at")?,
+        finished_at: cells.optional_time("finished_at")?,
+    })
+}

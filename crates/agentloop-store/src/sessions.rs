@@ -1,0 +1,124 @@
+//! Sessions and their users.
+
+use agentloop_core::protocol::SessionInfo;
+use agentloop_core::{NewSession, StoreError};
+use sqlx::any::AnyRow;
+use uuid::Uuid;
+
+use crate::columns::{Cells, millis, now};
+use crate::db::{Db, changed};
+
+const SELECT_SESSION: &str = "SELECT s.id, s.user_id, s.title, s.created_at, s.updated_at, \
+    s.active_run_id, s.lock_expires_at, \
+    (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS message_count \
+    FROM sessions s";
+
+pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo, StoreError> {
+    let created_at = now();
+    let mut tx = db.begin().await?;
+    db.query("INSERT INTO users (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
+        .bind(session.user_id.as_str())
+        .bind(millis(created_at))
+        .execute(&mut *tx)
+        .await
+        .map_err(|error| db.error(error))?;
+    db.query(
+        "INSERT INTO sessions (id, user_id, title, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $4)",
+    )
+    .bind(session.id.to_string())
+    .bind(session.user_id.as_str())
+    .bind(session.title.as_str())
+    .bind(millis(created_at))
+    .execute(&mut *tx)
+    .await
+    .map_err(|error| db.error(error))?;
+    tx.commit().await.map_err(|error| db.error(error))?;
+    Ok(SessionInfo {
+        id: session.id,
+        user_id: session.user_id.clone(),
+        title: session.title.clone(),
+        created_at,
+        updated_at: created_at,
+        message_count: 0,
+        active_run_id: None,
+    })
+}
+
+pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<SessionInfo>, StoreError> {
+    let row = db
+        .query(&format!("{SELECT_SESSION} WHERE s.id = $1"))
+        .bind(id.to_string())
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    row.as_ref().map(session_info).transpose()
+}
+
+pub(crate) async fn list(
+    db: &Db,
+    user_id: Option<&str>,
+    limit: u32,
+) -> Result<Vec<SessionInfo>, StoreError> {
+    // The id breaks ties so that pages of sessions updated in the same millisecond are stable.
+    let order = "ORDER BY s.updated_at DESC, s.id DESC";
+    let query = match user_id {
+        Some(user_id) => db
+            .query(&format!(
+                "{SELECT_SESSION} WHERE s.user_id = $1 {order} LIMIT $2"
+            ))
+            .bind(user_id)
+            .bind(i64::from(limit)),
+        None => db
+            .query(&format!("{SELECT_SESSION} {order} LIMIT $1"))
+            .bind(i64::from(limit)),
+    };
+    let rows = query
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    rows.iter().map(session_info).collect()
+}
+
+/// Runs go first: they have no foreign key to the session (a run that does not save the chat
+/// may have no session row), so no cascade would reach them. Their tool executions and events
+/// follow them by cascade, as messages follow the session.
+pub(crate) async fn delete(db: &Db, id: Uuid) -> Result<bool, StoreError> {
+    let id = id.to_string();
+    let mut tx = db.begin().await?;
+    let runs = db
+        .query("DELETE FROM runs WHERE session_id = $1")
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(|error| db.error(error))?;
+    let session = db
+        .query("DELETE FROM sessions WHERE id = $1")
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(|error| db.error(error))?;
+    tx.commit().await.map_err(|error| db.error(error))?;
+    Ok(changed(&session) || changed(&runs))
+}
+
+fn session_info(row: &AnyRow) -> Result<SessionInfo, StoreError> {
+    let cells = Cells::of(row, "sessions");
+    // A holder whose lease ran out holds nothing any more, even before another run takes over.
+    let lease_is_live = cells
+        .optional_integer("lock_expires_at")?
+        .is_some_and(|expires_at| expires_at > millis(now()));
+    let active_run_id = match lease_is_live {
+        true => cells.optional_uuid("active_run_id")?,
+        false => None,
+    };
+    Ok(SessionInfo {
+        id: cells.uuid("id")?,
+        user_id: cells.text("user_id")?,
+        title: cells.text("title")?,
+        created_at: cells.time("created_at")?,
+        updated_at: cells.time("updated_at")?,
+        message_count: cells.counter("message_count")?,
+        active_run_id,
+    })
+}

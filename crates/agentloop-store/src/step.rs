@@ -1,0 +1,45 @@
+//! One step of a run, written in one transaction: a reader sees all of it or none of it, and the
+//! step's events are emitted only once it is stored.
+
+use agentloop_core::{StepRecord, StoreError};
+
+use crate::columns::{millis, now};
+use crate::db::Db;
+use crate::messages::MessageRow;
+use crate::{events, locks, messages, records, runs};
+
+pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
+    // Encoded first, so that nothing but the database runs while the transaction holds locks.
+    let message_rows = step
+        .messages
+        .iter()
+        .map(MessageRow::encode)
+        .collect::<Result<Vec<_>, _>>()?;
+    let record_rows = records::encode(&step.records)?;
+    let event_rows = events::encode(&step.events)?;
+    let run_id = step.run_id.to_string();
+    let session_id = step.session_id.to_string();
+
+    let mut tx = db.begin().await?;
+    // The run first: a step of an unknown run fails with NotFound before anything is written.
+    runs::record_progress(db, &mut tx, &run_id, &step.progress, step.end.as_ref()).await?;
+    if !message_rows.is_empty() {
+        messages::insert(db, &mut tx, &message_rows).await?;
+        // Never backwards, should another process's clock be behind ours.
+        db.query(
+            "UPDATE sessions SET updated_at = CASE WHEN updated_at < $2 THEN $2 \
+             ELSE updated_at END WHERE id = $1",
+        )
+        .bind(session_id.as_str())
+        .bind(millis(now()))
+        .execute(&mut *tx)
+        .await
+        .map_err(|error| db.error(error))?;
+    }
+    records::upsert(db, &mut tx, &run_id, &record_rows).await?;
+    events::insert(db, &mut tx, &run_id, &event_rows).await?;
+    if step.end.is_some() {
+        locks::release(db, &mut tx, &session_id, &run_id).await?;
+    }
+    tx.commit().await.map_err(|error| db.error(error))
+}

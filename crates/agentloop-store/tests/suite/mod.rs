@@ -1,0 +1,139 @@
+//! The store's test suite, written once and run against every backend: `tests/sqlite.rs` and
+//! `tests/postgres.rs` each build a [`Fixture`] and expand [`suite_tests!`] with it.
+
+#![allow(dead_code)] // each test binary uses its own part of the helpers
+
+mod data;
+mod locks;
+mod messages;
+mod runs;
+mod schema;
+mod sessions;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use agentloop_store::SqlStore;
+use sqlx::any::AnyPoolOptions;
+use sqlx::{Any, AnyPool, AssertSqlSafe};
+
+#[allow(unused_imports)] // the backend-specific tests of some binaries build data too
+pub use data::*;
+pub use locks::*;
+pub use messages::*;
+pub use runs::*;
+pub use schema::*;
+pub use sessions::*;
+
+/// One `#[tokio::test]` per suite function, each on a fresh database from `$fixture().await`.
+macro_rules! suite_tests {
+    ($fixture:path) => {
+        suite_tests!(@each $fixture;
+            reports_its_backend,
+            creates_and_reads_a_session,
+            lists_sessions_newest_first_filtered_and_limited,
+            counts_the_messages_of_a_session,
+            deletes_a_session_with_everything_it_owns,
+            deleting_an_unknown_session_reports_false,
+            messages_keep_their_order_and_every_field,
+            history_starts_at_the_nth_last_dialogue_message,
+            history_of_zero_or_of_an_unknown_session_is_empty,
+            a_session_lock_is_exclusive_until_released_or_expired,
+            renewing_extends_only_the_holders_lease,
+            a_session_without_a_row_is_always_acquired,
+            the_last_step_releases_the_lock_of_its_run_only,
+            a_run_keeps_its_counters_status_and_outcome,
+            runs_of_a_session_come_oldest_first,
+            tool_records_are_upserted_in_their_first_order,
+            events_replay_after_a_seq_and_saving_twice_is_harmless,
+            hundreds_of_events_in_one_step_are_all_stored,
+            events_of_an_unknown_run_are_empty,
+            a_run_that_does_not_save_the_chat_needs_no_session_row,
+            a_step_of_an_unknown_run_is_not_found,
+            a_failing_step_writes_nothing,
+            undecodable_rows_are_corrupt_errors,
+            migrating_an_up_to_date_database_applies_nothing,
+            a_schema_from_a_newer_agentloop_is_refused,
+        );
+    };
+    (@each $fixture:path; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let fixture = $fixture().await;
+                suite::$name(&fixture).await;
+                fixture.teardown().await;
+            }
+        )*
+    };
+}
+
+pub type Cleanup = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A store on a database of its own, and a second pool on the same database for what the
+/// store's API cannot do: counting rows, planting corrupt ones.
+pub struct Fixture {
+    pub store: SqlStore,
+    pub url: String,
+    pub backend: &'static str,
+    raw: AnyPool,
+    /// Awaited at the end of a passing test (a failing one leaves its database for inspection).
+    cleanup: Option<Cleanup>,
+    /// Kept alive as long as the store (a temporary directory).
+    _guard: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl Fixture {
+    pub async fn new(
+        url: String,
+        backend: &'static str,
+        cleanup: Option<Cleanup>,
+        guard: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Fixture {
+        let store = SqlStore::connect(&url)
+            .await
+            .unwrap_or_else(|error| panic!("cannot open the test store at {url}: {error}"));
+        let raw = AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .unwrap_or_else(|error| panic!("cannot open a raw pool on {url}: {error}"));
+        Fixture {
+            store,
+            url,
+            backend,
+            raw,
+            cleanup,
+            _guard: guard,
+        }
+    }
+
+    pub async fn execute(&self, sql: &str) {
+        sqlx::query::<Any>(AssertSqlSafe(sql.to_owned()))
+            .execute(&self.raw)
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar::<Any, i64>(AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&self.raw)
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    pub async fn text(&self, sql: &str) -> String {
+        sqlx::query_scalar::<Any, String>(AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&self.raw)
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    pub async fn teardown(mut self) {
+        self.raw.close().await;
+        self.store.close().await;
+        if let Some(cleanup) = self.cleanup.take() {
+            cleanup.await;
+        }
+    }
+}

@@ -1,0 +1,336 @@
+use agentloop_core::protocol::{EventKind, FinalizeReason, RunStatus, ToolStatus, Usage};
+use agentloop_core::{RunEnd, RunFailure, SessionLock, StepRecord, Store, StoreError};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::Fixture;
+use super::data::*;
+
+pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let new = new_run(session_id, true);
+    store.start_run(&new).await.unwrap();
+
+    let started = store.run(new.id).await.unwrap().unwrap();
+    assert_eq!(started.id, new.id);
+    assert_eq!(started.session_id, session_id);
+    assert_eq!(started.user_id, "alice");
+    assert_eq!(started.query, new.query);
+    assert_eq!(started.model.as_deref(), Some("gpt-4o-mini"));
+    assert_eq!(started.status, RunStatus::Running);
+    assert_eq!((started.iterations, started.tools_used), (0, 0));
+    assert_eq!(started.usage, Usage::default());
+    assert!(started.save_chat);
+    assert_eq!(started.started_at, new.started_at);
+    assert_eq!(started.finished_at, None);
+    assert_eq!(started.finalize_reason, None);
+    assert_eq!(started.error_code, None);
+
+    for (iteration, tools) in [(1, 2), (2, 3)] {
+        let step = StepRecord {
+            progress: progress(iteration, tools, 1000 * u64::from(iteration)),
+            ..step(new.id, session_id)
+        };
+        store.save_step(&step).await.unwrap();
+    }
+    let running = store.run(new.id).await.unwrap().unwrap();
+    assert_eq!((running.iterations, running.tools_used), (2, 3));
+    assert_eq!(running.usage.prompt_tokens, 2000);
+    assert_eq!(running.usage.completion_tokens, 200);
+    assert_eq!(running.status, RunStatus::Running);
+
+    let end = RunEnd {
+        status: RunStatus::Failed,
+        answer_message_id: None,
+        failure: Some(RunFailure {
+            code: "llm_unavailable".into(),
+            message: "the model did not answer".into(),
+        }),
+        finalize_reason: Some(FinalizeReason::ConsecutiveFailures),
+        finished_at: now(),
+    };
+    let last = StepRecord {
+        progress: progress(3, 3, 3000),
+        end: Some(end.clone()),
+        ..step(new.id, session_id)
+    };
+    store.save_step(&last).await.unwrap();
+    let failed = store.run(new.id).await.unwrap().unwrap();
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert_eq!(failed.iterations, 3);
+    assert_eq!(failed.usage.prompt_tokens, 3000);
+    assert_eq!(failed.error_code.as_deref(), Some("llm_unavailable"));
+    assert_eq!(
+        failed.error_message.as_deref(),
+        Some("the model did not answer")
+    );
+    assert_eq!(
+        failed.finalize_reason,
+        Some(FinalizeReason::ConsecutiveFailures)
+    );
+    assert_eq!(failed.finished_at, Some(end.finished_at));
+    assert_eq!(failed.answer_message_id, None);
+
+    // A completed run with its answer.
+    let other = run(fixture, session_id).await;
+    let answer_message = answer(session_id, other, "Three.");
+    let done = StepRecord {
+        messages: vec![answer_message.clone()],
+        progress: progress(1, 0, 10),
+        end: Some(completed(Some(answer_message.id))),
+        ..step(other, session_id)
+    };
+    store.save_step(&done).await.unwrap();
+    let completed_run = store.run(other).await.unwrap().unwrap();
+    assert_eq!(completed_run.status, RunStatus::Completed);
+    assert_eq!(completed_run.answer_message_id, Some(answer_message.id));
+    assert_eq!(completed_run.error_code, None);
+    assert_eq!(completed_run.finalize_reason, None);
+    assert_eq!(store.run(Uuid::new_v4()).await.unwrap(), None);
+}
+
+pub async fn runs_of_a_session_come_oldest_first(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let mut ids = Vec::new();
+    for seconds in [30, 10, 20] {
+        let run = agentloop_core::NewRun {
+            started_at: at(seconds),
+            ..new_run(session_id, true)
+        };
+        store.start_run(&run).await.unwrap();
+        ids.push(run.id);
+    }
+    let other_session = session(fixture, "alice").await;
+    run(fixture, other_session).await;
+
+    let listed: Vec<Uuid> = store
+        .session_runs(session_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|run| run.id)
+        .collect();
+    assert_eq!(listed, [ids[1], ids[2], ids[0]]);
+}
+
+pub async fn tool_records_are_upserted_in_their_first_order(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let first = StepRecord {
+        records: vec![record("call_b", 1), record("call_a", 1)],
+        ..step(run_id, session_id)
+    };
+    store.save_step(&first).await.unwrap();
+
+    let call_b_again = agentloop_core::protocol::ToolExecutionRecord {
+        iteration: 2,
+        status: ToolStatus::Error,
+        result: None,
+        structured_result: None,
+        error: Some("timed out after 30 s".into()),
+        duration_ms: 30_000,
+        arguments: json!("not json {"),
+        ..record("call_b", 1)
+    };
+    let call_c_first = record("call_c", 2);
+    let call_c_last = agentloop_core::protocol::ToolExecutionRecord {
+        status: ToolStatus::Blocked,
+        ..record("call_c", 2)
+    };
+    let second = StepRecord {
+        records: vec![call_c_first, call_b_again.clone(), call_c_last.clone()],
+        ..step(run_id, session_id)
+    };
+    store.save_step(&second).await.unwrap();
+
+    let stored = store.tool_executions(run_id).await.unwrap();
+    assert_eq!(
+        stored,
+        vec![call_b_again, first.records[1].clone(), call_c_last,]
+    );
+    assert!(
+        store
+            .tool_executions(Uuid::new_v4())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn events_replay_after_a_seq_and_saving_twice_is_harmless(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let first = StepRecord {
+        events: vec![
+            event(run_id, 1, EventKind::RunStarted { session_id }),
+            event(run_id, 2, EventKind::Thinking { iteration: 1 }),
+            event(
+                run_id,
+                3,
+                EventKind::ToolSelected {
+                    iteration: 1,
+                    call_id: "call_1".into(),
+                    tool: "erp.search_invoices".into(),
+                    arguments: json!({"status": "open"}),
+                },
+            ),
+        ],
+        ..step(run_id, session_id)
+    };
+    let second = StepRecord {
+        events: vec![
+            delta(run_id, 4, "Three "),
+            delta(run_id, 5, "invoices."),
+            event(
+                run_id,
+                6,
+                EventKind::Done {
+                    status: RunStatus::Completed,
+                    iterations: 1,
+                    tools_used: 1,
+                    message_id: Some(Uuid::new_v4()),
+                    usage: Usage {
+                        prompt_tokens: 10,
+                        completion_tokens: 2,
+                    },
+                    should_refresh: false,
+                },
+            ),
+        ],
+        ..step(run_id, session_id)
+    };
+    store.save_step(&first).await.unwrap();
+    store.save_step(&second).await.unwrap();
+    let all: Vec<_> = first.events.iter().chain(&second.events).cloned().collect();
+    assert_eq!(store.events(run_id, 0).await.unwrap(), all);
+    assert_eq!(store.events(run_id, 4).await.unwrap(), all[4..].to_vec());
+    assert!(store.events(run_id, 6).await.unwrap().is_empty());
+
+    // Saved again, with other contents under the same seqs: the first write stands.
+    store.save_step(&second).await.unwrap();
+    let rewritten = StepRecord {
+        events: vec![delta(run_id, 5, "something else")],
+        ..step(run_id, session_id)
+    };
+    store.save_step(&rewritten).await.unwrap();
+    assert_eq!(store.events(run_id, 0).await.unwrap(), all);
+    let rows = fixture
+        .count(&format!(
+            "SELECT COUNT(*) FROM run_events WHERE run_id = '{run_id}' AND type = 'final_response'"
+        ))
+        .await;
+    assert_eq!(rows, 2, "the type column holds the event's type");
+}
+
+pub async fn hundreds_of_events_in_one_step_are_all_stored(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    // More than one INSERT statement's worth of rows.
+    let events: Vec<_> = (1..=1000)
+        .map(|seq| delta(run_id, seq, &format!("token {seq} ")))
+        .collect();
+    let records: Vec<_> = (0..200).map(|i| record(&format!("call_{i}"), 1)).collect();
+    let big = StepRecord {
+        events: events.clone(),
+        records: records.clone(),
+        ..step(run_id, session_id)
+    };
+    store.save_step(&big).await.unwrap();
+    assert_eq!(store.events(run_id, 0).await.unwrap(), events);
+    assert_eq!(store.events(run_id, 990).await.unwrap(), events[990..]);
+    assert_eq!(store.tool_executions(run_id).await.unwrap(), records);
+}
+
+pub async fn events_of_an_unknown_run_are_empty(fixture: &Fixture) {
+    assert!(
+        fixture
+            .store
+            .events(Uuid::new_v4(), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn a_run_that_does_not_save_the_chat_needs_no_session_row(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = Uuid::new_v4();
+    let new = new_run(session_id, false);
+    assert_eq!(
+        store
+            .lock_session(session_id, new.id, std::time::Duration::from_secs(60))
+            .await
+            .unwrap(),
+        SessionLock::Acquired
+    );
+    store.start_run(&new).await.unwrap();
+    let last = StepRecord {
+        records: vec![record("call_1", 1)],
+        events: vec![
+            event(new.id, 1, EventKind::RunStarted { session_id }),
+            delta(new.id, 2, "Three."),
+        ],
+        progress: progress(1, 1, 100),
+        end: Some(completed(None)),
+        ..step(new.id, session_id)
+    };
+    store.save_step(&last).await.unwrap();
+
+    let stored = store.run(new.id).await.unwrap().unwrap();
+    assert!(!stored.save_chat);
+    assert_eq!(stored.status, RunStatus::Completed);
+    assert_eq!(store.session(session_id).await.unwrap(), None);
+    assert_eq!(store.session_runs(session_id).await.unwrap().len(), 1);
+    assert_eq!(store.events(new.id, 0).await.unwrap().len(), 2);
+    assert_eq!(store.tool_executions(new.id).await.unwrap().len(), 1);
+    // Its runs can still be deleted by session id.
+    assert!(store.delete_session(session_id).await.unwrap());
+    assert_eq!(store.run(new.id).await.unwrap(), None);
+}
+
+pub async fn a_step_of_an_unknown_run_is_not_found(fixture: &Fixture) {
+    let session_id = session(fixture, "alice").await;
+    let run_id = Uuid::new_v4();
+    let orphan = StepRecord {
+        events: vec![delta(run_id, 1, "x")],
+        ..step(run_id, session_id)
+    };
+    let error = fixture.store.save_step(&orphan).await.unwrap_err();
+    assert!(
+        matches!(&error, StoreError::NotFound(what) if what.contains(&run_id.to_string())),
+        "{error:?}"
+    );
+}
+
+pub async fn a_failing_step_writes_nothing(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let saved = question(session_id, run_id, "How many?");
+    save_messages(fixture, run_id, session_id, std::slice::from_ref(&saved)).await;
+
+    // The same message id again violates its uniqueness, after the run's counters were
+    // written in the same transaction and before the records and events.
+    let failing = StepRecord {
+        messages: vec![answer(session_id, run_id, "Three."), saved.clone()],
+        records: vec![record("call_1", 1)],
+        events: vec![delta(run_id, 1, "Three.")],
+        progress: progress(5, 5, 500),
+        end: Some(completed(None)),
+        ..step(run_id, session_id)
+    };
+    let error = store.save_step(&failing).await.unwrap_err();
+    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+
+    assert_eq!(store.messages(session_id).await.unwrap(), vec![saved]);
+    assert!(store.tool_executions(run_id).await.unwrap().is_empty());
+    assert!(store.events(run_id, 0).await.unwrap().is_empty());
+    let run = store.run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.iterations, 0);
+}

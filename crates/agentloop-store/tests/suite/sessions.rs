@@ -1,0 +1,151 @@
+use agentloop_core::protocol::EventKind;
+use agentloop_core::{NewSession, StepRecord, Store};
+use uuid::Uuid;
+
+use super::Fixture;
+use super::data::*;
+
+pub async fn reports_its_backend(fixture: &Fixture) {
+    assert_eq!(fixture.store.backend(), fixture.backend);
+    fixture.store.ping().await.unwrap();
+}
+
+pub async fn creates_and_reads_a_session(fixture: &Fixture) {
+    let new = NewSession {
+        id: Uuid::new_v4(),
+        user_id: "alice".into(),
+        title: "How many open invoices?".into(),
+    };
+    let created = fixture.store.create_session(&new).await.unwrap();
+    assert_eq!(created.id, new.id);
+    assert_eq!(created.user_id, "alice");
+    assert_eq!(created.title, "How many open invoices?");
+    assert_eq!(created.message_count, 0);
+    assert_eq!(created.active_run_id, None);
+    assert_eq!(created.created_at, created.updated_at);
+
+    let read = fixture.store.session(new.id).await.unwrap();
+    assert_eq!(read, Some(created));
+    assert_eq!(fixture.store.session(Uuid::new_v4()).await.unwrap(), None);
+
+    // A second session of the same user reuses the user's row.
+    session(fixture, "alice").await;
+    assert_eq!(fixture.count("SELECT COUNT(*) FROM users").await, 1);
+}
+
+pub async fn lists_sessions_newest_first_filtered_and_limited(fixture: &Fixture) {
+    let first = session(fixture, "alice").await;
+    // Creation times are kept to the millisecond: keep them apart.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let second = session(fixture, "bob").await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let third = session(fixture, "alice").await;
+
+    let ids = |sessions: Vec<agentloop_core::protocol::SessionInfo>| {
+        sessions.into_iter().map(|s| s.id).collect::<Vec<_>>()
+    };
+    let all = fixture.store.list_sessions(None, 10).await.unwrap();
+    assert_eq!(ids(all), [third, second, first]);
+
+    // A new message makes the oldest session the most recently updated.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let run_id = run(fixture, first).await;
+    save_messages(fixture, run_id, first, &[question(first, run_id, "again?")]).await;
+    let all = fixture.store.list_sessions(None, 10).await.unwrap();
+    assert_eq!(ids(all), [first, third, second]);
+
+    let alices = fixture
+        .store
+        .list_sessions(Some("alice"), 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(alices), [first, third]);
+    let limited = fixture.store.list_sessions(None, 2).await.unwrap();
+    assert_eq!(ids(limited), [first, third]);
+    let nobody = fixture
+        .store
+        .list_sessions(Some("carol"), 10)
+        .await
+        .unwrap();
+    assert!(nobody.is_empty());
+}
+
+pub async fn counts_the_messages_of_a_session(fixture: &Fixture) {
+    let session_id = session(fixture, "alice").await;
+    let other = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let messages = [
+        question(session_id, run_id, "How many?"),
+        tool_call(session_id, run_id, "call_1"),
+        tool_result(session_id, run_id, "call_1"),
+        answer(session_id, run_id, "Three."),
+    ];
+    save_messages(fixture, run_id, session_id, &messages).await;
+
+    let info = fixture.store.session(session_id).await.unwrap().unwrap();
+    assert_eq!(info.message_count, 4);
+    assert!(info.updated_at >= info.created_at);
+    let listed = fixture.store.list_sessions(None, 10).await.unwrap();
+    let counts: Vec<(Uuid, u64)> = listed.iter().map(|s| (s.id, s.message_count)).collect();
+    assert!(counts.contains(&(session_id, 4)), "{counts:?}");
+    assert!(counts.contains(&(other, 0)), "{counts:?}");
+}
+
+pub async fn deletes_a_session_with_everything_it_owns(fixture: &Fixture) {
+    let doomed = session(fixture, "alice").await;
+    let kept = session(fixture, "alice").await;
+    let mut runs = Vec::new();
+    for session_id in [doomed, kept] {
+        let run_id = run(fixture, session_id).await;
+        let step = StepRecord {
+            messages: vec![
+                question(session_id, run_id, "How many?"),
+                answer(session_id, run_id, "Three."),
+            ],
+            records: vec![record("call_1", 1)],
+            events: vec![event(run_id, 1, EventKind::RunStarted { session_id })],
+            end: Some(completed(None)),
+            ..step(run_id, session_id)
+        };
+        fixture.store.save_step(&step).await.unwrap();
+        runs.push(run_id);
+    }
+
+    assert!(fixture.store.delete_session(doomed).await.unwrap());
+
+    let store = &fixture.store;
+    assert_eq!(store.session(doomed).await.unwrap(), None);
+    assert!(store.messages(doomed).await.unwrap().is_empty());
+    assert!(store.session_runs(doomed).await.unwrap().is_empty());
+    assert_eq!(store.run(runs[0]).await.unwrap(), None);
+    assert!(store.tool_executions(runs[0]).await.unwrap().is_empty());
+    assert!(store.events(runs[0], 0).await.unwrap().is_empty());
+    let doomed_run = runs[0];
+    for table in ["tool_executions", "run_events"] {
+        let left = fixture
+            .count(&format!(
+                "SELECT COUNT(*) FROM {table} WHERE run_id = '{doomed_run}'"
+            ))
+            .await;
+        assert_eq!(left, 0, "{table} rows of the deleted run");
+    }
+    let left = fixture
+        .count(&format!(
+            "SELECT COUNT(*) FROM messages WHERE session_id = '{doomed}'"
+        ))
+        .await;
+    assert_eq!(left, 0, "messages of the deleted session");
+
+    // The other session is untouched.
+    assert_eq!(store.messages(kept).await.unwrap().len(), 2);
+    assert_eq!(store.session_runs(kept).await.unwrap().len(), 1);
+    assert_eq!(store.tool_executions(runs[1]).await.unwrap().len(), 1);
+    assert_eq!(store.events(runs[1], 0).await.unwrap().len(), 1);
+}
+
+pub async fn deleting_an_unknown_session_reports_false(fixture: &Fixture) {
+    assert!(!fixture.store.delete_session(Uuid::new_v4()).await.unwrap());
+    let session_id = session(fixture, "alice").await;
+    assert!(fixture.store.delete_session(session_id).await.unwrap());
+    assert!(!fixture.store.delete_session(session_id).await.unwrap());
+}
