@@ -106,7 +106,9 @@ fn agent(runtime: &tokio::runtime::Runtime, steps: usize, tools_per_reply: usize
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread: what is measured is agentloop's own work, not the operating system handing
+    // tasks between worker threads (which dominates a multi-threaded measurement at this scale).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("runtime: {error}"));

@@ -22,6 +22,7 @@ pub struct CatalogEntry {
     pub provider_name: String,
     pub settings: ToolSettings,
     validator: Option<jsonschema::Validator>,
+    spec: ToolSpec,
 }
 
 impl CatalogEntry {
@@ -61,13 +62,9 @@ impl CatalogEntry {
         }
     }
 
+    /// The tool as offered to the model.
     pub fn spec(&self) -> ToolSpec {
-        let info = self.tool.info();
-        ToolSpec {
-            name: self.provider_name.clone(),
-            description: info.description.clone(),
-            parameters: info.input_schema.clone(),
-        }
+        self.spec.clone()
     }
 }
 
@@ -113,11 +110,17 @@ impl ToolCatalog {
             catalog
                 .by_provider_name
                 .insert(provider_name.clone(), index);
+            let spec = ToolSpec {
+                name: provider_name.clone(),
+                description: info.description.clone(),
+                parameters: Arc::new(info.input_schema.clone()),
+            };
             catalog.entries.push(CatalogEntry {
                 settings: settings.get(&info.name).cloned().unwrap_or_default(),
                 tool,
                 provider_name,
                 validator,
+                spec,
             });
         }
         for name in settings.keys() {

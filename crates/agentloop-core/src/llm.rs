@@ -1,5 +1,7 @@
 //! The model side of a run: what the loop asks an LLM and what it reads back.
 
+use std::sync::Arc;
+
 use agentloop_protocol::{ChatMessage, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -21,12 +23,13 @@ pub enum CallPurpose {
     Finalize,
 }
 
-/// A tool as offered to the model, under its provider-safe name.
+/// A tool as offered to the model, under its provider-safe name. The schema is shared: it is
+/// offered on every call of every run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    pub parameters: Arc<Value>,
 }
 
 /// One Chat Completions call. Tool names in `messages` and `tools` are already provider-safe.
@@ -34,7 +37,8 @@ pub struct ToolSpec {
 pub struct ModelRequest {
     /// Overrides the configured model for this call.
     pub model: Option<String>,
-    pub messages: Vec<ChatMessage>,
+    /// Shared with the run's own view of the conversation, so a call does not copy it.
+    pub messages: Vec<Arc<ChatMessage>>,
     pub tools: Vec<ToolSpec>,
     pub tool_choice: ToolChoice,
     pub purpose: CallPurpose,

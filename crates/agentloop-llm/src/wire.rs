@@ -86,7 +86,11 @@ impl<'a> ChatRequest<'a> {
         });
         Self {
             model: request.model.as_deref().unwrap_or(default_model),
-            messages: request.messages.iter().map(WireMessage::from).collect(),
+            messages: request
+                .messages
+                .iter()
+                .map(|message| WireMessage::from(message.as_ref()))
+                .collect(),
             tools,
             tool_choice,
             stream,
@@ -294,7 +298,7 @@ mod tests {
     fn request(tools: Vec<ToolSpec>, tool_choice: ToolChoice) -> ModelRequest {
         ModelRequest {
             model: None,
-            messages: vec![
+            messages: [
                 ChatMessage::system("be brief"),
                 ChatMessage::user("hi"),
                 ChatMessage::assistant_tool_calls(
@@ -306,7 +310,9 @@ mod tests {
                     }],
                 ),
                 ChatMessage::tool_result("call_9", "contents"),
-            ],
+            ]
+            .map(std::sync::Arc::new)
+            .to_vec(),
             tools,
             tool_choice,
             purpose: CallPurpose::Step,
@@ -340,7 +346,7 @@ mod tests {
         let tool = ToolSpec {
             name: "fs_read".into(),
             description: "Read a file".into(),
-            parameters: json!({"type": "object"}),
+            parameters: std::sync::Arc::new(json!({"type": "object"})),
         };
         let mut request = request(vec![tool], ToolChoice::None);
         request.model = Some("override".into());

@@ -1,5 +1,7 @@
 //! Replies read over real HTTP from the scripted server, streamed and not.
 
+use std::sync::Arc;
+
 mod common;
 
 use agentloop_core::protocol::{ChatMessage, ToolCall, Usage};
@@ -131,9 +133,9 @@ async fn the_request_carries_tools_tool_choice_and_stream_options() {
     };
     let request = ModelRequest {
         messages: vec![
-            ChatMessage::user("read a"),
-            ChatMessage::assistant_tool_calls(None, vec![call]),
-            ChatMessage::tool_result("call_7", "contents of a"),
+            Arc::new(ChatMessage::user("read a")),
+            Arc::new(ChatMessage::assistant_tool_calls(None, vec![call])),
+            Arc::new(ChatMessage::tool_result("call_7", "contents of a")),
         ],
         tools: vec![read_file_tool()],
         tool_choice: ToolChoice::None,

@@ -38,34 +38,40 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let (llm, agent) = runtime.block_on(async {
-        let llm = ScriptedLlm::start_with(responder).await;
+    let dir = tempfile::tempdir().unwrap();
+    let llm = runtime.block_on(ScriptedLlm::start_with(responder));
+    let mut group = c.benchmark_group("stack_overhead");
+    group.throughput(Throughput::Elements(STEPS as u64));
+    let stores = [
+        ("in_memory_store", "sqlite::memory:".to_string()),
+        ("sqlite_file_store", format!("sqlite://{}/bench.db", dir.path().display())),
+    ];
+    for (name, store_url) in stores {
         let text = format!(
-            "[llm]\nbase_url = \"{}\"\nmodel = \"bench\"\n[agent]\nmax_iterations = {}\n{}",
+            "[llm]\nbase_url = \"{}\"\nmodel = \"bench\"\n[agent]\nmax_iterations = {}\n\
+             [store]\nurl = \"{store_url}\"\n{}",
             llm.base_url(),
             STEPS + 1,
             test_mcp_server_config_toml("test", None)
         );
         let config = Config::parse(&text, ConfigOrigin::Defaults).unwrap();
-        let agent = Runtime::start(&config).await.unwrap();
-        (llm, agent)
-    });
-    let mut group = c.benchmark_group("stack_overhead");
-    group.throughput(Throughput::Elements(STEPS as u64));
-    group.bench_function("per_iteration_http_llm_and_mcp_tool", |b| {
-        b.iter(|| {
-            let outcome = runtime.block_on(async {
-                let (_, outcome) = agent
-                    .agent()
-                    .run(RunRequest::new("Echo ten times"))
-                    .collect()
-                    .await
-                    .unwrap();
-                outcome
-            });
-            assert_eq!(outcome.tools_used as usize, STEPS);
-        })
-    });
+        let agent = runtime.block_on(Runtime::start(&config)).unwrap();
+        group.bench_function(format!("per_iteration_http_llm_mcp_tool_{name}"), |b| {
+            b.iter(|| {
+                let outcome = runtime.block_on(async {
+                    let (_, outcome) = agent
+                        .agent()
+                        .run(RunRequest::new("Echo ten times"))
+                        .collect()
+                        .await
+                        .unwrap();
+                    outcome
+                });
+                assert_eq!(outcome.tools_used as usize, STEPS);
+            })
+        });
+        runtime.block_on(agent.shutdown());
+    }
     group.finish();
     drop(llm);
 }

@@ -128,6 +128,11 @@ pub struct RunMachine {
     /// The model's view of the history and of `turn`, each message prepared and counted once.
     history_view: Vec<Viewed>,
     turn_view: Vec<Viewed>,
+    /// The system prompt, and the tokens of it and of each tool's definition: they never
+    /// change in a run.
+    system: Arc<ChatMessage>,
+    system_tokens: usize,
+    tool_tokens: HashMap<String, usize>,
     records: Vec<ToolExecutionRecord>,
     /// Records that ended since the last `take_changes`, in the order they ended.
     new_records: Vec<ToolExecutionRecord>,
@@ -161,6 +166,19 @@ impl RunMachine {
             .iter()
             .map(|message| view::view_message(&catalog, counter.as_ref(), message, max_chars, true))
             .collect();
+        let system = Arc::new(ChatMessage::system(input.system_prompt.clone()));
+        let system_tokens = message_tokens(counter.as_ref(), &system);
+        let tool_tokens = catalog
+            .entries()
+            .iter()
+            .map(|entry| {
+                let spec = entry.spec();
+                let tokens = counter.count(&spec.name)
+                    + counter.count(&spec.description)
+                    + counter.count(&spec.parameters.to_string());
+                (entry.name().to_string(), tokens)
+            })
+            .collect();
         let mut machine = Self {
             input,
             settings,
@@ -171,6 +189,9 @@ impl RunMachine {
             taken_messages: 0,
             history_view,
             turn_view: Vec::new(),
+            system,
+            system_tokens,
+            tool_tokens,
             records: Vec::new(),
             new_records: Vec::new(),
             record_by_call: HashMap::new(),
@@ -438,23 +459,25 @@ impl RunMachine {
     /// The next LLM call: the stable system prompt, then what fits of the conversation.
     fn request(&self, tool_choice: ToolChoice, finalize: Option<FinalizeReason>) -> ModelRequest {
         let counter = self.counter.as_ref();
-        let system = ChatMessage::system(self.input.system_prompt.clone());
-        let closing =
-            finalize.map(|reason| ChatMessage::system(text::finalize_instruction(reason)));
-        let tools: Vec<_> = self.offered_entries().map(|entry| entry.spec()).collect();
-        let tools_tokens: usize = tools
-            .iter()
-            .map(|tool| {
-                counter.count(&tool.name)
-                    + counter.count(&tool.description)
-                    + counter.count(&tool.parameters.to_string())
+        let closing = finalize
+            .map(|reason| Arc::new(ChatMessage::system(text::finalize_instruction(reason))));
+        let mut tools_tokens = 0;
+        let tools: Vec<_> = self
+            .offered_entries()
+            .map(|entry| {
+                tools_tokens += self
+                    .tool_tokens
+                    .get(entry.name())
+                    .copied()
+                    .unwrap_or_default();
+                entry.spec()
             })
-            .sum();
-        let fixed = message_tokens(counter, &system)
+            .collect();
+        let fixed = self.system_tokens
             + closing.as_ref().map_or(0, |m| message_tokens(counter, m))
             + tools_tokens;
         let mut messages = Vec::with_capacity(self.history_view.len() + self.turn_view.len() + 2);
-        messages.push(system);
+        messages.push(self.system.clone());
         messages.extend(view::fit(
             &self.history_view,
             &self.turn_view,

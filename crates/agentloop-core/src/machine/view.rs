@@ -8,7 +8,7 @@
 //! oldest units of the history leave first, then the current run's older results are shortened
 //! to previews, then its older units leave; the question and the latest unit always stay.
 
-use std::collections::HashSet;
+use std::{collections::HashSet, sync::Arc};
 
 use agentloop_protocol::{ChatMessage, Role, ToolCall};
 
@@ -21,7 +21,7 @@ pub const HISTORY_PREVIEW_CHARS: usize = 400;
 /// A message as the model sees it, with its cost.
 #[derive(Debug, Clone)]
 pub(super) struct Viewed {
-    pub message: ChatMessage,
+    pub message: Arc<ChatMessage>,
     pub tokens: usize,
 }
 
@@ -65,7 +65,10 @@ pub(super) fn view_message(
         tool_call_id: message.tool_call_id.clone(),
     };
     let tokens = message_tokens(counter, &message);
-    Viewed { message, tokens }
+    Viewed {
+        message: Arc::new(message),
+        tokens,
+    }
 }
 
 /// The short form of a tool result from an earlier run; the whole output stays in the store.
@@ -90,7 +93,7 @@ pub(super) fn fit(
     counter: &dyn TokenCounter,
     fixed: usize,
     budget: usize,
-) -> Vec<ChatMessage> {
+) -> Vec<Arc<ChatMessage>> {
     let Some((question, rest)) = turn.split_first() else {
         return Vec::new();
     };
@@ -181,11 +184,14 @@ pub(super) fn fit(
 }
 
 fn short_form(viewed: &Viewed, counter: &dyn TokenCounter) -> Viewed {
-    let mut message = viewed.message.clone();
+    let mut message = ChatMessage::clone(&viewed.message);
     let call_id = message.tool_call_id.clone().unwrap_or_default();
     message.content = message.content.map(|content| preview(&call_id, &content));
     let tokens = message_tokens(counter, &message);
-    Viewed { message, tokens }
+    Viewed {
+        message: Arc::new(message),
+        tokens,
+    }
 }
 
 /// Splits messages into units: an assistant turn with tool calls takes the tool results that
@@ -264,7 +270,7 @@ mod tests {
         )
     }
 
-    fn texts(messages: &[ChatMessage]) -> Vec<String> {
+    fn texts(messages: &[Arc<ChatMessage>]) -> Vec<String> {
         messages
             .iter()
             .map(|m| match m.role {

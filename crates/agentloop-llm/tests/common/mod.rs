@@ -3,7 +3,7 @@
 // Each test binary uses a part of this; a failed set-up must fail the test loudly.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use agentloop_core::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, ToolChoice, ToolSpec,
@@ -43,8 +43,8 @@ pub fn ask(text: &str) -> ModelRequest {
     ModelRequest {
         model: None,
         messages: vec![
-            ChatMessage::system("You are terse."),
-            ChatMessage::user(text),
+            Arc::new(ChatMessage::system("You are terse.")),
+            Arc::new(ChatMessage::user(text)),
         ],
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
@@ -56,7 +56,7 @@ pub fn read_file_tool() -> ToolSpec {
     ToolSpec {
         name: "fs__read_file".into(),
         description: "Read a file".into(),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        parameters: Arc::new(json!({"type": "object", "properties": {"path": {"type": "string"}}})),
     }
 }
 
