@@ -28,11 +28,16 @@ pub enum Command {
     /// Answer QUERY with the LLM and the configured tools; live steps on stderr, the answer on
     /// stdout. Exits 0 only when the run completed.
     Run(RunArgs),
+    /// Serve the HTTP API: runs over SSE or JSON, sessions, metrics, OpenAPI.
+    Serve(ServeArgs),
     /// List the tools each configured MCP server offers.
     Tools(ToolsArgs),
     /// List sessions, or show one with its messages and the trace of each run.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Create, revoke and list the API keys of the HTTP server.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Create or upgrade the database schema of the store (runs also do it on start).
     Migrate,
 }
@@ -87,6 +92,48 @@ pub struct SessionsShowArgs {
     /// Print JSON: the session, its messages and its runs.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key for a user; the key is printed once, alone on stdout, and only its hash is
+    /// stored.
+    Create(KeysCreateArgs),
+    /// Revoke a key, named by its id (key_...) or by the key itself (al_...).
+    Revoke(KeysRevokeArgs),
+    /// Keys, newest first: id, user, prefix and dates (never the key).
+    List(KeysListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysCreateArgs {
+    /// The user the key signs in as.
+    #[arg(long, value_name = "U", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub user: String,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysRevokeArgs {
+    /// The key's id (key_...) or the key itself (al_...).
+    #[arg(value_name = "KEY")]
+    pub key: String,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysListArgs {
+    /// Only this user's keys.
+    #[arg(long, value_name = "U")]
+    pub user: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default: server.listen, or AGENTLOOP_LISTEN).
+    #[arg(long, value_name = "ADDRESS")]
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -26,8 +26,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => commands::run::execute(cli.global, args).await,
+            Command::Serve(args) => commands::serve::execute(cli.global, args).await,
             Command::Tools(args) => commands::tools::execute(cli.global, args).await,
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
+            Command::Keys(command) => commands::keys::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,
         }
     });

@@ -22,6 +22,7 @@ use crate::{
     session_run::run_with_store,
     settings::{AgentSettings, ToolSettings},
     store::Store,
+    telemetry::{NoTelemetry, Telemetry},
     tokens::{EstimatedTokens, TokenCounter},
     tool::{Tool, ToolSource},
 };
@@ -281,6 +282,7 @@ pub struct AgentBuilder {
     tool_settings: BTreeMap<String, ToolSettings>,
     store: Option<Arc<dyn Store>>,
     counter: Option<Arc<dyn TokenCounter>>,
+    telemetry: Option<Arc<dyn Telemetry>>,
 }
 
 impl AgentBuilder {
@@ -324,6 +326,12 @@ impl AgentBuilder {
     /// Keeps sessions, runs and their events in `store`.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Receives each run's reports: LLM calls, tool calls, ends (default: none).
+    pub fn telemetry(mut self, telemetry: Arc<dyn Telemetry>) -> Self {
+        self.telemetry = Some(telemetry);
         self
     }
 
@@ -371,6 +379,7 @@ impl AgentBuilder {
                 catalog: Arc::new(catalog),
                 settings: Arc::new(self.settings),
                 counter: self.counter.unwrap_or_else(|| Arc::new(EstimatedTokens)),
+                telemetry: self.telemetry.unwrap_or_else(|| Arc::new(NoTelemetry)),
             },
             store: self.store,
             warnings: Arc::new(warnings),

@@ -15,6 +15,7 @@ use crate::{
     machine::{RunMachine, RunOutcome, Step, ToolInvocation, ToolResult},
     settings::AgentSettings,
     store::{RunEnd, StepRecord, Store, StoreError},
+    telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
     tool::{Tool, ToolContext},
 };
@@ -83,6 +84,7 @@ pub struct RunServices {
     pub catalog: Arc<ToolCatalog>,
     pub settings: Arc<AgentSettings>,
     pub counter: Arc<dyn TokenCounter>,
+    pub telemetry: Arc<dyn Telemetry>,
 }
 
 /// Where a run's steps are saved.
@@ -106,6 +108,7 @@ pub async fn drive(
     let mut writer = StepWriter {
         persistence,
         deltas: Vec::new(),
+        telemetry: services.telemetry.clone(),
     };
     let mut step = machine.start();
     loop {
@@ -126,7 +129,10 @@ pub async fn drive(
             continue;
         }
         step = match step {
-            Step::Finished(outcome) => return *outcome,
+            Step::Finished(outcome) => {
+                services.telemetry.run_finished(&outcome);
+                return *outcome;
+            }
             Step::CallModel(request) => {
                 let finalize = request.purpose == CallPurpose::Finalize;
                 let started = Instant::now();
@@ -154,13 +160,30 @@ pub async fn drive(
                         reply = services.llm.complete(&request, &mut on_text) => Some(reply),
                     }
                 };
+                let report = LlmCallReport {
+                    run_id: machine.run_id(),
+                    iteration: machine.iteration(),
+                    purpose: request.purpose,
+                    model: request.model.clone(),
+                    duration: started.elapsed(),
+                    usage: reply
+                        .as_ref()
+                        .and_then(|reply| reply.as_ref().ok())
+                        .and_then(|reply| reply.usage),
+                    error: match &reply {
+                        None => Some("cancelled"),
+                        Some(Err(error)) => Some(error.code()),
+                        Some(Ok(_)) => None,
+                    },
+                };
                 tracing::debug!(
-                    run_id = %machine.run_id(),
-                    iteration = machine.iteration(),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    ok = reply.as_ref().is_some_and(Result::is_ok),
+                    run_id = %report.run_id,
+                    iteration = report.iteration,
+                    elapsed_ms = report.duration.as_millis() as u64,
+                    error = report.error,
                     "llm call"
                 );
+                services.telemetry.llm_call(&report);
                 match reply {
                     Some(reply) => machine.on_model_reply(reply),
                     None => machine.cancel(),
@@ -178,6 +201,7 @@ struct StepWriter {
     persistence: Option<Persistence>,
     /// Live text events already sent, waiting to be saved with the next step.
     deltas: Vec<Event>,
+    telemetry: Arc<dyn Telemetry>,
 }
 
 impl StepWriter {
@@ -196,6 +220,9 @@ impl StepWriter {
         step: &Step,
     ) -> Result<(), StoreError> {
         let changes = machine.take_changes();
+        for record in &changes.records {
+            self.telemetry.tool_call(machine.run_id(), record);
+        }
         let events: Vec<Event> = changes
             .events
             .into_iter()

@@ -25,6 +25,7 @@ mod names;
 mod session_run;
 mod settings;
 mod store;
+mod telemetry;
 mod tokens;
 mod tool;
 
@@ -41,7 +42,9 @@ pub use names::sanitize as provider_safe_name;
 pub use session_run::{DEFAULT_USER, SESSION_LEASE};
 pub use settings::{AgentSettings, ToolSettings};
 pub use store::{
-    NewRun, NewSession, RunEnd, RunProgress, SessionLock, StepRecord, Store, StoreError,
+    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,
+    StepRecord, Store, StoreError,
 };
+pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};

@@ -159,4 +159,46 @@ pub trait Store: Send + Sync {
 
     /// The events of a run with `seq > after_seq`, in order.
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError>;
+
+    /// Whether the store answers (for health checks).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// An API key as the store knows it: never the key itself, only what identifies it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ApiKeyInfo {
+    /// Stable identifier, shown at creation and used to revoke (`key_...`).
+    pub id: String,
+    pub user_id: String,
+    /// The first characters of the key, enough for a person to recognise it.
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A key just created: the secret is shown once and never stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewApiKey {
+    pub info: ApiKeyInfo,
+    pub secret: String,
+}
+
+/// API keys of the HTTP server. Only a hash of each key is stored.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Creates a key for `user_id` (and the user, if new).
+    async fn create_api_key(&self, user_id: &str) -> Result<NewApiKey, StoreError>;
+
+    /// The user a key belongs to; `None` for a key that is unknown or revoked.
+    async fn authenticate(&self, secret: &str) -> Result<Option<String>, StoreError>;
+
+    /// Revokes a key, named by its id or by the key itself; returns the key revoked, or `None`
+    /// when there is no such active key.
+    async fn revoke_api_key(&self, id_or_secret: &str) -> Result<Option<ApiKeyInfo>, StoreError>;
+
+    /// Keys, newest first; only `user_id`'s when given.
+    async fn list_api_keys(&self, user_id: Option<&str>) -> Result<Vec<ApiKeyInfo>, StoreError>;
 }

@@ -6,6 +6,7 @@ use crate::ToolStatus;
 
 /// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
 /// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub run_id: Uuid,
@@ -16,6 +17,7 @@ pub struct Event {
 }
 
 /// What happened. The variant names are the `type` of DESIGN §6.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
@@ -112,6 +114,7 @@ impl EventKind {
 }
 
 /// Why the loop stopped calling tools and asked the model for a summary.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinalizeReason {
@@ -144,6 +147,7 @@ impl FinalizeReason {
 }
 
 /// How a run ended (or paused).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
@@ -186,6 +190,7 @@ impl RunStatus {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputKind {
@@ -194,6 +199,7 @@ pub enum InputKind {
 }
 
 /// A tool call waiting for a human decision.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingCall {
     pub call_id: String,
@@ -202,6 +208,7 @@ pub struct PendingCall {
 }
 
 /// Tokens spent on LLM calls.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Who wrote a message of the conversation.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -24,6 +25,7 @@ impl Role {
 /// A tool call as the model issued it. `name` is the internal tool name (`server.tool`); the
 /// provider-safe spelling is applied only at the LLM boundary. `arguments` is kept as the raw text
 /// the model produced, because it may not even be JSON and the model must be told so.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
@@ -32,6 +34,7 @@ pub struct ToolCall {
 }
 
 /// One message of a conversation, in the shape of the Chat Completions API.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: Role,

@@ -6,6 +6,7 @@ use uuid::Uuid;
 use crate::{ChatMessage, FinalizeReason, RunStatus, Usage};
 
 /// What a stored message is to the conversation.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageKind {
@@ -46,6 +47,7 @@ impl MessageKind {
 }
 
 /// A message of a session, as the store keeps it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMessage {
     pub id: Uuid,
@@ -62,6 +64,7 @@ pub struct SessionMessage {
 }
 
 /// A session: one conversation of one user.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionInfo {
     pub id: Uuid,
@@ -77,6 +80,7 @@ pub struct SessionInfo {
 }
 
 /// A run as the store knows it: where it stands or how it ended.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub id: Uuid,

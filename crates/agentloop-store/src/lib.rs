@@ -1,4 +1,5 @@
-//! agentloop-store: the [`Store`](agentloop_core::Store) of agentloop on SQLite or PostgreSQL.
+//! agentloop-store: the [`Store`](agentloop_core::Store) of agentloop on SQLite or PostgreSQL,
+//! and its [`KeyStore`](agentloop_core::KeyStore) of API keys (kept as SHA-256 hashes only).
 //!
 //! One implementation, [`SqlStore`], over sqlx's `Any` driver. The schema is portable (ids as
 //! text, times as milliseconds, JSON as text) so that every query serves both databases; only
@@ -21,6 +22,7 @@ mod db;
 mod dialect;
 mod errors;
 mod events;
+mod keys;
 mod locks;
 mod messages;
 mod records;

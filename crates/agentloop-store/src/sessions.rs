@@ -2,6 +2,8 @@
 
 use agentloop_core::protocol::SessionInfo;
 use agentloop_core::{NewSession, StoreError};
+use chrono::{DateTime, Utc};
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
@@ -16,12 +18,7 @@ const SELECT_SESSION: &str = "SELECT s.id, s.user_id, s.title, s.created_at, s.u
 pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo, StoreError> {
     let created_at = now();
     let mut tx = db.begin().await?;
-    db.query("INSERT INTO users (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
-        .bind(session.user_id.as_str())
-        .bind(millis(created_at))
-        .execute(&mut *tx)
-        .await
-        .map_err(|error| db.error(error))?;
+    add_user(db, &mut tx, &session.user_id, created_at).await?;
     db.query(
         "INSERT INTO sessions (id, user_id, title, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $4)",
@@ -43,6 +40,22 @@ pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo,
         message_count: 0,
         active_run_id: None,
     })
+}
+
+/// Adds the user unless it exists: users come into being with their first session or key.
+pub(crate) async fn add_user(
+    db: &Db,
+    connection: &mut AnyConnection,
+    user_id: &str,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    db.query("INSERT INTO users (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
+        .bind(user_id)
+        .bind(millis(at))
+        .execute(connection)
+        .await
+        .map_err(|error| db.error(error))?;
+    Ok(())
 }
 
 pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<SessionInfo>, StoreError> {

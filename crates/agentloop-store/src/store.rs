@@ -1,17 +1,20 @@
-//! `SqlStore`: the `Store` of agentloop on SQLite or PostgreSQL.
+//! `SqlStore`: the `Store` and the `KeyStore` of agentloop on SQLite or PostgreSQL.
 
 use std::fmt;
 use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
-use agentloop_core::{NewRun, NewSession, SessionLock, StepRecord, Store, StoreError};
+use agentloop_core::{
+    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, SessionLock, StepRecord, Store, StoreError,
+};
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::db::Db;
-use crate::{connect, events, locks, messages, records, runs, sessions, step};
+use crate::{connect, events, keys, locks, messages, records, runs, sessions, step};
 
-/// Sessions, messages, runs, tool executions and events in a SQL database, through one pool.
+/// Sessions, messages, runs, tool executions, events and API keys in a SQL database, through one
+/// pool.
 /// The same queries serve SQLite and PostgreSQL (see the portable schema in `migrations/`).
 pub struct SqlStore {
     db: Db,
@@ -144,5 +147,24 @@ impl Store for SqlStore {
 
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError> {
         events::after(&self.db, run_id, after_seq).await
+    }
+}
+
+#[async_trait]
+impl KeyStore for SqlStore {
+    async fn create_api_key(&self, user_id: &str) -> Result<NewApiKey, StoreError> {
+        keys::create(&self.db, user_id).await
+    }
+
+    async fn authenticate(&self, secret: &str) -> Result<Option<String>, StoreError> {
+        keys::authenticate(&self.db, secret).await
+    }
+
+    async fn revoke_api_key(&self, id_or_secret: &str) -> Result<Option<ApiKeyInfo>, StoreError> {
+        keys::revoke(&self.db, id_or_secret).await
+    }
+
+    async fn list_api_keys(&self, user_id: Option<&str>) -> Result<Vec<ApiKeyInfo>, StoreError> {
+        keys::list(&self.db, user_id).await
     }
 }

@@ -25,7 +25,10 @@ suite_tests!(fixture);
 async fn the_schema_in_the_url_holds_the_tables() {
     let mut schema = TestSchema::create().await;
     let url = schema.url().to_string();
-    assert_eq!(SqlStore::migrate(&url).await.unwrap(), ["1 initial schema"]);
+    assert_eq!(
+        SqlStore::migrate(&url).await.unwrap(),
+        ["1 initial schema", "2 api keys"]
+    );
     let name = schema.name().to_string();
     let tables: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
@@ -34,8 +37,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .fetch_one(schema.admin())
     .await
     .unwrap();
-    // users, sessions, messages, runs, tool_executions, run_events, _sqlx_migrations
-    assert_eq!(tables, 7);
+    // users, sessions, messages, runs, tool_executions, run_events, api_keys, _sqlx_migrations
+    assert_eq!(tables, 8);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }

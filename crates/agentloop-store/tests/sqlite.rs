@@ -58,7 +58,10 @@ async fn a_new_file_is_created_and_migrated_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fresh.db");
     let url = format!("sqlite://{}", path.display());
-    assert_eq!(SqlStore::migrate(&url).await.unwrap(), ["1 initial schema"]);
+    assert_eq!(
+        SqlStore::migrate(&url).await.unwrap(),
+        ["1 initial schema", "2 api keys"]
+    );
     assert!(path.exists());
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
 }

@@ -44,7 +44,10 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(STEPS as u64));
     let stores = [
         ("in_memory_store", "sqlite::memory:".to_string()),
-        ("sqlite_file_store", format!("sqlite://{}/bench.db", dir.path().display())),
+        (
+            "sqlite_file_store",
+            format!("sqlite://{}/bench.db", dir.path().display()),
+        ),
     ];
     for (name, store_url) in stores {
         let text = format!(

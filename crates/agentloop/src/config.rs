@@ -9,6 +9,7 @@ use std::{
 use agentloop_core::{AgentSettings, ToolSettings};
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
+use agentloop_server::ServerConfig;
 use agentloop_store::StoreConfig;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub agent: AgentSettings,
     pub store: StoreConfig,
+    pub server: ServerConfig,
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub tools: BTreeMap<String, ToolSettings>,
 }
@@ -108,8 +110,8 @@ impl Config {
         })
     }
 
-    /// Applies `OPENAI_BASE_URL` and `DATABASE_URL` (the API key is read by the LLM client
-    /// from `llm.api_key_env`, else `OPENAI_API_KEY`).
+    /// Applies `OPENAI_BASE_URL`, `DATABASE_URL` and `AGENTLOOP_LISTEN` (the API key is read
+    /// by the LLM client from `llm.api_key_env`, else `OPENAI_API_KEY`).
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) {
         let set = |name: &str| {
             env(name)
@@ -122,6 +124,9 @@ impl Config {
         if let Some(url) = set("DATABASE_URL") {
             self.store.url = url;
         }
+        if let Some(listen) = set("AGENTLOOP_LISTEN") {
+            self.server.listen = listen;
+        }
     }
 
     /// Checks the values TOML types cannot express.
@@ -129,6 +134,7 @@ impl Config {
         self.llm.validate()?;
         self.agent.validate()?;
         self.store.validate()?;
+        self.server.validate()?;
         for (name, server) in &self.mcp_servers {
             server.validate(name)?;
         }

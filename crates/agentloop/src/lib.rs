@@ -26,13 +26,14 @@ pub use agentloop_core::protocol::{
     SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus, Usage,
 };
 pub use agentloop_core::{
-    Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, Llm, LlmError,
-    ModelReply, ModelRequest, RunContext, RunFailure, RunHandle, RunOutcome, RunRequest, Store,
-    StoreError, Tool, ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings,
-    ToolSource,
+    Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, KeyStore, Llm,
+    LlmError, ModelReply, ModelRequest, RunContext, RunFailure, RunHandle, RunOutcome, RunRequest,
+    Store, StoreError, Telemetry, Tool, ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput,
+    ToolSettings, ToolSource,
 };
 pub use agentloop_llm::{LlmConfig, OpenAiClient};
 pub use agentloop_mcp::{McpServerConfig, McpSource};
+pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE};
 pub use runtime::{Runtime, RuntimeError};
@@ -41,4 +42,5 @@ pub use runtime::{Runtime, RuntimeError};
 pub use agentloop_core as core;
 pub use agentloop_llm as llm;
 pub use agentloop_mcp as mcp;
+pub use agentloop_server as server;
 pub use agentloop_store as store;

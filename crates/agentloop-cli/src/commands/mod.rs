@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
+pub mod keys;
 pub mod migrate;
 pub mod run;
+pub mod serve;
 pub mod sessions;
 pub mod tools;
 

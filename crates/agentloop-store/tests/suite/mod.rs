@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part of the helpers
 
 mod data;
+mod keys;
 mod locks;
 mod messages;
 mod runs;
@@ -15,10 +16,11 @@ use std::pin::Pin;
 
 use agentloop_store::SqlStore;
 use sqlx::any::AnyPoolOptions;
-use sqlx::{Any, AnyPool, AssertSqlSafe};
+use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
 #[allow(unused_imports)] // the backend-specific tests of some binaries build data too
 pub use data::*;
+pub use keys::*;
 pub use locks::*;
 pub use messages::*;
 pub use runs::*;
@@ -54,6 +56,17 @@ macro_rules! suite_tests {
             undecodable_rows_are_corrupt_errors,
             migrating_an_up_to_date_database_applies_nothing,
             a_schema_from_a_newer_agentloop_is_refused,
+            an_api_key_authenticates_its_user,
+            a_key_of_a_new_user_creates_the_user,
+            the_secret_of_a_key_is_never_stored,
+            wrong_malformed_and_revoked_keys_do_not_authenticate,
+            a_key_is_revoked_by_id_or_by_itself_once,
+            keys_are_listed_newest_first_and_filtered_by_user,
+            two_keys_of_one_user_both_work,
+            keys_survive_the_deletion_of_their_users_sessions,
+            an_undecodable_key_row_is_a_corrupt_error,
+            malformed_keys_are_refused_without_a_query,
+            migrating_a_database_of_the_first_schema_adds_api_keys,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {
@@ -127,6 +140,26 @@ impl Fixture {
             .fetch_one(&self.raw)
             .await
             .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    /// Every cell of the first row `sql` returns, as text: integers in decimal, NULL as `NULL`.
+    pub async fn cells(&self, sql: &str) -> Vec<String> {
+        let row = sqlx::query::<Any>(AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&self.raw)
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"));
+        (0..row.len())
+            .map(|column| {
+                let cell = match row.try_get::<Option<String>, _>(column) {
+                    Ok(text) => text,
+                    Err(_) => row
+                        .try_get::<Option<i64>, _>(column)
+                        .unwrap_or_else(|error| panic!("{sql}, column {column}: {error}"))
+                        .map(|number| number.to_string()),
+                };
+                cell.unwrap_or_else(|| "NULL".into())
+            })
+            .collect()
     }
 
     pub async fn teardown(mut self) {

@@ -1,0 +1,59 @@
+//! `agentloop serve`: the HTTP server.
+
+use std::{process::ExitCode, sync::Arc};
+
+use agentloop::{
+    KeyStore, Runtime, Store,
+    server::{AppState, Metrics, serve, shutdown_signal},
+};
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::{
+    cli::{GlobalArgs, ServeArgs},
+    commands::load_config,
+};
+
+pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let (mut config, origin) = load_config(&global)?;
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    let metrics = Arc::new(Metrics::new().context("cannot set up the metrics")?);
+    let telemetry = metrics.clone();
+    let runtime = Runtime::start_with(&config, |agent| agent.telemetry(telemetry)).await?;
+    for warning in runtime.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    let listener = TcpListener::bind(&config.server.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (set server.listen or AGENTLOOP_LISTEN, or --listen)",
+                config.server.listen
+            )
+        })?;
+    let address = listener.local_addr()?;
+    let store = runtime.store().clone();
+    eprintln!(
+        "agentloop listening on http://{address} (config: {origin}, store: {}, {} tools)",
+        store.backend(),
+        runtime.agent().catalog().len()
+    );
+    let state = AppState::new(
+        runtime.agent().clone(),
+        store.clone() as Arc<dyn Store>,
+        store as Arc<dyn KeyStore>,
+        metrics,
+        config.server.clone(),
+    );
+    let finished = serve(listener, state, shutdown_signal()).await?;
+    runtime.shutdown().await;
+    if finished {
+        eprintln!("agentloop stopped: every run was saved");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("agentloop stopped: some runs did not reach a safe point in time");
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,211 @@
+//! The body of `POST /v1/runs` (and `/copilot-agent`), checked field by field: a bad body gets
+//! a 400 that names the field.
+
+use agentloop_core::{RunContext, RunRequest};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// A question for the agent.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    /// The question or task.
+    pub query: String,
+    /// Continue this session of yours (404 when it is not yours or does not exist); default:
+    /// a new session.
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+    /// Use this model instead of the configured one.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Use this system prompt instead of the configured one.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// Add the run's messages to the session.
+    #[serde(default = "yes")]
+    pub save_chat: bool,
+    /// Show the model the session's earlier messages.
+    #[serde(default = "yes")]
+    pub include_history: bool,
+    /// Answer with `text/event-stream` (true) or with the finished run as JSON (false).
+    #[serde(default = "yes")]
+    pub stream: bool,
+    /// At most this many LLM calls that may ask for tools (capped by the server's limit).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    #[serde(default)]
+    pub context: RunBodyContext,
+}
+
+/// What the run is about and under which rules.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBodyContext {
+    /// The entity the run works on (rate limits of mutating tools are kept per entity).
+    #[serde(default)]
+    pub entity_id: Option<String>,
+    /// A workflow whose tool allowlist applies.
+    #[serde(default)]
+    pub workflow: Option<String>,
+    /// Offer no tool that changes data.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl RunBody {
+    /// Parses and checks a body.
+    pub fn parse(bytes: &[u8]) -> Result<RunBody, ApiError> {
+        let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
+        let body: RunBody = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+            let inner = error.inner();
+            if inner.is_syntax() || inner.is_eof() {
+                return ApiError::bad_request(
+                    "invalid_json",
+                    format!("the body is not valid JSON: {inner}"),
+                );
+            }
+            let field = field_of(&error.path().to_string(), &inner.to_string());
+            ApiError::bad_request(
+                "invalid_body",
+                format!("{field}: {}", plain(&inner.to_string())),
+            )
+            .with_details(json!({ "field": field }))
+        })?;
+        body.check()?;
+        Ok(body)
+    }
+
+    fn check(&self) -> Result<(), ApiError> {
+        let invalid = |field: &str, message: &str| {
+            ApiError::bad_request("invalid_body", format!("{field}: {message}"))
+                .with_details(json!({ "field": field }))
+        };
+        if self.query.trim().is_empty() {
+            return Err(invalid("query", "must not be empty"));
+        }
+        if self.max_iterations == Some(0) {
+            return Err(invalid("max_iterations", "must be at least 1"));
+        }
+        if self
+            .model
+            .as_deref()
+            .is_some_and(|model| model.trim().is_empty())
+        {
+            return Err(invalid("model", "must not be empty when given"));
+        }
+        Ok(())
+    }
+
+    /// The run this body asks for, on behalf of `user`.
+    pub fn into_request(self, user: &str) -> RunRequest {
+        RunRequest {
+            query: self.query,
+            session_id: self.session_id,
+            system_prompt: self.system_prompt,
+            model: self.model,
+            save_chat: self.save_chat,
+            include_history: self.include_history,
+            max_iterations: self.max_iterations,
+            context: RunContext {
+                user_id: Some(user.to_string()),
+                entity_id: self.context.entity_id,
+                workflow: self.context.workflow,
+                read_only: self.context.read_only,
+            },
+            ..RunRequest::default()
+        }
+    }
+}
+
+/// The field an error is about. The path of an unknown field already ends with its name; a
+/// missing field is named in the message only, below the path of its parent.
+fn field_of(path: &str, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    match (path, missing) {
+        (".", Some(name)) => name.to_string(),
+        (path, Some(name)) => format!("{path}.{name}"),
+        (".", None) => "body".to_string(),
+        (path, None) => path.to_string(),
+    }
+}
+
+/// serde's message without its position suffix (the field is named instead).
+fn plain(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(cut) => message[..cut].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(body: &str) -> ApiError {
+        RunBody::parse(body.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn defaults_follow_the_design() {
+        let body = RunBody::parse(br#"{"query": "hi"}"#).unwrap();
+        assert!(body.stream && body.save_chat && body.include_history);
+        assert!(!body.context.read_only);
+        let request = body.into_request("ann");
+        assert_eq!(request.context.user_id.as_deref(), Some("ann"));
+    }
+
+    #[test]
+    fn each_problem_names_its_field() {
+        let cases = [
+            (r#"{}"#, "query"),
+            (r#"{"query": 5}"#, "query"),
+            (r#"{"query": "  "}"#, "query"),
+            (r#"{"query": "q", "session_id": "nope"}"#, "session_id"),
+            (
+                r#"{"query": "q", "context": {"read_only": "yes"}}"#,
+                "context.read_only",
+            ),
+            (
+                r#"{"query": "q", "context": {"entity": "x"}}"#,
+                "context.entity",
+            ),
+            (r#"{"query": "q", "sesion_id": "x"}"#, "sesion_id"),
+            (r#"{"query": "q", "max_iterations": 0}"#, "max_iterations"),
+            (r#"{"query": "q", "max_iterations": -1}"#, "max_iterations"),
+            (r#"{"query": "q", "stream": null}"#, "stream"),
+        ];
+        for (body, field) in cases {
+            let error = error(body);
+            assert_eq!(error.status, 400, "{body}");
+            assert_eq!(
+                error.details.clone().unwrap()["field"],
+                field,
+                "{body}: {}",
+                error.message
+            );
+            assert!(
+                error.message.starts_with(field),
+                "{body}: {}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
+    fn broken_json_is_said_to_be_broken() {
+        for body in ["{", "", "not json", "{\"query\": "] {
+            assert_eq!(error(body).code, "invalid_json", "{body}");
+        }
+        assert_eq!(error("[]").code, "invalid_body");
+    }
+}

@@ -1,0 +1,93 @@
+//! The `[server]` section of agentloop.toml.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How the HTTP server listens and what it allows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on (`AGENTLOOP_LISTEN` overrides it).
+    pub listen: String,
+    /// Largest request body accepted, in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Runs one user may have in progress at once (429 above).
+    pub max_runs_per_user: usize,
+    /// Seconds between keep-alive comments on an SSE stream that has nothing to say.
+    pub keep_alive_s: f64,
+    /// Seconds the server waits, on shutdown, for runs to reach a safe point and be saved.
+    pub shutdown_grace_s: f64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".to_string(),
+            max_body_bytes: 1024 * 1024,
+            max_runs_per_user: 8,
+            keep_alive_s: 15.0,
+            shutdown_grace_s: 30.0,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!(
+                "server.listen must be an address such as \"127.0.0.1:8080\" (got {:?})",
+                self.listen
+            ));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err("server.max_body_bytes must be at least 1024".to_string());
+        }
+        if self.max_runs_per_user == 0 {
+            return Err("server.max_runs_per_user must be at least 1".to_string());
+        }
+        for (key, seconds) in [
+            ("server.keep_alive_s", self.keep_alive_s),
+            ("server.shutdown_grace_s", self.shutdown_grace_s),
+        ] {
+            if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
+                return Err(format!(
+                    "{key} must be between 0 and 3600 seconds (got {seconds})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn keep_alive(&self) -> Duration {
+        Duration::from_secs_f64(self.keep_alive_s)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.shutdown_grace_s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_name_their_key() {
+        assert_eq!(ServerConfig::default().validate(), Ok(()));
+        let bad = ServerConfig {
+            listen: "localhost".into(),
+            ..ServerConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("server.listen"));
+        let bad = ServerConfig {
+            max_runs_per_user: 0,
+            ..ServerConfig::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("server.max_runs_per_user")
+        );
+    }
+}

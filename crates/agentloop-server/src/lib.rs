@@ -1,0 +1,141 @@
+//! agentloop-server: the HTTP API of agentloop (DESIGN §5 and §6).
+//!
+//! Runs are started with `POST /v1/runs` (or the seed's `POST /copilot-agent`) and answer with
+//! their events over SSE or with the finished run as JSON; they outlive their connection and can
+//! be followed again, cancelled and looked at. Every request carries an API key that names its
+//! user; another user's sessions and runs answer 404, like ones that do not exist.
+
+mod auth;
+mod body;
+mod config;
+mod error;
+mod live;
+mod metrics;
+mod runs;
+mod service;
+mod sessions;
+mod sse;
+mod state;
+
+use std::{future::Future, time::Duration};
+
+use axum::{Json, Router, extract::DefaultBodyLimit, routing::get};
+use tokio::net::TcpListener;
+use utoipa::{
+    Modify, OpenApi,
+    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub use body::{RunBody, RunBodyContext};
+pub use config::ServerConfig;
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use metrics::Metrics;
+pub use runs::{AgentMetadata, RunDetails, RunResult};
+pub use state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agentloop",
+        description = "Runs of a tool-calling agent over SSE or JSON. Every request but \
+                       /healthz, /metrics and /openapi.json needs `Authorization: Bearer KEY`."
+    ),
+    modifiers(&BearerKey),
+    tags(
+        (name = "runs", description = "Start, follow, inspect and cancel runs"),
+        (name = "sessions", description = "Conversations"),
+        (name = "service", description = "Health and metrics"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerKey;
+
+impl Modify for BearerKey {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("A key made by `agentloop keys create --user USER`"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The application: every route, and the OpenAPI document generated from the handlers.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.config.max_body_bytes;
+    let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(runs::create_run))
+        .routes(routes!(runs::copilot_agent))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(runs::run_events))
+        .routes(routes!(runs::cancel_run))
+        .routes(routes!(sessions::list_sessions))
+        .routes(routes!(sessions::get_session, sessions::delete_session))
+        .routes(routes!(service::healthz))
+        .routes(routes!(service::metrics))
+        .split_for_parts();
+    router
+        .route("/openapi.json", get(move || async move { Json(api) }))
+        .fallback(|| async {
+            ApiError::not_found("route", "for this method and path").into_response_owned()
+        })
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves; then stops accepting, asks every
+/// run to stop at its next safe point, and waits (at most `server.shutdown_grace_s`) for them
+/// to be saved. Returns false when some run did not end in time.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<bool> {
+    let runs = state.runs.clone();
+    let grace = state.config.shutdown_grace();
+    let app = router(state);
+    let stopping = runs.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing the runs in progress");
+        stopping.shutdown();
+    });
+    // Connections (SSE streams included) end as their runs end; the runs get `grace`.
+    match tokio::time::timeout(grace + Duration::from_secs(5), server).await {
+        Ok(result) => result?,
+        Err(_) => tracing::warn!("connections still open after the grace period; closing"),
+    }
+    Ok(runs.wait_idle(grace).await)
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

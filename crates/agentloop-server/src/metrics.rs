@@ -1,0 +1,101 @@
+//! Prometheus metrics: runs by status, LLM and tool call latencies, tokens. Fed by the runs'
+//! [`Telemetry`] reports; rendered in the Prometheus text format at `GET /metrics`.
+
+use agentloop_core::{LlmCallReport, RunOutcome, Telemetry, protocol::ToolExecutionRecord};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+use uuid::Uuid;
+
+/// Latency buckets, in seconds: from a fast local tool to a slow LLM call.
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+/// The server's metrics, in a registry of their own (no global state).
+pub struct Metrics {
+    registry: Registry,
+    runs: IntCounterVec,
+    active_runs: IntGauge,
+    llm_calls: HistogramVec,
+    tool_calls: HistogramVec,
+    tokens: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let runs = IntCounterVec::new(
+            Opts::new("agentloop_runs_total", "Runs that ended, by status"),
+            &["status"],
+        )?;
+        let active_runs = IntGauge::new("agentloop_runs_active", "Runs in progress")?;
+        let llm_calls = HistogramVec::new(
+            HistogramOpts::new("agentloop_llm_call_duration_seconds", "LLM call latency")
+                .buckets(BUCKETS.to_vec()),
+            &["outcome"],
+        )?;
+        let tool_calls = HistogramVec::new(
+            HistogramOpts::new("agentloop_tool_call_duration_seconds", "Tool call latency")
+                .buckets(BUCKETS.to_vec()),
+            &["status"],
+        )?;
+        let tokens = IntCounterVec::new(
+            Opts::new("agentloop_llm_tokens_total", "Tokens used by LLM calls"),
+            &["kind"],
+        )?;
+        registry.register(Box::new(runs.clone()))?;
+        registry.register(Box::new(active_runs.clone()))?;
+        registry.register(Box::new(llm_calls.clone()))?;
+        registry.register(Box::new(tool_calls.clone()))?;
+        registry.register(Box::new(tokens.clone()))?;
+        Ok(Metrics {
+            registry,
+            runs,
+            active_runs,
+            llm_calls,
+            tool_calls,
+            tokens,
+        })
+    }
+
+    /// The Prometheus text format, with `active` runs at this moment.
+    pub fn render(&self, active: usize) -> String {
+        self.active_runs
+            .set(i64::try_from(active).unwrap_or(i64::MAX));
+        let mut out = Vec::new();
+        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::error!(%error, "cannot encode the metrics");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Telemetry for Metrics {
+    fn llm_call(&self, report: &LlmCallReport) {
+        let outcome = report.error.unwrap_or("ok");
+        self.llm_calls
+            .with_label_values(&[outcome])
+            .observe(report.duration.as_secs_f64());
+        if let Some(usage) = report.usage {
+            self.tokens
+                .with_label_values(&["prompt"])
+                .inc_by(usage.prompt_tokens);
+            self.tokens
+                .with_label_values(&["completion"])
+                .inc_by(usage.completion_tokens);
+        }
+    }
+
+    fn tool_call(&self, _run_id: Uuid, record: &ToolExecutionRecord) {
+        self.tool_calls
+            .with_label_values(&[record.status.as_str()])
+            .observe(record.duration_ms as f64 / 1000.0);
+    }
+
+    fn run_finished(&self, outcome: &RunOutcome) {
+        self.runs
+            .with_label_values(&[outcome.status.as_str()])
+            .inc();
+    }
+}

@@ -1,0 +1,361 @@
+//! `/v1/runs`: start a run (SSE or JSON), look at it, follow its events, cancel it.
+
+use agentloop_core::{
+    RunOutcome,
+    protocol::{
+        FinalizeReason, MessageKind, Role, RunInfo, RunStatus, SessionMessage, ToolExecutionRecord,
+        Usage,
+    },
+};
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, State, rejection::BytesRejection},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::{
+    auth::User,
+    body::RunBody,
+    error::{ApiError, ErrorBody, ErrorDetail},
+    sse,
+    state::AppState,
+};
+
+/// The finished run (`stream: false`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunResult {
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    /// `completed`, `failed` or `cancelled`: a run that failed is still a run; its `error`
+    /// says why.
+    pub status: RunStatus,
+    pub answer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+    pub user_message: Option<SessionMessage>,
+    pub assistant_message: Option<SessionMessage>,
+    /// The execution trace of the run, as saved in the session.
+    pub system_message: Option<SessionMessage>,
+    pub agent_metadata: AgentMetadata,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentMetadata {
+    pub iterations: u32,
+    /// Tool calls that ran (successfully or not).
+    pub tools_used: u32,
+    pub execution_trace: Vec<ToolExecutionRecord>,
+    pub usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalize_reason: Option<FinalizeReason>,
+}
+
+/// A run as the store knows it, with its tool calls.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunDetails {
+    #[serde(flatten)]
+    pub run: RunInfo,
+    pub execution_trace: Vec<ToolExecutionRecord>,
+}
+
+/// What a cancellation did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelAnswer {
+    pub run_id: Uuid,
+    /// `cancelling`: the run stops at its next safe point and ends `cancelled`.
+    pub status: String,
+}
+
+/// Start a run.
+///
+/// With `stream: true` (the default) the answer is `text/event-stream`: the run's events as
+/// they happen, ending with `done`. With `stream: false` the answer is the finished run. Runs
+/// outlive the connection: a client that leaves can follow again with
+/// `GET /v1/runs/{id}/events`.
+#[utoipa::path(
+    post,
+    path = "/v1/runs",
+    tag = "runs",
+    request_body = RunBody,
+    responses(
+        (status = 200, description = "The run's events (`stream: true`) or the finished run (`stream: false`)",
+            content((RunResult = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
+        (status = 400, description = "Malformed or incomplete body; `details.field` names the field", body = ErrorBody),
+        (status = 401, description = "Missing or invalid API key", body = ErrorBody),
+        (status = 404, description = "No such session of yours", body = ErrorBody),
+        (status = 409, description = "The session has a run in progress", body = ErrorBody),
+        (status = 413, description = "Body too large (server.max_body_bytes)", body = ErrorBody),
+        (status = 429, description = "Too many runs in progress; see Retry-After", body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn create_run(
+    State(state): State<AppState>,
+    user: User,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    start(state, user, body).await
+}
+
+/// Start a run (the route of the seed application; same body and answers as `POST /v1/runs`).
+#[utoipa::path(
+    post,
+    path = "/copilot-agent",
+    tag = "runs",
+    request_body = RunBody,
+    responses(
+        (status = 200, description = "Same as POST /v1/runs",
+            content((RunResult = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn copilot_agent(
+    State(state): State<AppState>,
+    user: User,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    start(state, user, body).await
+}
+
+async fn start(
+    state: AppState,
+    User(user): User,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!(
+                    "the body is larger than {} bytes (server.max_body_bytes)",
+                    state.config.max_body_bytes
+                ),
+            )
+        } else {
+            ApiError::bad_request("invalid_body", rejection.body_text())
+        }
+    })?;
+    let body = RunBody::parse(&bytes)?;
+    if let Some(session_id) = body.session_id {
+        let session = state.store.session(session_id).await?;
+        match session {
+            Some(session) if session.user_id == user => {
+                if let Some(holder) = session.active_run_id {
+                    return Err(ApiError::conflict(
+                        "session_busy",
+                        format!(
+                            "session {session_id} has a run in progress ({holder}); wait for it \
+                             to finish or cancel it"
+                        ),
+                    ));
+                }
+            }
+            _ => return Err(ApiError::not_found("session", session_id)),
+        }
+    }
+    let stream = body.stream;
+    let run = state
+        .runs
+        .start(&state.agent, body.into_request(&user), &user)?;
+    if stream {
+        return Ok(sse::response(run.events(0), state.config.keep_alive()));
+    }
+    let outcome = run
+        .outcome()
+        .await
+        .ok_or_else(|| ApiError::internal("the run ended without an outcome"))?;
+    Ok(Json(result(&outcome)).into_response())
+}
+
+fn result(outcome: &RunOutcome) -> RunResult {
+    let find = |kind: MessageKind, role: Role| {
+        outcome
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.kind == kind && m.message.role == role)
+            .cloned()
+    };
+    RunResult {
+        run_id: outcome.run_id,
+        session_id: outcome.session_id,
+        status: outcome.status,
+        answer: outcome.answer.clone(),
+        error: outcome.failure.as_ref().map(|failure| ErrorDetail {
+            code: failure.code.clone(),
+            message: failure.message.clone(),
+            details: None,
+        }),
+        user_message: find(MessageKind::Dialogue, Role::User),
+        assistant_message: find(MessageKind::Dialogue, Role::Assistant),
+        system_message: find(MessageKind::Trace, Role::System),
+        agent_metadata: AgentMetadata {
+            iterations: outcome.iterations,
+            tools_used: outcome.tools_used,
+            execution_trace: outcome.records.clone(),
+            usage: outcome.usage,
+            finalize_reason: outcome.finalize_reason,
+        },
+    }
+}
+
+/// A run: its status, counters, error, and tool calls.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}",
+    tag = "runs",
+    params(("id" = Uuid, Path, description = "Run id")),
+    responses(
+        (status = 200, body = RunDetails),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn get_run(
+    State(state): State<AppState>,
+    User(user): User,
+    Path(id): Path<String>,
+) -> Result<Json<RunDetails>, ApiError> {
+    let id = parse_id("run", &id)?;
+    let run = owned_run(&state, id, &user).await?;
+    let execution_trace = state.store.tool_executions(id).await?;
+    Ok(Json(RunDetails {
+        run,
+        execution_trace,
+    }))
+}
+
+/// Follow a run: its events so far, then live ones, ending with `done`.
+///
+/// `Last-Event-ID` (or `?after=SEQ`) resumes after that event.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/events",
+    tag = "runs",
+    params(
+        ("id" = Uuid, Path, description = "Run id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq"),
+        ("after" = Option<u64>, Query, description = "Resume after this seq"),
+    ),
+    responses(
+        (status = 200, description = "The events", content_type = "text/event-stream", body = agentloop_core::protocol::Event),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn run_events(
+    State(state): State<AppState>,
+    User(user): User,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    query: axum::extract::RawQuery,
+) -> Result<Response, ApiError> {
+    let id = parse_id("run", &id)?;
+    let after = resume_point(&headers, query.0.as_deref())?;
+    if let Some(run) = state.runs.get(id) {
+        if run.user_id != user {
+            return Err(ApiError::not_found("run", id));
+        }
+        return Ok(sse::response(run.events(after), state.config.keep_alive()));
+    }
+    owned_run(&state, id, &user).await?;
+    let events = sse::from_store(state.store.clone(), id, after);
+    Ok(sse::response(events, state.config.keep_alive()))
+}
+
+/// Stop a run at its next safe point: tool calls in flight finish and are recorded, and the run
+/// ends `cancelled` with an answer saying so.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/cancel",
+    tag = "runs",
+    params(("id" = Uuid, Path, description = "Run id")),
+    responses(
+        (status = 202, body = CancelAnswer),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The run already ended, or runs on another instance", body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn cancel_run(
+    State(state): State<AppState>,
+    User(user): User,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<CancelAnswer>), ApiError> {
+    let id = parse_id("run", &id)?;
+    match state.runs.get(id) {
+        Some(run) if run.user_id == user && !run.is_finished() => {
+            run.cancel();
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(CancelAnswer {
+                    run_id: id,
+                    status: "cancelling".to_string(),
+                }),
+            ))
+        }
+        Some(run) if run.user_id != user => Err(ApiError::not_found("run", id)),
+        _ => {
+            let run = owned_run(&state, id, &user).await?;
+            if run.status.is_final() {
+                Err(ApiError::conflict(
+                    "run_finished",
+                    format!("run {id} already ended ({})", run.status.as_str()),
+                ))
+            } else {
+                Err(ApiError::conflict(
+                    "run_elsewhere",
+                    format!("run {id} is not running on this server instance; cancel it there"),
+                ))
+            }
+        }
+    }
+}
+
+/// The run `id` when it belongs to `user`; 404 otherwise, as for a run that does not exist.
+async fn owned_run(state: &AppState, id: Uuid, user: &str) -> Result<RunInfo, ApiError> {
+    match state.store.run(id).await? {
+        Some(run) if run.user_id == user => Ok(run),
+        _ => Err(ApiError::not_found("run", id)),
+    }
+}
+
+pub(crate) fn parse_id(what: &str, text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| {
+        ApiError::bad_request(
+            "invalid_id",
+            format!("{text:?} is not a {what} id (a UUID)"),
+        )
+    })
+}
+
+/// Where a client resumes: `Last-Event-ID`, else `?after=`, else the start.
+fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
+    let from_query = query.and_then(|query| {
+        query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("after="))
+            .map(str::to_string)
+    });
+    let given = headers
+        .get("last-event-id")
+        .map(|value| value.to_str().unwrap_or("?").to_string())
+        .or(from_query);
+    match given {
+        None => Ok(0),
+        Some(text) => text.trim().parse().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_last_event_id",
+                format!("Last-Event-ID (or after=) must be an event seq, got {text:?}"),
+            )
+        }),
+    }
+}

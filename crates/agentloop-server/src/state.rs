@@ -1,0 +1,36 @@
+//! What every handler shares: the agent, the store, the keys, the live runs, the metrics.
+
+use std::sync::Arc;
+
+use agentloop_core::{Agent, KeyStore, Store};
+
+use crate::{config::ServerConfig, live::LiveRuns, metrics::Metrics};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub agent: Agent,
+    pub store: Arc<dyn Store>,
+    pub keys: Arc<dyn KeyStore>,
+    pub runs: Arc<LiveRuns>,
+    pub metrics: Arc<Metrics>,
+    pub config: Arc<ServerConfig>,
+}
+
+impl AppState {
+    pub fn new(
+        agent: Agent,
+        store: Arc<dyn Store>,
+        keys: Arc<dyn KeyStore>,
+        metrics: Arc<Metrics>,
+        config: ServerConfig,
+    ) -> AppState {
+        AppState {
+            agent,
+            store,
+            keys,
+            runs: LiveRuns::new(config.max_runs_per_user),
+            metrics,
+            config: Arc::new(config),
+        }
+    }
+}

@@ -1,0 +1,808 @@
+//! The HTTP API of DESIGN §5 and §6 over real HTTP: SSE event by event, JSON mode, errors,
+//! isolation between users, reattach, cancel, limits, history, graceful shutdown.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::time::Duration;
+
+use agentloop::{RunStatus, Store};
+use agentloop_test_support::scripted_llm::Reply;
+use common::*;
+use serde_json::{Value, json};
+
+fn echo_then_answer() -> Vec<Reply> {
+    vec![
+        Reply::tool_call("test__echo", json!({"text": "hello"})),
+        Reply::text("The echo said hello."),
+    ]
+}
+
+#[tokio::test]
+async fn a_streamed_run_sends_the_design_events_in_order() {
+    let server = TestServer::start(echo_then_answer(), "").await;
+    let key = server.key("ann").await;
+    let response = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "Echo hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert!(
+        headers["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("no-cache")
+    );
+    assert_eq!(headers["x-accel-buffering"], "no");
+
+    let events = read_sse(response).await;
+    assert_eq!(
+        kinds(&events),
+        [
+            "run_started",
+            "thinking",
+            "tool_selected",
+            "tool_executed",
+            "thinking",
+            "final_response",
+            "done"
+        ]
+    );
+    let run_id = events[0].data["run_id"].clone();
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(
+            event.data["type"],
+            event.event.as_str(),
+            "event: is the type"
+        );
+        assert_eq!(
+            event.id,
+            (i + 1).to_string(),
+            "id: is the seq, from 1 without gaps"
+        );
+        assert_eq!(event.data["seq"], i + 1);
+        assert_eq!(event.data["run_id"], run_id);
+    }
+    let selected = events.iter().find(|e| e.event == "tool_selected").unwrap();
+    assert_eq!(selected.data["tool"], "test.echo");
+    assert_eq!(selected.data["arguments"], json!({"text": "hello"}));
+    assert_eq!(selected.data["iteration"], 1);
+    let executed = events.iter().find(|e| e.event == "tool_executed").unwrap();
+    assert_eq!(executed.data["status"], "success");
+    assert_eq!(executed.data["result"], "hello");
+    assert!(executed.data["duration_ms"].is_u64());
+    let done = &events.last().unwrap().data;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["iterations"], 2);
+    assert_eq!(done["tools_used"], 1);
+    assert!(done["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    assert!(done["message_id"].is_string());
+    assert_eq!(done["should_refresh"], false);
+    assert!(events[0].data["session_id"].is_string());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_json_mode_answers_the_design_object() {
+    let mut script = echo_then_answer();
+    script.extend(echo_then_answer());
+    let server = TestServer::start(script, "").await;
+    let key = server.key("ann").await;
+    for path in ["/v1/runs", "/copilot-agent"] {
+        let response = server
+            .post(path, &key)
+            .json(&json!({"query": "Echo hello", "stream": false}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json")
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["status"], "completed", "{body}");
+        assert_eq!(body["answer"], "The echo said hello.");
+        assert!(body["run_id"].is_string() && body["session_id"].is_string());
+        assert_eq!(body["user_message"]["content"], "Echo hello");
+        assert_eq!(body["user_message"]["role"], "user");
+        assert_eq!(body["assistant_message"]["content"], "The echo said hello.");
+        assert_eq!(body["system_message"]["role"], "system");
+        assert_eq!(
+            body["system_message"]["metadata"]["execution_trace"][0]["tool"],
+            "test.echo"
+        );
+        let metadata = &body["agent_metadata"];
+        assert_eq!(metadata["iterations"], 2);
+        assert_eq!(metadata["tools_used"], 1);
+        assert_eq!(metadata["execution_trace"][0]["status"], "success");
+        assert_eq!(metadata["execution_trace"][0]["result"], "hello");
+        assert!(metadata["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_run_whose_llm_fails_is_a_failed_run_with_its_error() {
+    let server = TestServer::start(vec![Reply::error(401, "Incorrect API key provided")], "").await;
+    let key = server.key("ann").await;
+    let body: Value = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "hi", "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["status"], "failed");
+    assert_eq!(body["answer"], Value::Null);
+    assert_eq!(body["error"]["code"], "llm_unauthorized");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Incorrect API key")
+    );
+    assert_eq!(
+        body["user_message"]["content"], "hi",
+        "the question is kept"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_key_get_401_with_a_json_error() {
+    let server = TestServer::start(Vec::new(), "").await;
+    let revoked = server.key("ann").await;
+    agentloop::KeyStore::revoke_api_key(server.store.as_ref(), &revoked)
+        .await
+        .unwrap();
+    let no_key = server
+        .client
+        .post(format!("{}/v1/runs", server.url))
+        .json(&json!({"query": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_key.headers()["www-authenticate"], "Bearer");
+    let (status, error) = error_of(no_key).await;
+    assert_eq!(
+        (status, error["code"].as_str().unwrap()),
+        (401, "unauthorized")
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("agentloop keys create")
+    );
+    for key in ["al_0000", &revoked, ""] {
+        let (status, _) = error_of(server.get("/v1/sessions", key).send().await.unwrap()).await;
+        assert_eq!(status, 401, "{key:?}");
+    }
+    let basic = server
+        .client
+        .get(format!("{}/v1/sessions", server.url))
+        .basic_auth("ann", Some("x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 401);
+    assert_eq!(server.llm.requests().len(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bad_body_gets_400_naming_the_field() {
+    let server = TestServer::start(Vec::new(), "").await;
+    let key = server.key("ann").await;
+    let cases = [
+        (json!({}), "query"),
+        (json!({"query": 12}), "query"),
+        (json!({"query": ""}), "query"),
+        (json!({"query": "q", "stream": "yes"}), "stream"),
+        (
+            json!({"query": "q", "context": {"read_only": 1}}),
+            "context.read_only",
+        ),
+        (json!({"query": "q", "max_iterations": 0}), "max_iterations"),
+        (json!({"query": "q", "sesion_id": "typo"}), "sesion_id"),
+        (
+            json!({"query": "q", "session_id": "not-a-uuid"}),
+            "session_id",
+        ),
+    ];
+    for (body, field) in cases {
+        let response = server
+            .post("/v1/runs", &key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let (status, error) = error_of(response).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(error["details"]["field"], field, "{body}: {error}");
+    }
+    let broken = server
+        .post("/v1/runs", &key)
+        .body("{\"query\": ")
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(broken).await;
+    assert_eq!(
+        (status, error["code"].as_str().unwrap()),
+        (400, "invalid_json")
+    );
+    let bad_id = server
+        .get("/v1/runs/not-a-uuid", &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(bad_id).await.0, 400);
+    let bad_resume = server
+        .get(&format!("/v1/runs/{}/events", uuid::Uuid::now_v7()), &key)
+        .header("Last-Event-ID", "three")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(bad_resume).await.0, 400);
+    assert_eq!(server.llm.requests().len(), 0, "no run started");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_gets_413() {
+    let server = TestServer::start(Vec::new(), "[server]\nmax_body_bytes = 2048\n").await;
+    let key = server.key("ann").await;
+    let query = "x".repeat(4096);
+    let response = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": query}))
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(response).await;
+    assert_eq!(status, 413);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("server.max_body_bytes")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn too_many_runs_of_one_user_get_429_with_retry_after() {
+    let server = TestServer::start(
+        vec![
+            Reply::text("slow").with_delay(Duration::from_millis(1500)),
+            Reply::text("other user"),
+        ],
+        "[server]\nmax_runs_per_user = 1\n",
+    )
+    .await;
+    let ann = server.key("ann").await;
+    let bob = server.key("bob").await;
+    let first = server
+        .post("/v1/runs", &ann)
+        .json(&json!({"query": "one"}))
+        .send()
+        .await
+        .unwrap();
+    let second = server
+        .post("/v1/runs", &ann)
+        .json(&json!({"query": "two"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 429);
+    assert!(
+        second.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    let (_, error) = error_of(second).await;
+    assert_eq!(error["code"], "too_many_runs");
+    // Another user is not affected.
+    let other = server
+        .post("/v1/runs", &bob)
+        .json(&json!({"query": "three", "stream": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    let events = read_sse(first).await;
+    assert_eq!(events.last().unwrap().data["status"], "completed");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn another_users_sessions_runs_and_events_answer_404() {
+    let server = TestServer::start(echo_then_answer(), "").await;
+    let ann = server.key("ann").await;
+    let bob = server.key("bob").await;
+    let body: Value = server
+        .post("/v1/runs", &ann)
+        .json(&json!({"query": "Echo hello", "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = body["run_id"].as_str().unwrap().to_string();
+    let session = body["session_id"].as_str().unwrap().to_string();
+    let unknown = uuid::Uuid::now_v7().to_string();
+
+    for (id_kind, id) in [("theirs", &run), ("unknown", &unknown)] {
+        for path in [format!("/v1/runs/{id}"), format!("/v1/runs/{id}/events")] {
+            let (status, error) = error_of(server.get(&path, &bob).send().await.unwrap()).await;
+            assert_eq!(status, 404, "{id_kind} {path}");
+            assert_eq!(error["code"], "not_found");
+        }
+        let cancel = server
+            .post(&format!("/v1/runs/{id}/cancel"), &bob)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cancel.status(), 404, "{id_kind}");
+    }
+    for (id_kind, id) in [("theirs", &session), ("unknown", &unknown)] {
+        let path = format!("/v1/sessions/{id}");
+        assert_eq!(
+            server.get(&path, &bob).send().await.unwrap().status(),
+            404,
+            "{id_kind}"
+        );
+        let delete = server
+            .client
+            .delete(format!("{}{path}", server.url))
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(delete.status(), 404, "{id_kind}");
+        let continue_it = server
+            .post("/v1/runs", &bob)
+            .json(&json!({"query": "sneak", "session_id": id}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(continue_it.status(), 404, "{id_kind}");
+    }
+    let listed: Value = server
+        .get("/v1/sessions", &bob)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"], json!([]));
+    // Ann still sees hers, intact.
+    let hers: Value = server
+        .get(&format!("/v1/sessions/{session}"), &ann)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hers["session"]["user_id"], "ann");
+    assert_eq!(hers["messages"].as_array().unwrap().len(), 5);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_that_left_reattaches_with_last_event_id() {
+    let server = TestServer::start(
+        vec![
+            Reply::tool_call("test__sleep", json!({"ms": 300})),
+            Reply::text("Slept well.").with_delay(Duration::from_millis(300)),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let response = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "sleep"}))
+        .send()
+        .await
+        .unwrap();
+    let first = read_sse_until(response, "tool_selected").await;
+    let run_id = first[0].data["run_id"].as_str().unwrap().to_string();
+    let last = first.last().unwrap().id.clone();
+
+    // Back while the run goes on: the rest, without a gap or a repeat.
+    let resumed = server
+        .get(&format!("/v1/runs/{run_id}/events"), &key)
+        .header("Last-Event-ID", &last)
+        .send()
+        .await
+        .unwrap();
+    let rest = read_sse(resumed).await;
+    let seqs: Vec<u64> = first
+        .iter()
+        .chain(&rest)
+        .map(|e| e.data["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(rest.last().unwrap().data["status"], "completed");
+
+    // After the end: from the start, or from any point (`?after=`), the same events.
+    let again = read_sse(
+        server
+            .get(&format!("/v1/runs/{run_id}/events?after=3"), &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(again.first().unwrap().data["seq"], 4);
+    assert_eq!(again.len(), seqs.len() - 3);
+
+    // Another instance on the same store serves them from the store.
+    let store_url = server.store_url.clone();
+    let other = TestServer::start_on(
+        agentloop_test_support::scripted_llm::ScriptedLlm::start(Vec::new()).await,
+        &store_url,
+        "",
+    )
+    .await;
+    let stored = read_sse(
+        other
+            .get(&format!("/v1/runs/{run_id}/events"), &key)
+            .header("Last-Event-ID", "2")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let all: Vec<Value> = first.iter().chain(&rest).map(|e| e.data.clone()).collect();
+    let stored: Vec<Value> = stored.into_iter().map(|e| e.data).collect();
+    assert_eq!(
+        stored,
+        all[2..].to_vec(),
+        "the stored log is what clients received"
+    );
+    other.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_stops_the_run_at_a_safe_point() {
+    let server = TestServer::start(
+        vec![
+            Reply::tool_call("test__sleep", json!({"ms": 500})),
+            Reply::text("never sent"),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let response = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "sleep"}))
+        .send()
+        .await
+        .unwrap();
+    let mut stream_events = Vec::new();
+    let mut stream = Box::pin(eventsource_stream::Eventsource::eventsource(
+        response.bytes_stream(),
+    ));
+    let mut run_id = String::new();
+    while let Some(event) = futures::StreamExt::next(&mut stream).await {
+        let event = event.unwrap();
+        let data: Value = serde_json::from_str(&event.data).unwrap();
+        if event.event == "tool_selected" {
+            run_id = data["run_id"].as_str().unwrap().to_string();
+            let cancel = server
+                .post(&format!("/v1/runs/{run_id}/cancel"), &key)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(cancel.status(), 202);
+            let answer: Value = cancel.json().await.unwrap();
+            assert_eq!(answer["status"], "cancelling");
+        }
+        stream_events.push((event.event, data));
+    }
+    let kinds: Vec<&str> = stream_events
+        .iter()
+        .map(|(kind, _)| kind.as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"tool_executed"),
+        "the call in flight finished: {kinds:?}"
+    );
+    let (_, done) = stream_events.last().unwrap();
+    assert_eq!(done["status"], "cancelled");
+    assert_eq!(
+        server.llm.requests().len(),
+        1,
+        "no LLM call after the cancel"
+    );
+
+    let run: Value = server
+        .get(&format!("/v1/runs/{run_id}"), &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "cancelled");
+    assert_eq!(run["execution_trace"][0]["status"], "success");
+    let again = server
+        .post(&format!("/v1/runs/{run_id}/cancel"), &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(again).await.0, 409);
+    let session = run["session_id"].as_str().unwrap();
+    let details: Value = server
+        .get(&format!("/v1/sessions/{session}"), &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let last = details["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("cancelled"),
+        "{last}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn history_carries_across_two_requests_with_the_same_session() {
+    let server = TestServer::start(
+        vec![
+            Reply::text("You have 1 account: My Website."),
+            Reply::text("It has 2 properties."),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let first: Value = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "Show me my accounts", "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = first["session_id"].clone();
+    let second = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "What properties does it have?", "session_id": session}))
+        .send()
+        .await
+        .unwrap();
+    let events = read_sse(second).await;
+    assert_eq!(events[0].data["session_id"], session);
+    let texts: Vec<String> = server.llm.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        texts[1..],
+        [
+            "Show me my accounts",
+            "You have 1 account: My Website.",
+            "What properties does it have?"
+        ]
+    );
+
+    let listed: Value = server
+        .get("/v1/sessions", &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"][0]["id"], session);
+    assert_eq!(listed["sessions"][0]["message_count"], 4);
+    let path = format!("/v1/sessions/{}", session.as_str().unwrap());
+    let details: Value = server
+        .get(&path, &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(details["runs"].as_array().unwrap().len(), 2);
+    let deleted = server
+        .client
+        .delete(format!("{}{path}", server.url))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    assert_eq!(server.get(&path, &key).send().await.unwrap().status(), 404);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn max_iterations_is_capped_by_the_server() {
+    let mut script: Vec<Reply> = (0..5)
+        .map(|i| Reply::tool_call("test__echo", json!({"text": format!("{i}")})))
+        .collect();
+    script.push(Reply::text("summary"));
+    let server = TestServer::start(script, "[agent]\nmax_iterations = 2\n").await;
+    let key = server.key("ann").await;
+    let body: Value = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "loop", "stream": false, "max_iterations": 50}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["agent_metadata"]["iterations"], 2);
+    assert_eq!(body["agent_metadata"]["finalize_reason"], "max_iterations");
+    assert_eq!(server.llm.requests().len(), 3);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_run_in_flight_reach_a_safe_point_and_saves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite://{}/agentloop.db", dir.path().display());
+    let llm = agentloop_test_support::scripted_llm::ScriptedLlm::start(vec![
+        Reply::tool_call("test__sleep", json!({"ms": 600})),
+        Reply::text("never sent"),
+    ])
+    .await;
+    let server = TestServer::start_on(llm, &store_url, "").await;
+    let key = server.key("ann").await;
+    let response = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "sleep"}))
+        .send()
+        .await
+        .unwrap();
+    let reading = tokio::spawn(read_sse(response));
+    while server.llm.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(server.shutdown().await, "every run reached a safe point");
+    let events = reading.await.unwrap();
+    let done = &events.last().unwrap().data;
+    assert_eq!(done["type"], "done");
+    assert_eq!(done["status"], "cancelled");
+    let run_id = uuid::Uuid::parse_str(done["run_id"].as_str().unwrap()).unwrap();
+    // What a restarted server finds.
+    let store = agentloop::SqlStore::connect(&store_url).await.unwrap();
+    let run = store.run(run_id).await.unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Cancelled,
+        "saved before the process ended"
+    );
+    let records = store.tool_executions(run_id).await.unwrap();
+    assert_eq!(
+        records[0].status.as_str(),
+        "success",
+        "the call in flight finished"
+    );
+}
+
+#[tokio::test]
+async fn health_metrics_and_openapi_answer_without_a_key() {
+    let server = TestServer::start(echo_then_answer(), "").await;
+    let key = server.key("ann").await;
+    server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "Echo hello", "stream": false}))
+        .send()
+        .await
+        .unwrap();
+    let health: Value = server
+        .client
+        .get(format!("{}/healthz", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    let metrics = server
+        .client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        metrics.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = metrics.text().await.unwrap();
+    assert!(
+        text.contains("agentloop_runs_total{status=\"completed\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agentloop_llm_call_duration_seconds_count{outcome=\"ok\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agentloop_tool_call_duration_seconds_count{status=\"success\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agentloop_llm_tokens_total{kind=\"prompt\"}"),
+        "{text}"
+    );
+    assert!(text.contains("agentloop_runs_active 0"), "{text}");
+    let api: Value = server
+        .client
+        .get(format!("{}/openapi.json", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for path in [
+        "/v1/runs",
+        "/copilot-agent",
+        "/v1/runs/{id}",
+        "/v1/runs/{id}/events",
+        "/v1/runs/{id}/cancel",
+        "/v1/sessions",
+        "/v1/sessions/{id}",
+        "/healthz",
+        "/metrics",
+    ] {
+        assert!(
+            api["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+    assert!(api["components"]["schemas"]["RunBody"]["properties"]["query"].is_object());
+    assert_eq!(
+        api["components"]["securitySchemes"]["api_key"]["scheme"],
+        "bearer"
+    );
+    let unknown = server
+        .client
+        .get(format!("{}/v2/nothing", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(unknown).await.0, 404);
+    server.shutdown().await;
+}
