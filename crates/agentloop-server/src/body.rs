@@ -13,7 +13,8 @@ use crate::error::ApiError;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
-    /// The question or task.
+    /// The question or task (not blank).
+    #[schema(min_length = 1, pattern = r"\S")]
     pub query: String,
     /// Continue this session of yours (404 when it is not yours or does not exist); default:
     /// a new session.
@@ -21,6 +22,7 @@ pub struct RunBody {
     pub session_id: Option<Uuid>,
     /// Use this model instead of the configured one.
     #[serde(default)]
+    #[schema(min_length = 1, pattern = r"\S")]
     pub model: Option<String>,
     /// Use this system prompt instead of the configured one.
     #[serde(default)]
@@ -36,6 +38,7 @@ pub struct RunBody {
     pub stream: bool,
     /// At most this many LLM calls that may ask for tools (capped by the server's limit).
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub max_iterations: Option<u32>,
     #[serde(default)]
     pub context: RunBodyContext,

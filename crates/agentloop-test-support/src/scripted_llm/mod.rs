@@ -52,6 +52,8 @@ struct Shared {
     script: Mutex<Script>,
     /// Consulted once the script is empty.
     responder: Option<Box<Responder>>,
+    /// Whether requests are kept for `requests()` (not in long-running processes).
+    record: bool,
     next_call_id: AtomicU64,
     next_completion_id: AtomicU64,
 }
@@ -65,7 +67,7 @@ struct Script {
 impl ScriptedLlm {
     /// Serves `script` in order, then answers HTTP 500 to any further request.
     pub async fn start(script: Vec<Reply>) -> ScriptedLlm {
-        Self::spawn(script.into(), None).await
+        Self::spawn(script.into(), None, "127.0.0.1:0", true).await
     }
 
     /// Answers every request with `responder(&request_body)` (after any pushed replies), for
@@ -73,7 +75,22 @@ impl ScriptedLlm {
     pub async fn start_with(
         responder: impl Fn(&Value) -> Reply + Send + Sync + 'static,
     ) -> ScriptedLlm {
-        Self::spawn(VecDeque::new(), Some(Box::new(responder))).await
+        Self::spawn(
+            VecDeque::new(),
+            Some(Box::new(responder)),
+            "127.0.0.1:0",
+            true,
+        )
+        .await
+    }
+
+    /// Like [`ScriptedLlm::start_with`], listening on `address`, for a long-running process:
+    /// requests are not recorded, so memory stays flat.
+    pub async fn start_on(
+        address: &str,
+        responder: impl Fn(&Value) -> Reply + Send + Sync + 'static,
+    ) -> ScriptedLlm {
+        Self::spawn(VecDeque::new(), Some(Box::new(responder)), address, false).await
     }
 
     /// The API root to configure as `llm.base_url`: `http://127.0.0.1:PORT/v1`.
@@ -100,10 +117,15 @@ impl ScriptedLlm {
     // A fixed signature cannot report a failure to bind a loopback port, and a test cannot go
     // on without its server.
     #[allow(clippy::expect_used)]
-    async fn spawn(replies: VecDeque<Reply>, responder: Option<Box<Responder>>) -> ScriptedLlm {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    async fn spawn(
+        replies: VecDeque<Reply>,
+        responder: Option<Box<Responder>>,
+        address: &str,
+        record: bool,
+    ) -> ScriptedLlm {
+        let listener = tokio::net::TcpListener::bind(address)
             .await
-            .expect("the scripted LLM cannot bind a port on 127.0.0.1");
+            .expect("the scripted LLM cannot bind its address");
         let address = listener
             .local_addr()
             .expect("the scripted LLM's listener has no address");
@@ -113,6 +135,7 @@ impl ScriptedLlm {
                 requests: Vec::new(),
             }),
             responder,
+            record,
             next_call_id: AtomicU64::new(1),
             next_completion_id: AtomicU64::new(1),
         });
@@ -160,7 +183,9 @@ impl Shared {
     fn take_reply(&self, request: &Value) -> Option<Reply> {
         let scripted = {
             let mut script = self.script();
-            script.requests.push(request.clone());
+            if self.record {
+                script.requests.push(request.clone());
+            }
             script.replies.pop_front()
         };
         scripted.or_else(|| self.responder.as_ref().map(|responder| responder(request)))
