@@ -55,5 +55,6 @@ target/schemathesis-venv/bin/schemathesis run "$address/openapi.json" \
     --workers 2 \
     --request-timeout 30 \
     --seed 1 \
+    --generation-database none \
     --no-color \
     --report-dir "$work/report"
