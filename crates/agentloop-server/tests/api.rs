@@ -806,3 +806,26 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
     assert_eq!(error_of(unknown).await.0, 404);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_long_silence_is_filled_with_keep_alive_comments() {
+    let server = TestServer::start(
+        vec![Reply::text("finally").with_delay(Duration::from_millis(900))],
+        "[server]\nkeep_alive_s = 0.2\n",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let raw = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "take your time"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let comments = raw.lines().filter(|line| *line == ": keep-alive").count();
+    assert!(comments >= 2, "{raw}");
+    assert!(raw.contains("event: done"), "{raw}");
+    server.shutdown().await;
+}
