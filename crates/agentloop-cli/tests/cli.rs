@@ -2,46 +2,12 @@
 //! over HTTP and the test MCP server as a child process.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::{
-    path::Path,
-    process::{Command, Output},
-};
+mod common;
 
-use agentloop_test_support::{
-    mcp::test_mcp_server_config_toml,
-    scripted_llm::{Reply, ScriptedLlm},
-};
+use common::{agentloop, stderr, stdout, write_config};
+
+use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::{Value, json};
-
-/// Runs `agentloop ARGS` in `dir`, without the caller's OpenAI variables.
-async fn agentloop(dir: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("AGENTLOOP_LOG");
-    tokio::task::spawn_blocking(move || command.output().expect("agentloop starts"))
-        .await
-        .expect("join")
-}
-
-fn write_config(dir: &Path, llm_url: &str, extra: &str) {
-    let text = format!(
-        "[llm]\nbase_url = \"{llm_url}\"\nmodel = \"scripted\"\nmax_retries = 0\n\n{}\n{extra}\n",
-        test_mcp_server_config_toml("test", None)
-    );
-    std::fs::write(dir.join("agentloop.toml"), text).unwrap();
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 #[tokio::test]
 async fn run_prints_steps_on_stderr_and_the_answer_on_stdout() {

@@ -2,33 +2,14 @@
 //! in a temporary directory, and the store opened beside it to check what the server would see.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::{
-    path::Path,
-    process::{Command, Output},
-};
+mod common;
+
+use common::{agentloop, stderr, stdout};
+
+use std::path::Path;
 
 use agentloop::{KeyStore, SqlStore};
 use serde_json::Value;
-
-async fn agentloop(dir: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_remove("DATABASE_URL")
-        .env_remove("AGENTLOOP_LOG");
-    tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// The store the commands use: `agentloop.db` in `dir`, the default without a config file.
 async fn store(dir: &Path) -> SqlStore {

@@ -3,9 +3,10 @@
 //! it, and exits 0.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+mod common;
+
 use std::{
     io::{BufRead, BufReader},
-    path::Path,
     process::{Command, Stdio},
     time::Duration,
 };
@@ -16,17 +17,6 @@ use agentloop_test_support::{
     scripted_llm::{Reply, ScriptedLlm},
 };
 use serde_json::{Value, json};
-
-fn agentloop(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    command
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("AGENTLOOP_LISTEN");
-    command
-}
 
 #[tokio::test]
 async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
@@ -45,7 +35,7 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
         ),
     )
     .unwrap();
-    let created = agentloop(dir.path())
+    let created = common::command(dir.path())
         .args(["keys", "create", "--user", "ann"])
         .output()
         .unwrap();
@@ -54,7 +44,7 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
         .trim()
         .to_string();
 
-    let mut server = agentloop(dir.path())
+    let mut server = common::command(dir.path())
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()

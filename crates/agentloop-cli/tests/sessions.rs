@@ -2,37 +2,17 @@
 //! meets them: a real process, a SQLite file next to the config, a scripted LLM over HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::{
-    path::Path,
-    process::{Command, Output},
-};
+mod common;
+
+use common::{agentloop, stderr, stdout};
+
+use std::process::Output;
 
 use agentloop_test_support::{
     mcp::test_mcp_server_config_toml,
     scripted_llm::{Reply, ScriptedLlm},
 };
 use serde_json::{Value, json};
-
-async fn agentloop(dir: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("DATABASE_URL");
-    tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// The session id `run` prints on stderr.
 fn session_of(output: &Output) -> String {

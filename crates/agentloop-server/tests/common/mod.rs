@@ -128,24 +128,15 @@ pub struct Sse {
 
 /// Reads every SSE event of a response until the server ends the stream.
 pub async fn read_sse(response: Response) -> Vec<Sse> {
-    let mut stream = response.bytes_stream().eventsource();
-    let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(20), stream.next())
-        .await
-        .expect("the stream makes progress")
-    {
-        let event = event.unwrap();
-        events.push(Sse {
-            event: event.event,
-            id: event.id,
-            data: serde_json::from_str(&event.data).unwrap(),
-        });
-    }
-    events
+    read_sse_while(response, None).await
 }
 
 /// Reads SSE events until one of type `until` (included), then drops the connection.
 pub async fn read_sse_until(response: Response, until: &str) -> Vec<Sse> {
+    read_sse_while(response, Some(until)).await
+}
+
+async fn read_sse_while(response: Response, until: Option<&str>) -> Vec<Sse> {
     let mut stream = response.bytes_stream().eventsource();
     let mut events = Vec::new();
     while let Some(event) = tokio::time::timeout(Duration::from_secs(20), stream.next())
@@ -158,7 +149,7 @@ pub async fn read_sse_until(response: Response, until: &str) -> Vec<Sse> {
             id: event.id,
             data: serde_json::from_str(&event.data).unwrap(),
         };
-        let stop = sse.event == until;
+        let stop = until == Some(sse.event.as_str());
         events.push(sse);
         if stop {
             break;
