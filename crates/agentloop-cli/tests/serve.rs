@@ -112,7 +112,7 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
         .lines()
         .filter_map(|line| line.strip_prefix("data: "))
         .map(|data| serde_json::from_str::<Value>(data).unwrap())
-        .last()
+        .next_back()
         .unwrap();
     assert_eq!(done["type"], "done");
     assert_eq!(done["status"], "cancelled");

@@ -17,10 +17,13 @@ mod sessions;
 mod sse;
 mod state;
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, net::SocketAddr, time::Duration};
 
-use axum::{Json, Router, extract::DefaultBodyLimit, routing::get};
-use tokio::net::TcpListener;
+use axum::{
+    Router, body::Bytes, extract::DefaultBodyLimit, http::header, response::IntoResponse,
+    routing::get,
+};
+use tokio::net::{TcpListener, TcpSocket};
 use utoipa::{
     Modify, OpenApi,
     openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
@@ -81,13 +84,37 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(service::healthz))
         .routes(routes!(service::metrics))
         .split_for_parts();
+    // Rendered once: the router (with what its handlers hold) is cloned for every connection.
+    let document = Bytes::from(serde_json::to_vec(&api).unwrap_or_default());
     router
-        .route("/openapi.json", get(move || async move { Json(api) }))
+        .route(
+            "/openapi.json",
+            get(move || {
+                let document = document.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], document).into_response() }
+            }),
+        )
         .fallback(|| async {
             ApiError::not_found("route", "for this method and path").into_response_owned()
         })
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
+}
+
+/// Connections a burst of clients may open before the server accepts them; the usual default of
+/// 128 drops connections (and clients wait for SYN retries) when hundreds arrive at once.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `address` with a backlog fit for bursts of clients.
+pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves; then stops accepting, asks every

@@ -7,7 +7,7 @@ pub mod server;
 
 use std::path::Path;
 
-pub use binary::test_mcp_server_path;
+pub use binary::{scripted_llm_path, test_mcp_server_path};
 pub use reference::{reference_server_everything, test_servers_dir};
 pub use server::{CRASH_EXIT_STATUS, LOG_ENV, TestMcpServer};
 

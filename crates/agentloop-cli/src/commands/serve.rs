@@ -4,10 +4,9 @@ use std::{process::ExitCode, sync::Arc};
 
 use agentloop::{
     KeyStore, Runtime, Store,
-    server::{AppState, Metrics, serve, shutdown_signal},
+    server::{AppState, Metrics, bind, serve, shutdown_signal},
 };
 use anyhow::Context;
-use tokio::net::TcpListener;
 
 use crate::{
     cli::{GlobalArgs, ServeArgs},
@@ -25,14 +24,14 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
     for warning in runtime.warnings() {
         eprintln!("warning: {warning}");
     }
-    let listener = TcpListener::bind(&config.server.listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} (set server.listen or AGENTLOOP_LISTEN, or --listen)",
-                config.server.listen
-            )
-        })?;
+    let cannot_listen = || {
+        format!(
+            "cannot listen on {} (set server.listen or AGENTLOOP_LISTEN, or --listen)",
+            config.server.listen
+        )
+    };
+    let address: std::net::SocketAddr = config.server.listen.parse().with_context(cannot_listen)?;
+    let listener = bind(address).with_context(cannot_listen)?;
     let address = listener.local_addr()?;
     let store = runtime.store().clone();
     eprintln!(

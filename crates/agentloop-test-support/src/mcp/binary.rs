@@ -1,7 +1,8 @@
-//! Finding, and building when needed, the `agentloop-test-mcp` binary.
+//! Finding, and building when needed, the binaries of this crate: the test MCP server
+//! (`agentloop-test-mcp`) and the scripted LLM as a process (`agentloop-scripted-llm`).
 //!
 //! Cargo builds a package's binaries only for that package's own integration tests, so tests of
-//! other packages build it themselves, once per test process.
+//! other packages build them themselves, once per test process.
 
 use std::{
     path::{Path, PathBuf},
@@ -10,33 +11,43 @@ use std::{
     time::SystemTime,
 };
 
-const BINARY: &str = "agentloop-test-mcp";
-
 static BUILD: Mutex<()> = Mutex::new(());
 
 /// The path of the built `agentloop-test-mcp` binary, next to the running test executable;
 /// builds it first when it is missing or older than the sources of this crate.
-#[allow(clippy::panic)]
 pub fn test_mcp_server_path() -> PathBuf {
+    binary_path("agentloop-test-mcp")
+}
+
+/// The path of the built `agentloop-scripted-llm` binary, the scripted LLM as a process of its
+/// own; found or built like [`test_mcp_server_path`].
+pub fn scripted_llm_path() -> PathBuf {
+    binary_path("agentloop-scripted-llm")
+}
+
+/// The binary `name` of this crate in the running test executable's profile directory, built
+/// first when it is missing or older than the sources of this crate.
+#[allow(clippy::panic)]
+fn binary_path(name: &str) -> PathBuf {
     let profile_dir = profile_dir();
-    let binary = profile_dir.join(format!("{BINARY}{}", std::env::consts::EXE_SUFFIX));
+    let binary = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     // The lock makes concurrent tests of one process wait for a single build.
     let _build = BUILD
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if is_stale(&binary) {
-        if let Err(failure) = build(&profile_dir) {
-            // A crate of the workspace being edited must not stop tests from using the server
+        if let Err(failure) = build(&profile_dir, name) {
+            // A crate of the workspace being edited must not stop tests from using the binary
             // that was built before.
             if binary.is_file() {
-                eprintln!("warning: {failure}; using the {BINARY} built before");
+                eprintln!("warning: {failure}; using the {name} built before");
                 return binary;
             }
             panic!("{failure}");
         }
         if !binary.is_file() {
             panic!(
-                "cargo built {BINARY} but it is not at {}; is CARGO_TARGET_DIR or --target \
+                "cargo built {name} but it is not at {}; is CARGO_TARGET_DIR or --target \
                  set differently for the tests?",
                 binary.display()
             );
@@ -87,7 +98,7 @@ fn newest_modification(dir: &Path) -> Option<SystemTime> {
     newest
 }
 
-fn build(profile_dir: &Path) -> Result<(), String> {
+fn build(profile_dir: &Path, name: &str) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command.current_dir(env!("CARGO_MANIFEST_DIR")).args([
@@ -96,7 +107,7 @@ fn build(profile_dir: &Path) -> Result<(), String> {
         "-p",
         "agentloop-test-support",
         "--bin",
-        BINARY,
+        name,
     ]);
     if let Some(target_dir) = profile_dir.parent() {
         command.arg("--target-dir").arg(target_dir);
@@ -110,10 +121,10 @@ fn build(profile_dir: &Path) -> Result<(), String> {
     }
     let status = command
         .status()
-        .map_err(|error| format!("cannot run cargo to build {BINARY}: {error}"))?;
+        .map_err(|error| format!("cannot run cargo to build {name}: {error}"))?;
     if !status.success() {
         return Err(format!(
-            "`cargo build -p agentloop-test-support --bin {BINARY}` failed ({status}); see its \
+            "`cargo build -p agentloop-test-support --bin {name}` failed ({status}); see its \
              output above"
         ));
     }

@@ -1,0 +1,919 @@
+//! `agentloop serve` under load, as a process of its own: waves of N runs opened at once over
+//! HTTP (SSE), against a scripted LLM process of fixed latency L. Each run is an LLM call that
+//! asks for `test.echo`, a real MCP call to the test server, and an LLM call that answers.
+//!
+//! Per wave (on a freshly started server, so its memory is that wave's): runs completed, the
+//! most runs the server held at once (`agentloop_runs_active`, polled), time to the first event,
+//! the latency the server adds to the two LLM calls, the server's resident memory (idle, with
+//! the connections open, peak) and the CPU time of every process involved.
+//!
+//! The wave's keep-alive connections are opened beforehand, a hundred at a time, so the figures
+//! are the server's and not the kernel's: a burst of more connections than the listen backlog
+//! (128) loses SYNs, and their retries (1 s, 3 s, 7 s, ...) would swamp everything else.
+//! `--cold-connections` opens them in the same burst as the runs, to see exactly that.
+//!
+//! ```sh
+//! cargo bench -p agentloop-cli --bench load
+//! cargo bench -p agentloop-cli --bench load -- --runs 1000,5000 --latency-ms 500 --store postgres
+//! cargo bench -p agentloop-cli --bench load -- --runs 3000 --cold-connections
+//! ```
+//!
+//! Without `--bench` (`cargo test --benches`) it runs one small wave, to check that it works.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // benchmark harness
+
+use std::{
+    fmt,
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use agentloop_test_support::{
+    mcp::test_mcp_server_config_toml, postgres::TestSchema, scripted_llm_path,
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// How often the server's memory and its runs in progress are sampled during a wave.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+/// Failures printed in full per wave; the rest are counted.
+const FAILURES_SHOWN: usize = 10;
+/// Connections opened at a time before a wave: within the listen backlog (128, the default of
+/// std and mio), so no SYN is dropped.
+const CONNECT_BATCH: usize = 100;
+
+#[derive(Clone, Copy, PartialEq)]
+enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StoreKind::Sqlite => "SQLite file (WAL)",
+            StoreKind::Postgres => "PostgreSQL",
+        })
+    }
+}
+
+struct Options {
+    waves: Vec<usize>,
+    latency: Duration,
+    store: StoreKind,
+    /// Open the wave's connections in the same burst as its runs, instead of beforehand.
+    cold_connections: bool,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // cargo passes `--bench` to a bench it runs as one; `cargo test --benches` does not.
+    let benchmarking = args.iter().any(|arg| arg == "--bench");
+    let mut options = if benchmarking {
+        Options {
+            waves: vec![100, 1000, 3000],
+            latency: Duration::from_millis(500),
+            store: StoreKind::Sqlite,
+            cold_connections: false,
+        }
+    } else {
+        Options {
+            waves: vec![20],
+            latency: Duration::from_millis(50),
+            store: StoreKind::Sqlite,
+            cold_connections: false,
+        }
+    };
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| panic!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--runs" => {
+                options.waves = value()
+                    .split(',')
+                    .map(|n| n.trim().parse().expect("--runs takes counts: 100,1000"))
+                    .collect();
+            }
+            "--latency-ms" => {
+                let ms = value().parse().expect("--latency-ms takes milliseconds");
+                options.latency = Duration::from_millis(ms);
+            }
+            "--store" => {
+                options.store = match value().as_str() {
+                    "sqlite" => StoreKind::Sqlite,
+                    "postgres" => StoreKind::Postgres,
+                    other => panic!("--store is sqlite or postgres, not {other:?}"),
+                }
+            }
+            "--cold-connections" => options.cold_connections = true,
+            "--bench" => {}
+            other => panic!(
+                "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
+                 sqlite|postgres --cold-connections"
+            ),
+        }
+    }
+    options
+}
+
+/// `agentloop` in `dir`, deaf to the environment variables that would override the config.
+fn agentloop(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+    command
+        .current_dir(dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("DATABASE_URL")
+        .env_remove("AGENTLOOP_LISTEN")
+        .env_remove("AGENTLOOP_LOG");
+    command
+}
+
+/// A child process killed when dropped, so a failing bench leaves nothing running.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn start_llm(latency: Duration) -> (Process, String) {
+    let mut child = Command::new(scripted_llm_path())
+        .args(["--listen", "127.0.0.1:0", "--tool-calls", "1", "--tool"])
+        .arg("test__echo")
+        .arg("--latency-ms")
+        .arg(latency.as_millis().to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start agentloop-scripted-llm");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base_url = line.trim().to_string();
+    assert!(
+        base_url.starts_with("http://"),
+        "scripted LLM said {line:?}"
+    );
+    (Process(child), base_url)
+}
+
+/// `agentloop serve` on a free port; its stderr is drained by a thread (a full pipe would stall
+/// the server) and kept for the report.
+struct Server {
+    process: Process,
+    address: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        let mut child = agentloop(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start agentloop serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut address = None;
+        let mut before = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            address = line
+                .split_whitespace()
+                .find(|word| word.starts_with("http://"))
+                .map(str::to_string);
+            before.push(line);
+            if address.is_some() {
+                break;
+            }
+        }
+        let address = address.unwrap_or_else(|| panic!("agentloop serve said {before:?}"));
+        let stderr = Arc::new(Mutex::new(before));
+        let kept = stderr.clone();
+        let reader = std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Server {
+            process: Process(child),
+            address,
+            stderr,
+            reader: Some(reader),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.process.0.id()
+    }
+
+    /// SIGTERM, then the exit status and what the server wrote on stderr.
+    fn stop(mut self) -> (ExitStatus, Vec<String>) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM failed");
+        let status = self.process.0.wait().unwrap();
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        let lines = std::mem::take(&mut *self.stderr.lock().unwrap());
+        (status, lines)
+    }
+}
+
+/// The resident memory of process `pid`, in bytes (`VmRSS` of `/proc/PID/status`).
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// CPU time (user + system) process `pid` has used so far, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces; utime and stime are the 12th and 13th
+    // fields after it.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clock_ticks_per_second())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|output| String::from_utf8(output.stdout).ok())
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// The children of process `pid` (the server's MCP server).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|child| child.parse().ok())
+        .collect()
+}
+
+/// Busy and total CPU seconds of the whole machine so far (`/proc/stat`), all cores together.
+fn machine_cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|value| value.parse().ok())
+        .collect();
+    let total: f64 = ticks.iter().take(8).sum();
+    // Fields 4 and 5 (idle, iowait) are the time no process had work for a core.
+    let waiting = ticks.get(3).unwrap_or(&0.0) + ticks.get(4).unwrap_or(&0.0);
+    let per_second = clock_ticks_per_second();
+    ((total - waiting) / per_second, total / per_second)
+}
+
+/// The CPU seconds of the processes on the machine's cores during a wave, and of the whole
+/// machine (a database server, or anything else running, included).
+#[derive(Clone, Copy, Default)]
+struct CpuUse {
+    server: f64,
+    mcp_server: f64,
+    llm: f64,
+    client: f64,
+    machine_busy: f64,
+    machine_total: f64,
+}
+
+impl CpuUse {
+    fn now(server: u32, llm: u32) -> CpuUse {
+        let (machine_busy, machine_total) = machine_cpu_seconds();
+        CpuUse {
+            machine_busy,
+            machine_total,
+            server: cpu_seconds(server).unwrap_or_default(),
+            mcp_server: children(server).into_iter().filter_map(cpu_seconds).sum(),
+            llm: cpu_seconds(llm).unwrap_or_default(),
+            client: cpu_seconds(std::process::id()).unwrap_or_default(),
+        }
+    }
+
+    fn since(self, start: CpuUse) -> CpuUse {
+        CpuUse {
+            server: self.server - start.server,
+            mcp_server: self.mcp_server - start.mcp_server,
+            llm: self.llm - start.llm,
+            client: self.client - start.client,
+            machine_busy: self.machine_busy - start.machine_busy,
+            machine_total: self.machine_total - start.machine_total,
+        }
+    }
+}
+
+/// What one run looked like from the client.
+struct RunReport {
+    /// Until the response's headers: connection, authentication, the run registered.
+    time_to_headers: Option<Duration>,
+    time_to_first_event: Option<Duration>,
+    total: Duration,
+    /// Why the run did not complete as intended (one tool call, then `completed`).
+    failure: Option<String>,
+}
+
+/// Opens a run with `stream: true` and reads its SSE stream to `done`.
+async fn one_run(client: reqwest::Client, address: String, key: String, n: usize) -> RunReport {
+    let started = Instant::now();
+    let mut report = RunReport {
+        time_to_headers: None,
+        time_to_first_event: None,
+        total: Duration::ZERO,
+        failure: None,
+    };
+    let outcome = async {
+        let response = client
+            .post(format!("{address}/v1/runs"))
+            .bearer_auth(&key)
+            .json(&json!({"query": format!("Echo something ({n})"), "stream": true}))
+            .send()
+            .await
+            .map_err(|error| format!("POST /v1/runs: {}", error_chain(&error)))?;
+        report.time_to_headers = Some(started.elapsed());
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            return Err(format!("POST /v1/runs answered {status}: {body}"));
+        }
+        let mut body = response.bytes_stream();
+        let mut buffer = Vec::new();
+        let mut error_event = None;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|error| format!("reading the stream: {error}"))?;
+            buffer.extend_from_slice(&chunk);
+            while let Some(end) = find(&buffer, b"\n\n") {
+                let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+                let frame = String::from_utf8_lossy(&frame);
+                let field = |name: &str| {
+                    frame
+                        .lines()
+                        .find_map(|line| line.strip_prefix(name))
+                        .map(str::trim)
+                        .map(str::to_string)
+                };
+                match field("event:").as_deref() {
+                    Some("run_started") => {
+                        report.time_to_first_event.get_or_insert(started.elapsed());
+                    }
+                    Some("error") => error_event = field("data:"),
+                    Some("done") => {
+                        let done: Value = serde_json::from_str(&field("data:").unwrap_or_default())
+                            .map_err(|error| format!("a done event that is not JSON: {error}"))?;
+                        return match (done["status"].as_str(), done["tools_used"].as_u64()) {
+                            (Some("completed"), Some(1)) => Ok(()),
+                            _ => Err(format!(
+                                "ended {} with {} tool calls{}",
+                                done["status"],
+                                done["tools_used"],
+                                error_event
+                                    .map(|error| format!(", error {error}"))
+                                    .unwrap_or_default()
+                            )),
+                        };
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Err("the stream ended without a done event".to_string())
+    }
+    .await;
+    report.total = started.elapsed();
+    report.failure = outcome.err();
+    report
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+/// An error with its causes: reqwest's own message hides whether the connection was refused or
+/// reset.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// Opens `count` keep-alive connections to the server, `CONNECT_BATCH` at a time, and leaves
+/// them idle in `client`'s pool for the wave.
+///
+/// A connection returns to the pool as soon as its answer is in, so each is held busy by a
+/// `POST /v1/runs` whose body waits until all are open; the body (`{}`, no query) is then
+/// refused with 400 and the connection stays open.
+async fn preconnect(client: &reqwest::Client, address: &str, key: &str, count: usize) {
+    let opened = Arc::new(AtomicUsize::new(0));
+    let (release, released) = tokio::sync::watch::channel(false);
+    let mut requests = Vec::with_capacity(count);
+    while requests.len() < count {
+        let batch = CONNECT_BATCH.min(count - requests.len());
+        for _ in 0..batch {
+            let opened = opened.clone();
+            let mut released = released.clone();
+            // hyper polls a request's body once the connection is up and the head written.
+            let body = futures::stream::once(async move {
+                opened.fetch_add(1, Ordering::Relaxed);
+                let _ = released.wait_for(|go| *go).await;
+                Ok::<_, std::io::Error>("{}")
+            });
+            let request = client
+                .post(format!("{address}/v1/runs"))
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(reqwest::Body::wrap_stream(body))
+                .send();
+            requests.push(tokio::spawn(async move {
+                let response = request.await?;
+                let status = response.status();
+                response.bytes().await?;
+                Ok::<_, reqwest::Error>(status)
+            }));
+        }
+        let target = requests.len();
+        let waited = Instant::now();
+        while opened.load(Ordering::Relaxed) < target {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "only {} of {target} connections opened in 30 s",
+                opened.load(Ordering::Relaxed)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    release.send_replace(true);
+    for request in requests {
+        let status = request
+            .await
+            .unwrap()
+            .expect("a request holding a connection");
+        assert_eq!(status, 400, "the body that releases a held connection");
+    }
+}
+
+/// Connections the kernel dropped since boot because a listen queue was full (all sockets of
+/// the machine's network namespace).
+fn listen_overflows() -> u64 {
+    let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut tcp_ext = netstat.lines().filter(|line| line.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (tcp_ext.next(), tcp_ext.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(name, _)| *name == "ListenOverflows")
+        .and_then(|(_, value)| value.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every connection the wave needs at once: one per SSE stream.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(usize::MAX)
+        .tcp_nodelay(true)
+        .build()
+        .unwrap()
+}
+
+/// Polls `GET /metrics` until `stop`, keeping the largest `agentloop_runs_active`.
+async fn poll_active_runs(client: reqwest::Client, address: String, stop: Arc<AtomicBool>) -> u64 {
+    let mut most = 0;
+    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !stop.load(Ordering::Relaxed) {
+        ticks.tick().await;
+        let Ok(response) = client.get(format!("{address}/metrics")).send().await else {
+            continue;
+        };
+        let Ok(text) = response.text().await else {
+            continue;
+        };
+        let active = text
+            .lines()
+            .find_map(|line| line.strip_prefix("agentloop_runs_active "))
+            .and_then(|value| value.trim().parse::<u64>().ok());
+        most = most.max(active.unwrap_or(0));
+    }
+    most
+}
+
+/// Samples the RSS of `pid` on a thread of its own (the runtime is busy with the wave) until
+/// `stop`, keeping the peak.
+fn sample_rss(
+    pid: u32,
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(rss) = rss_bytes(pid) {
+                peak.fetch_max(rss, Ordering::Relaxed);
+            }
+            std::thread::sleep(SAMPLE_EVERY);
+        }
+    })
+}
+
+struct Wave {
+    runs: usize,
+    completed: usize,
+    held_at_once: u64,
+    time_to_headers: Percentiles,
+    time_to_first_event: Percentiles,
+    added_latency: Percentiles,
+    wall: Duration,
+    idle_rss: u64,
+    /// With the wave's connections open and no run yet; the idle RSS when they were not opened
+    /// beforehand.
+    connected_rss: u64,
+    preconnected: bool,
+    peak_rss: u64,
+    cpu: CpuUse,
+    listen_overflows: u64,
+    failures: Vec<String>,
+}
+
+impl Wave {
+    /// A run with its connection.
+    fn memory_per_run(&self) -> u64 {
+        self.peak_rss.saturating_sub(self.idle_rss) / self.runs.max(1) as u64
+    }
+
+    /// An open connection, before any run.
+    fn memory_per_connection(&self) -> u64 {
+        self.connected_rss.saturating_sub(self.idle_rss) / self.runs.max(1) as u64
+    }
+
+    fn server_cpu_per_run(&self) -> Duration {
+        Duration::from_secs_f64(self.cpu.server / self.runs.max(1) as f64)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Percentiles {
+    p50: Duration,
+    p95: Duration,
+    p99: Duration,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles; zero when there is nothing to rank.
+    fn of(mut values: Vec<Duration>) -> Percentiles {
+        values.sort();
+        let rank = |p: f64| {
+            if values.is_empty() {
+                return Duration::ZERO;
+            }
+            let index = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
+            values[index]
+        };
+        Percentiles {
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+        }
+    }
+}
+
+impl fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} / {} / {}",
+            millis(self.p50),
+            millis(self.p95),
+            millis(self.p99)
+        )
+    }
+}
+
+fn millis(duration: Duration) -> String {
+    let ms = duration.as_secs_f64() * 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn kib(bytes: u64) -> String {
+    format!("{:.0} KiB", bytes as f64 / 1024.0)
+}
+
+/// One wave of `runs` runs opened at once against a fresh server.
+async fn wave(server: &Server, llm_pid: u32, key: &str, runs: usize, options: &Options) -> Wave {
+    let latency = options.latency;
+    let client = http_client();
+    // A first run warms the server (MCP server up, lazy initialisation done) before its idle
+    // memory is read.
+    let warm_up = one_run(client.clone(), server.address.clone(), key.to_string(), 0).await;
+    if let Some(failure) = warm_up.failure {
+        panic!("the warm-up run failed: {failure}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rss = rss_bytes(server.pid()).expect("the server's VmRSS");
+    if !options.cold_connections {
+        preconnect(&client, &server.address, key, runs).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let connected_rss = rss_bytes(server.pid()).expect("the server's VmRSS");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(idle_rss));
+    let rss_sampler = sample_rss(server.pid(), stop.clone(), peak.clone());
+    // A client of its own, so the poll never takes a connection meant for a run.
+    let poller = tokio::spawn(poll_active_runs(
+        http_client(),
+        server.address.clone(),
+        stop.clone(),
+    ));
+
+    let cpu_before = CpuUse::now(server.pid(), llm_pid);
+    let overflows_before = listen_overflows();
+    let started = Instant::now();
+    let tasks: Vec<_> = (1..=runs)
+        .map(|n| {
+            tokio::spawn(one_run(
+                client.clone(),
+                server.address.clone(),
+                key.to_string(),
+                n,
+            ))
+        })
+        .collect();
+    let reports = futures::future::join_all(tasks).await;
+    let wall = started.elapsed();
+    let cpu = CpuUse::now(server.pid(), llm_pid).since(cpu_before);
+    let overflows = listen_overflows().saturating_sub(overflows_before);
+    // One more sample after the last `done`: runs linger in memory for a while after they end.
+    tokio::time::sleep(SAMPLE_EVERY * 2).await;
+    stop.store(true, Ordering::Relaxed);
+    rss_sampler.join().unwrap();
+    let held_at_once = poller.await.unwrap();
+
+    let mut failures = Vec::new();
+    let mut headers = Vec::new();
+    let mut first_events = Vec::new();
+    let mut added = Vec::new();
+    for report in reports {
+        let report = report.expect("a run task panicked");
+        match report.failure {
+            Some(failure) => failures.push(failure),
+            None => {
+                headers.extend(report.time_to_headers);
+                first_events.extend(report.time_to_first_event);
+                added.push(report.total.saturating_sub(latency * 2));
+            }
+        }
+    }
+    Wave {
+        runs,
+        completed: runs - failures.len(),
+        held_at_once,
+        time_to_headers: Percentiles::of(headers),
+        time_to_first_event: Percentiles::of(first_events),
+        added_latency: Percentiles::of(added),
+        wall,
+        idle_rss,
+        connected_rss,
+        preconnected: !options.cold_connections,
+        peak_rss: peak.load(Ordering::Relaxed),
+        cpu,
+        listen_overflows: overflows,
+        failures,
+    }
+}
+
+fn print_wave(wave: &Wave, latency: Duration) {
+    println!("\n{} runs at once", wave.runs);
+    println!(
+        "  completed                 {} of {}",
+        wave.completed, wave.runs
+    );
+    println!("  held at once (max)        {}", wave.held_at_once);
+    println!(
+        "  time to response headers  {}  (p50 / p95 / p99: connection, key, run registered)",
+        wave.time_to_headers
+    );
+    println!(
+        "  time to first event       {}  (p50 / p95 / p99: + session, run row, first step saved)",
+        wave.time_to_first_event
+    );
+    println!(
+        "  added latency             {}  (run time − 2 × {}: MCP call, store writes, queueing)",
+        wave.added_latency,
+        millis(latency)
+    );
+    println!(
+        "  wall time of the wave     {:.2} s",
+        wave.wall.as_secs_f64()
+    );
+    if wave.preconnected {
+        println!(
+            "  server RSS                idle {}, with the connections open {} ({} each), peak \
+             {}: {} per run with its connection",
+            mib(wave.idle_rss),
+            mib(wave.connected_rss),
+            kib(wave.memory_per_connection()),
+            mib(wave.peak_rss),
+            kib(wave.memory_per_run())
+        );
+    } else {
+        println!(
+            "  server RSS                idle {}, peak {}: {} per run with its connection",
+            mib(wave.idle_rss),
+            mib(wave.peak_rss),
+            kib(wave.memory_per_run())
+        );
+    }
+    println!(
+        "  CPU during the wave       server {:.1} s ({} per run), its MCP server {:.1} s, \
+         scripted LLM {:.1} s, this client {:.1} s; the machine {:.1} s busy of {:.1} s ({:.0} %)",
+        wave.cpu.server,
+        millis(wave.server_cpu_per_run()),
+        wave.cpu.mcp_server,
+        wave.cpu.llm,
+        wave.cpu.client,
+        wave.cpu.machine_busy,
+        wave.cpu.machine_total,
+        100.0 * wave.cpu.machine_busy / wave.cpu.machine_total.max(f64::MIN_POSITIVE)
+    );
+    println!(
+        "  listen queue overflows    {} (SYNs the kernel dropped, whole machine)",
+        wave.listen_overflows
+    );
+    if !wave.failures.is_empty() {
+        println!("  FAILED runs: {}", wave.failures.len());
+        let mut kinds: Vec<(String, usize)> = Vec::new();
+        for failure in &wave.failures {
+            match kinds.iter_mut().find(|(kind, _)| kind == failure) {
+                Some((_, count)) => *count += 1,
+                None => kinds.push((failure.clone(), 1)),
+            }
+        }
+        for (failure, count) in kinds.iter().take(FAILURES_SHOWN) {
+            println!("    {count} × {failure}");
+        }
+        if kinds.len() > FAILURES_SHOWN {
+            println!("    ... and {} other kinds", kinds.len() - FAILURES_SHOWN);
+        }
+    }
+}
+
+fn print_summary(waves: &[Wave]) {
+    println!(
+        "\n| runs at once | completed | held at once | time to first event p50 / p95 / p99 | \
+         added latency p50 / p95 / p99 | wall time | server CPU per run | RSS idle → peak | \
+         memory per run (of which its connection) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for wave in waves {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.1} s | {} | {} → {} | {} ({}) |",
+            wave.runs,
+            wave.completed,
+            wave.held_at_once,
+            wave.time_to_first_event,
+            wave.added_latency,
+            wave.wall.as_secs_f64(),
+            millis(wave.server_cpu_per_run()),
+            mib(wave.idle_rss),
+            mib(wave.peak_rss),
+            kib(wave.memory_per_run()),
+            if wave.preconnected {
+                kib(wave.memory_per_connection())
+            } else {
+                "not measured".to_string()
+            }
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let options = options();
+    let (llm, llm_url) = start_llm(options.latency);
+    let dir = tempfile::tempdir().unwrap();
+    let (store_url, schema) = match options.store {
+        StoreKind::Sqlite => (format!("sqlite://{}/bench.db", dir.path().display()), None),
+        StoreKind::Postgres => {
+            let schema = TestSchema::try_create()
+                .await
+                .unwrap_or_else(|message| panic!("{message}"));
+            (schema.url().to_string(), Some(schema))
+        }
+    };
+    let most_runs = options.waves.iter().copied().max().unwrap_or(1);
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        format!(
+            "[llm]\nbase_url = {}\nmodel = \"scripted\"\n\n[store]\nurl = {}\n\n\
+             [server]\nmax_runs_per_user = {}\n\n{}",
+            json!(llm_url),
+            json!(store_url),
+            (most_runs + 1).max(100_000),
+            test_mcp_server_config_toml("test", None)
+        ),
+    )
+    .unwrap();
+    let created = agentloop(dir.path())
+        .args(["keys", "create", "--user", "bench"])
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "agentloop keys create: {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let key = String::from_utf8(created.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+
+    println!(
+        "agentloop serve under load: LLM latency {} per call (scripted LLM process), one MCP \
+         tool call per run (test.echo over stdio), store {}; a fresh server per wave, {}",
+        millis(options.latency),
+        options.store,
+        if options.cold_connections {
+            "each run on a connection opened in the same burst"
+        } else {
+            "each run on a keep-alive connection opened before the wave"
+        }
+    );
+    let mut waves = Vec::new();
+    let mut exits_ok = true;
+    for &runs in &options.waves {
+        let server = Server::start(dir.path());
+        let result = wave(&server, llm.0.id(), &key, runs, &options).await;
+        print_wave(&result, options.latency);
+        let (status, stderr) = server.stop();
+        println!("  server exit               {status}");
+        let said: Vec<&String> = stderr
+            .iter()
+            .filter(|line| !line.starts_with("agentloop listening on"))
+            .collect();
+        for line in said.iter().take(FAILURES_SHOWN) {
+            println!("    stderr: {line}");
+        }
+        if said.len() > FAILURES_SHOWN {
+            println!("    stderr: ... {} more lines", said.len() - FAILURES_SHOWN);
+        }
+        exits_ok &= status.success();
+        waves.push(result);
+    }
+    print_summary(&waves);
+
+    if let Some(schema) = schema {
+        schema.drop_schema().await;
+    }
+    // `exit` runs no destructors: the LLM process must be stopped first.
+    drop(llm);
+    let failed: usize = waves.iter().map(|wave| wave.failures.len()).sum();
+    if failed > 0 || !exits_ok {
+        eprintln!("{failed} runs failed; the server exited 0 every time: {exits_ok}");
+        std::process::exit(1);
+    }
+}
