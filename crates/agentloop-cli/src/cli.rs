@@ -62,6 +62,15 @@ pub struct RunArgs {
     /// Do not show the model the session's earlier messages.
     #[arg(long)]
     pub no_history: bool,
+    /// Offer no tool that changes data; calls of such tools are blocked.
+    #[arg(long)]
+    pub read_only: bool,
+    /// The entity the run works on (mutating calls are rate limited per entity).
+    #[arg(long, value_name = "E")]
+    pub entity: Option<String>,
+    /// Run under this workflow's tool allowlist ([workflows.NAME]).
+    #[arg(long, value_name = "NAME")]
+    pub workflow: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -151,9 +151,40 @@ async fn a_bad_value_is_refused_with_the_key() {
 }
 
 #[tokio::test]
+async fn run_read_only_blocks_mutating_tools() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__record", json!({"note": "x"})),
+        Reply::text("The project is read-only."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &llm.base_url(), "");
+    let output = agentloop(
+        dir.path(),
+        &["run", "--read-only", "--entity", "p-1", "change it"],
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("⊘ test.record blocked"),
+        "{}",
+        stderr(&output)
+    );
+    let offered = llm.requests()[0]["tools"].to_string();
+    assert!(
+        !offered.contains("test__record") && offered.contains("test__echo"),
+        "{offered}"
+    );
+}
+
+#[tokio::test]
 async fn tools_lists_each_servers_tools_with_their_classification() {
     let dir = tempfile::tempdir().unwrap();
-    write_config(dir.path(), "http://127.0.0.1:9/v1", "");
+    write_config(
+        dir.path(),
+        "http://127.0.0.1:9/v1",
+        "[tools.\"test.add\"]\nmutating = true\n",
+    );
     let output = agentloop(dir.path(), &["tools"]).await;
     assert!(output.status.success(), "{}", stderr(&output));
     let listing = stdout(&output);

@@ -19,6 +19,7 @@ use crate::{
     driver::{Emitter, EventSink, RunServices, drive},
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
+    policy::{MutationLimiter, PolicySettings, RunPolicy, WorkflowSettings},
     session_run::run_with_store,
     settings::{AgentSettings, ToolSettings},
     store::Store,
@@ -120,6 +121,8 @@ impl RunRequest {
 pub struct Agent {
     services: RunServices,
     store: Option<Arc<dyn Store>>,
+    workflows: Arc<BTreeMap<String, WorkflowSettings>>,
+    limiter: Option<Arc<MutationLimiter>>,
     warnings: Arc<Vec<String>>,
 }
 
@@ -144,6 +147,11 @@ impl Agent {
         self.store.as_ref()
     }
 
+    /// The workflows runs may name in their context.
+    pub fn workflows(&self) -> &BTreeMap<String, WorkflowSettings> {
+        &self.workflows
+    }
+
     /// Problems found while building that did not stop the agent (a tool source that failed,
     /// a schema that does not compile, ...).
     pub fn warnings(&self) -> &[String] {
@@ -158,6 +166,23 @@ impl Agent {
             .map_or(settings.max_iterations, |wanted| {
                 wanted.clamp(1, settings.max_iterations)
             });
+        let context = &request.context;
+        let limit_key = context
+            .entity_id
+            .clone()
+            .or_else(|| context.user_id.clone())
+            .unwrap_or_else(|| crate::session_run::DEFAULT_USER.to_string());
+        let policy = RunPolicy::for_run(
+            context.read_only,
+            context.workflow.as_deref(),
+            &self.workflows,
+            self.limiter.clone(),
+            limit_key,
+        );
+        let (policy, refused) = match policy {
+            Ok(policy) => (policy, None),
+            Err(message) => (RunPolicy::default(), Some(message)),
+        };
         let input = RunInput {
             run_id: request.run_id.unwrap_or_else(Uuid::now_v7),
             session_id: request.session_id.unwrap_or_else(Uuid::now_v7),
@@ -169,13 +194,19 @@ impl Agent {
             model: request.model,
             max_iterations,
             context: request.context,
+            policy,
         };
-        RunMachine::new(
+        let mut machine = RunMachine::new(
             input,
             settings.clone(),
             self.services.catalog.clone(),
             self.services.counter.clone(),
-        )
+        );
+        if let Some(message) = refused {
+            // The run ends before it starts; driving it emits why.
+            let _ = machine.fail("unknown_workflow", message);
+        }
+        machine
     }
 
     /// Starts a run in its own task; its events arrive through the returned handle.
@@ -283,6 +314,8 @@ pub struct AgentBuilder {
     store: Option<Arc<dyn Store>>,
     counter: Option<Arc<dyn TokenCounter>>,
     telemetry: Option<Arc<dyn Telemetry>>,
+    policy: PolicySettings,
+    workflows: BTreeMap<String, WorkflowSettings>,
 }
 
 impl AgentBuilder {
@@ -320,6 +353,18 @@ impl AgentBuilder {
 
     pub fn max_iterations(mut self, max_iterations: u32) -> Self {
         self.settings.max_iterations = max_iterations;
+        self
+    }
+
+    /// Rules for mutating tools (the rate limit per entity).
+    pub fn policy(mut self, policy: PolicySettings) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// A workflow runs may name (`context.workflow`): they are offered only its tools.
+    pub fn workflow(mut self, name: impl Into<String>, workflow: WorkflowSettings) -> Self {
+        self.workflows.insert(name.into(), workflow);
         self
     }
 
@@ -373,6 +418,22 @@ impl AgentBuilder {
         }
         let catalog = ToolCatalog::new(tools, &self.tool_settings);
         warnings.extend(catalog.warnings().iter().cloned());
+        for (name, workflow) in &self.workflows {
+            for pattern in &workflow.tools {
+                let single = WorkflowSettings {
+                    tools: vec![pattern.clone()],
+                };
+                if !catalog
+                    .entries()
+                    .iter()
+                    .any(|entry| single.allows(entry.name()))
+                {
+                    warnings.push(format!(
+                        "workflows.{name} names {pattern:?}, which matches no tool offered"
+                    ));
+                }
+            }
+        }
         Ok(Agent {
             services: RunServices {
                 llm,
@@ -382,6 +443,11 @@ impl AgentBuilder {
                 telemetry: self.telemetry.unwrap_or_else(|| Arc::new(NoTelemetry)),
             },
             store: self.store,
+            workflows: Arc::new(self.workflows),
+            limiter: self
+                .policy
+                .mutation_rate
+                .map(|rate| Arc::new(MutationLimiter::new(rate))),
             warnings: Arc::new(warnings),
         })
     }

@@ -30,6 +30,17 @@ impl CatalogEntry {
         &self.tool.info().name
     }
 
+    /// Whether calls change data: the configured override, else the tool's annotations (MCP
+    /// tools are mutating unless they say `readOnlyHint: true`, or `destructiveHint: true`
+    /// overrides that).
+    pub fn is_mutating(&self) -> bool {
+        if let Some(mutating) = self.settings.mutating {
+            return mutating;
+        }
+        let info = self.tool.info();
+        info.destructive_hint == Some(true) || info.read_only_hint != Some(true)
+    }
+
     /// The time limit of a call: the tool's own, else the agent's default.
     pub fn timeout(&self, agent: &AgentSettings) -> Duration {
         self.settings

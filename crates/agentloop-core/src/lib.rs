@@ -22,6 +22,7 @@ mod driver;
 mod llm;
 pub mod machine;
 mod names;
+mod policy;
 mod session_run;
 mod settings;
 mod store;
@@ -39,6 +40,9 @@ pub use llm::{
 };
 pub use machine::{MachineChanges, RunContext, RunFailure, RunInput, RunMachine, RunOutcome, Step};
 pub use names::sanitize as provider_safe_name;
+pub use policy::{
+    MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
+};
 pub use session_run::{DEFAULT_USER, SESSION_LEASE};
 pub use settings::{AgentSettings, ToolSettings};
 pub use store::{

@@ -88,6 +88,8 @@ impl AgentSettings {
 pub struct ToolSettings {
     /// Time limit of a call of this tool, in seconds.
     pub timeout_s: Option<f64>,
+    /// Whether the tool changes data; default: from its MCP annotations (`readOnlyHint`).
+    pub mutating: Option<bool>,
 }
 
 impl ToolSettings {
@@ -132,6 +134,7 @@ mod tests {
     fn negative_timeouts_are_refused() {
         let settings = ToolSettings {
             timeout_s: Some(-1.0),
+            ..ToolSettings::default()
         };
         assert!(
             settings

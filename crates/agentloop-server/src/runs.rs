@@ -144,6 +144,23 @@ async fn start(
         }
     })?;
     let body = RunBody::parse(&bytes)?;
+    if let Some(workflow) = &body.context.workflow
+        && !state.agent.workflows().contains_key(workflow)
+    {
+        let known: Vec<&str> = state.agent.workflows().keys().map(String::as_str).collect();
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            format!(
+                "context.workflow: unknown workflow {workflow:?} (known: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        )
+        .with_details(serde_json::json!({"field": "context.workflow"})));
+    }
     if let Some(session_id) = body.session_id {
         let session = state.store.session(session_id).await?;
         match session {

@@ -829,3 +829,49 @@ async fn a_long_silence_is_filled_with_keep_alive_comments() {
     assert!(raw.contains("event: done"), "{raw}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_run_context_reaches_the_policy() {
+    let server = TestServer::start(
+        vec![
+            Reply::tool_call("test__record", json!({"note": "x"})),
+            Reply::text("read-only"),
+        ],
+        "[workflows.math]\ntools = [\"test.add\"]\n",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let body: Value = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "change it", "stream": false, "context": {"read_only": true, "entity_id": "p-1"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        body["agent_metadata"]["execution_trace"][0]["status"],
+        "blocked"
+    );
+    let offered = server.llm.requests()[0]["tools"].to_string();
+    assert!(
+        !offered.contains("test__record") && offered.contains("test__echo"),
+        "{offered}"
+    );
+
+    let unknown = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "q", "context": {"workflow": "maths"}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(unknown).await;
+    assert_eq!(status, 400);
+    assert_eq!(error["details"]["field"], "context.workflow");
+    assert!(
+        error["message"].as_str().unwrap().contains("math"),
+        "{error}"
+    );
+    server.shutdown().await;
+}

@@ -8,7 +8,7 @@ pub mod server;
 use std::path::Path;
 
 pub use binary::{scripted_llm_path, test_mcp_server_path};
-pub use reference::{reference_server_everything, test_servers_dir};
+pub use reference::{reference_server_everything, reference_server_filesystem, test_servers_dir};
 pub use server::{CRASH_EXIT_STATUS, LOG_ENV, TestMcpServer};
 
 /// A `[mcp_servers.NAME]` table of `agentloop.toml` starting the test server, logging its calls

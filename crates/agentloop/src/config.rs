@@ -6,7 +6,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use agentloop_core::{AgentSettings, ToolSettings};
+use agentloop_core::{AgentSettings, PolicySettings, ToolSettings, WorkflowSettings};
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
 use agentloop_server::ServerConfig;
@@ -24,8 +24,10 @@ pub struct Config {
     pub agent: AgentSettings,
     pub store: StoreConfig,
     pub server: ServerConfig,
+    pub policy: PolicySettings,
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub tools: BTreeMap<String, ToolSettings>,
+    pub workflows: BTreeMap<String, WorkflowSettings>,
 }
 
 /// Where the configuration came from.
@@ -141,6 +143,14 @@ impl Config {
         for (tool, settings) in &self.tools {
             settings.validate(tool)?;
         }
+        for (name, workflow) in &self.workflows {
+            if workflow.tools.is_empty() {
+                return Err(format!(
+                    "workflows.{name}.tools must name at least one tool (\"server.tool\" or \
+                     \"server.*\")"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -208,6 +218,13 @@ mod tests {
 
             [tools."projects.update_quote_totals"]
             timeout_s = 5
+            mutating = true
+
+            [policy]
+            mutation_rate = "10/minute"
+
+            [workflows.estimates]
+            tools = ["projects.*", "kb.search"]
             "#,
         )
         .unwrap();
@@ -219,6 +236,15 @@ mod tests {
             config.tools["projects.update_quote_totals"].timeout_s,
             Some(5.0)
         );
+        assert_eq!(
+            config.tools["projects.update_quote_totals"].mutating,
+            Some(true)
+        );
+        assert_eq!(
+            config.policy.mutation_rate.map(|rate| rate.to_string()),
+            Some("10/minute".to_string())
+        );
+        assert!(config.workflows["estimates"].allows("projects.update_quote_totals"));
         assert_eq!(config.validate(), Ok(()));
     }
 
@@ -245,6 +271,18 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_by_validation() {
+        let error = parse("[policy]\nmutation_rate = \"ten a minute\"\n").unwrap_err();
+        assert!(
+            error.to_string().contains("policy.mutation_rate"),
+            "{error}"
+        );
+        let config = parse("[workflows.empty]\ntools = []\n").unwrap();
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("workflows.empty.tools")
+        );
         let config = parse("[agent]\nparallel_tools = 0\n").unwrap();
         assert!(
             config

@@ -27,9 +27,9 @@ pub use agentloop_core::protocol::{
 };
 pub use agentloop_core::{
     Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, KeyStore, Llm,
-    LlmError, ModelReply, ModelRequest, RunContext, RunFailure, RunHandle, RunOutcome, RunRequest,
-    Store, StoreError, Telemetry, Tool, ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput,
-    ToolSettings, ToolSource,
+    LlmError, ModelReply, ModelRequest, MutationRate, PolicySettings, RunContext, RunFailure,
+    RunHandle, RunOutcome, RunRequest, Store, StoreError, Telemetry, Tool, ToolCatalog,
+    ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings, ToolSource, WorkflowSettings,
 };
 pub use agentloop_llm::{LlmConfig, OpenAiClient};
 pub use agentloop_mcp::{McpServerConfig, McpSource};

@@ -60,6 +60,10 @@ impl Runtime {
         for (tool, settings) in &config.tools {
             builder = builder.tool_settings(tool.clone(), settings.clone());
         }
+        for (name, workflow) in &config.workflows {
+            builder = builder.workflow(name.clone(), workflow.clone());
+        }
+        builder = builder.policy(config.policy.clone());
         for server in &servers {
             builder = builder.source(server.clone());
         }

@@ -69,3 +69,76 @@ async fn the_loop_lists_and_calls_the_reference_everything_server() {
 fn toml_string(text: &str) -> String {
     json!(text).to_string()
 }
+
+#[tokio::test]
+async fn the_reference_filesystem_server_in_a_read_only_context() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("notes.txt"), "quarterly numbers: 42").unwrap();
+    let (command, args) = agentloop_test_support::mcp::reference_server_filesystem(root.path());
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call(
+            "fs__read_text_file",
+            json!({"path": root.path().join("notes.txt")}),
+        ),
+        Reply::tool_call(
+            "fs__write_file",
+            json!({"path": root.path().join("notes.txt"), "content": "overwritten"}),
+        ),
+        Reply::text("The notes say 42; this project is read-only, so I did not change them."),
+    ])
+    .await;
+    let config = format!(
+        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\n[store]\nurl = \"sqlite::memory:\"\n\n[mcp_servers.fs]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n",
+        llm.base_url(),
+        toml_string(&command),
+        json!(args),
+    );
+    let config = Config::parse(&config, ConfigOrigin::Defaults).unwrap();
+    let runtime = Runtime::start(&config).await.unwrap();
+    let catalog = runtime.agent().catalog().clone();
+    let write = catalog
+        .get("fs.write_file")
+        .expect("the server offers write_file");
+    assert!(write.is_mutating(), "destructive by its annotations");
+    assert!(!catalog.get("fs.read_text_file").unwrap().is_mutating());
+
+    let request =
+        RunRequest::new("What do the notes say? Then fix them.").context(agentloop::RunContext {
+            read_only: true,
+            ..agentloop::RunContext::default()
+        });
+    let (_, outcome) = runtime.agent().run(request).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let offered: Vec<String> = llm.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        offered.contains(&"fs__read_text_file".to_string()),
+        "{offered:?}"
+    );
+    for mutating in [
+        "fs__write_file",
+        "fs__edit_file",
+        "fs__create_directory",
+        "fs__move_file",
+    ] {
+        assert!(
+            !offered.contains(&mutating.to_string()),
+            "{mutating} offered: {offered:?}"
+        );
+    }
+    assert_eq!(
+        outcome.records[0].result.as_deref(),
+        Some("quarterly numbers: 42")
+    );
+    assert_eq!(outcome.records[1].status.as_str(), "blocked");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "quarterly numbers: 42",
+        "write_file never ran"
+    );
+    runtime.shutdown().await;
+}

@@ -27,7 +27,9 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
         max_iterations: args.max_iterations,
         context: RunContext {
             user_id: Some(args.user.clone()),
-            ..RunContext::default()
+            entity_id: args.entity.clone(),
+            workflow: args.workflow.clone(),
+            read_only: args.read_only,
         },
         ..RunRequest::default()
     };

@@ -2,7 +2,9 @@
 
 use std::process::ExitCode;
 
-use agentloop::{McpSource, ToolSource};
+use std::collections::BTreeMap;
+
+use agentloop::{McpSource, ToolCatalog, ToolSettings, ToolSource};
 use serde_json::json;
 
 use crate::{
@@ -19,7 +21,7 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
     let (servers, failures) = agentloop::mcp::connect_all(&config.mcp_servers).await;
     let mut listing = Vec::new();
     for server in &servers {
-        listing.push(describe(server).await);
+        listing.push(describe(server, &config.tools).await);
     }
     if args.json {
         let failed: Vec<_> = failures
@@ -46,19 +48,25 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
     })
 }
 
-async fn describe(server: &McpSource) -> serde_json::Value {
+/// A server's tools as the agent sees them: classified by their annotations and the
+/// `[tools."server.tool"]` overrides of the configuration.
+async fn describe(
+    server: &McpSource,
+    settings: &BTreeMap<String, ToolSettings>,
+) -> serde_json::Value {
     let tools = match server.tools().await {
         Ok(tools) => tools,
         Err(error) => return json!({"server": server.name(), "error": error.to_string()}),
     };
-    let tools: Vec<_> = tools
+    let catalog = ToolCatalog::new(tools, settings);
+    let tools: Vec<_> = catalog
+        .entries()
         .iter()
-        .map(|tool| {
-            let info = tool.info();
-            let read_only = info.read_only_hint == Some(true);
+        .map(|entry| {
+            let info = entry.tool.info();
             json!({
                 "name": info.name,
-                "classification": if read_only { "read-only" } else { "mutating" },
+                "classification": if entry.is_mutating() { "mutating" } else { "read-only" },
                 "description": info.description,
                 "input_schema": info.input_schema,
             })

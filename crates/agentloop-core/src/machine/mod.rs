@@ -29,6 +29,7 @@ pub use text::{bound, fallback_answer, one_line, records_digest};
 use crate::{
     catalog::ToolCatalog,
     llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice},
+    policy::RunPolicy,
     settings::AgentSettings,
     store::RunProgress,
     tokens::{TokenCounter, message_tokens},
@@ -57,6 +58,8 @@ pub struct RunInput {
     pub model: Option<String>,
     pub max_iterations: u32,
     pub context: RunContext,
+    /// What the run may do with its tools (read-only, workflow allowlist, rate limit).
+    pub policy: RunPolicy,
 }
 
 /// What the driver must do next.
@@ -499,11 +502,11 @@ impl RunMachine {
         }
     }
 
+    /// The tools the model is offered: allowed by the run's policy, not withdrawn.
     fn offered_entries(&self) -> impl Iterator<Item = &crate::catalog::CatalogEntry> {
-        self.catalog
-            .entries()
-            .iter()
-            .filter(|entry| !self.withdrawn.contains(entry.name()))
+        self.catalog.entries().iter().filter(|entry| {
+            !self.withdrawn.contains(entry.name()) && self.input.policy.refusal(entry).is_none()
+        })
     }
 }
 

@@ -155,6 +155,16 @@ impl RunMachine {
             );
         }
 
+        if let Some(refusal) = self.input.policy.refusal(entry) {
+            return self.refuse(
+                call,
+                arguments,
+                ToolStatus::Blocked,
+                refusal.error,
+                refusal.hint,
+            );
+        }
+
         let key = format!(
             "{tool}\n{}",
             parsed
@@ -164,7 +174,9 @@ impl RunMachine {
         if let Some(earlier) = self.seen_calls.get(&key).cloned() {
             return self.duplicate(call, arguments, &earlier);
         }
-        self.seen_calls.insert(key, call.id.clone());
+        // Repeating a call that failed on its arguments is a repeat too; repeating one the rate
+        // limit refused is a fair retry (the key is removed again below).
+        self.seen_calls.insert(key.clone(), call.id.clone());
 
         let parsed = match parsed {
             Ok(parsed) => parsed,
@@ -180,6 +192,17 @@ impl RunMachine {
             let error = format!("the arguments do not match the schema of {tool}: {problems}");
             let hint = format!("Fix the arguments and call {} again.", entry.provider_name);
             return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
+        }
+        // Last, so that only calls that will run take from the budget.
+        if let Some(refusal) = self.input.policy.take_mutation(entry) {
+            self.seen_calls.remove(&key);
+            return self.refuse(
+                call,
+                arguments,
+                ToolStatus::Blocked,
+                refusal.error,
+                refusal.hint,
+            );
         }
         let timeout = entry.timeout(&self.settings);
         self.batch.invocations.push(ToolInvocation {

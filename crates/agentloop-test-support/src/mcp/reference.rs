@@ -26,6 +26,21 @@ pub fn reference_server_everything() -> (String, Vec<String>) {
     )
 }
 
+/// The command and arguments starting `@modelcontextprotocol/server-filesystem` over stdio,
+/// allowed to work in `root` only.
+pub fn reference_server_filesystem(root: &Path) -> (String, Vec<String>) {
+    let entry = installed(Path::new(
+        "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    ));
+    (
+        "node".to_owned(),
+        vec![
+            entry.to_string_lossy().into_owned(),
+            root.to_string_lossy().into_owned(),
+        ],
+    )
+}
+
 /// The absolute path of `relative` under `test-servers/`, installing the packages if needed.
 #[allow(clippy::panic)]
 fn installed(relative: &Path) -> PathBuf {
