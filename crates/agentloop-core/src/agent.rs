@@ -17,6 +17,7 @@ use uuid::Uuid;
 use crate::{
     catalog::ToolCatalog,
     driver::{Emitter, EventSink, RunServices, drive},
+    hooks::ToolHook,
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
     policy::{MutationLimiter, PolicySettings, RunPolicy, WorkflowSettings},
@@ -316,6 +317,7 @@ pub struct AgentBuilder {
     telemetry: Option<Arc<dyn Telemetry>>,
     policy: PolicySettings,
     workflows: BTreeMap<String, WorkflowSettings>,
+    hooks: Vec<Arc<dyn ToolHook>>,
 }
 
 impl AgentBuilder {
@@ -365,6 +367,12 @@ impl AgentBuilder {
     /// A workflow runs may name (`context.workflow`): they are offered only its tools.
     pub fn workflow(mut self, name: impl Into<String>, workflow: WorkflowSettings) -> Self {
         self.workflows.insert(name.into(), workflow);
+        self
+    }
+
+    /// Runs `hook` around every tool call (after the hooks added before it).
+    pub fn hook(mut self, hook: Arc<dyn ToolHook>) -> Self {
+        self.hooks.push(hook);
         self
     }
 
@@ -441,6 +449,7 @@ impl AgentBuilder {
                 settings: Arc::new(self.settings),
                 counter: self.counter.unwrap_or_else(|| Arc::new(EstimatedTokens)),
                 telemetry: self.telemetry.unwrap_or_else(|| Arc::new(NoTelemetry)),
+                hooks: Arc::new(self.hooks),
             },
             store: self.store,
             workflows: Arc::new(self.workflows),

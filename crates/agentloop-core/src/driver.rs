@@ -11,9 +11,13 @@ use uuid::Uuid;
 
 use crate::{
     catalog::ToolCatalog,
+    hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
-    machine::{RunMachine, RunOutcome, Step, ToolInvocation, ToolResult},
+    machine::{
+        RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome, ToolResult,
+    },
     settings::AgentSettings,
+    settings::ToolSettings,
     store::{RunEnd, StepRecord, Store, StoreError},
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
@@ -85,6 +89,8 @@ pub struct RunServices {
     pub settings: Arc<AgentSettings>,
     pub counter: Arc<dyn TokenCounter>,
     pub telemetry: Arc<dyn Telemetry>,
+    /// Run around every tool call, in order.
+    pub hooks: Arc<Vec<Arc<dyn ToolHook>>>,
 }
 
 /// Where a run's steps are saved.
@@ -281,10 +287,8 @@ async fn run_tools(
     let mut running: FuturesUnordered<_> = invocations
         .into_iter()
         .map(|invocation| {
-            let tool = services
-                .catalog
-                .get(&invocation.tool)
-                .map(|entry| entry.tool.clone());
+            let entry = services.catalog.get(&invocation.tool);
+            let tool = entry.map(|entry| (entry.tool.clone(), entry.settings.clone()));
             let context = ToolContext {
                 run_id: input.run_id,
                 session_id: input.session_id,
@@ -294,7 +298,15 @@ async fn run_tools(
                 workflow: input.context.workflow.clone(),
                 read_only: input.context.read_only,
             };
-            execute(invocation, tool, context, permits.clone(), gate.clone())
+            let hooks = services.hooks.clone();
+            execute(
+                invocation,
+                tool,
+                context,
+                hooks,
+                permits.clone(),
+                gate.clone(),
+            )
         })
         .collect();
     while let Some(result) = running.next().await {
@@ -315,25 +327,29 @@ async fn run_tools(
 
 async fn execute(
     invocation: ToolInvocation,
-    tool: Option<Arc<dyn Tool>>,
+    tool: Option<(Arc<dyn Tool>, ToolSettings)>,
     context: ToolContext,
+    hooks: Arc<Vec<Arc<dyn ToolHook>>>,
     permits: Arc<Semaphore>,
     gate: Arc<RwLock<()>>,
 ) -> ToolResult {
     let ToolInvocation {
         call_id,
         tool: name,
-        arguments,
+        mut arguments,
         timeout,
     } = invocation;
-    let Some(tool) = tool else {
-        return ToolResult {
-            call_id,
-            started_at: crate::clock::now(),
-            duration_ms: 0,
-            outcome: Err(format!("tool {name} is no longer available")),
-        };
+    let Some((tool, settings)) = tool else {
+        let outcome = ToolOutcome::Failed(format!("tool {name} is no longer available"));
+        return ToolResult::new(call_id, 0, outcome);
     };
+    let original = arguments.clone();
+    for hook in hooks.iter() {
+        if let BeforeCall::Skip { reason } = hook.before_call(&name, &mut arguments, &context).await
+        {
+            return ToolResult::new(call_id, 0, ToolOutcome::Skipped(reason));
+        }
+    }
     // Both are only closed when dropped, which cannot happen while we hold the Arcs.
     let _permit = permits.acquire_owned().await.ok();
     let (_shared, _exclusive) = if tool.supports_parallel() {
@@ -344,23 +360,53 @@ async fn execute(
     let started_at = crate::clock::now();
     let started = Instant::now();
     // A task of its own, so that a panicking tool fails its call, not the run.
-    let mut task = tokio::spawn(async move { tool.call(arguments, context).await });
+    let task_arguments = arguments.clone();
+    let task_context = context.clone();
+    let mut task = tokio::spawn(async move { tool.call(task_arguments, task_context).await });
     let outcome = match tokio::time::timeout(timeout, &mut task).await {
-        Ok(Ok(Ok(output))) => Ok(output),
-        Ok(Ok(Err(error))) => Err(error.to_string()),
-        Ok(Err(join_error)) => Err(format!("the tool crashed: {join_error}")),
+        Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
+        Ok(Ok(Err(error))) => ToolOutcome::Failed(error.to_string()),
+        Ok(Err(join_error)) => ToolOutcome::Failed(format!("the tool crashed: {join_error}")),
         Err(_) => {
             task.abort();
-            Err(format!(
+            ToolOutcome::Failed(format!(
                 "timed out after {} s (set [tools.\"{name}\"] timeout_s to allow longer)",
                 timeout.as_secs_f64()
             ))
         }
     };
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let mut side_effects = Vec::new();
+    if let ToolOutcome::Success(output) = &outcome {
+        let completed = CompletedCall {
+            tool: &name,
+            arguments: &arguments,
+            output,
+            context: &context,
+            settings: &settings,
+        };
+        for hook in hooks.iter() {
+            side_effects.push(match hook.after_call(&completed).await {
+                Ok(effect) if effect.note.is_none() && !effect.refresh => continue,
+                Ok(effect) => SideEffectNote {
+                    note: effect.note,
+                    failed: false,
+                    refresh: effect.refresh,
+                },
+                Err(error) => SideEffectNote {
+                    note: Some(error),
+                    failed: true,
+                    refresh: false,
+                },
+            });
+        }
+    }
     ToolResult {
         call_id,
         started_at,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms,
         outcome,
+        arguments: (arguments != original).then_some(arguments),
+        side_effects,
     }
 }

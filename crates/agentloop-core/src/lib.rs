@@ -19,6 +19,7 @@ mod canonical;
 mod catalog;
 mod clock;
 mod driver;
+mod hooks;
 mod llm;
 pub mod machine;
 mod names;
@@ -35,6 +36,7 @@ pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
 pub use driver::{Emitter, EventSink, Persistence, RunServices, drive};
+pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };

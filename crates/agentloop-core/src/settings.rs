@@ -90,14 +90,24 @@ pub struct ToolSettings {
     pub timeout_s: Option<f64>,
     /// Whether the tool changes data; default: from its MCP annotations (`readOnlyHint`).
     pub mutating: Option<bool>,
+    /// After each successful call, `{tool, input, result, context}` is POSTed here; an answer
+    /// `{"note": ..., "refresh": true}` becomes a side effect.
+    pub side_effect_webhook: Option<String>,
 }
 
 impl ToolSettings {
     pub fn validate(&self, tool: &str) -> Result<(), String> {
-        match self.timeout_s {
-            Some(seconds) => check_timeout(&format!("tools.\"{tool}\".timeout_s"), seconds),
-            None => Ok(()),
+        if let Some(seconds) = self.timeout_s {
+            check_timeout(&format!("tools.\"{tool}\".timeout_s"), seconds)?;
         }
+        if let Some(url) = &self.side_effect_webhook
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!(
+                "tools.\"{tool}\".side_effect_webhook must be an http(s) URL, got {url:?}"
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod mcp;
 pub mod postgres;
 pub mod scripted_llm;
+pub mod webhook;
 
 // Not MCP, but found and built the same way as the test MCP server.
 pub use mcp::scripted_llm_path;

@@ -20,6 +20,7 @@
 
 mod config;
 mod runtime;
+mod side_effects;
 
 pub use agentloop_core::protocol::{
     ChatMessage, Event, EventKind, FinalizeReason, MessageKind, Role, RunInfo, RunStatus,
@@ -37,6 +38,7 @@ pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE};
 pub use runtime::{Runtime, RuntimeError};
+pub use side_effects::WebhookSideEffects;
 
 /// The pieces, for callers that need more than the facade.
 pub use agentloop_core as core;

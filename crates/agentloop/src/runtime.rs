@@ -8,6 +8,8 @@ use agentloop_llm::{OpenAiClient, token_counter_for};
 use agentloop_mcp::{McpSource, connect_all};
 use agentloop_store::SqlStore;
 
+use crate::side_effects::WebhookSideEffects;
+
 use crate::config::Config;
 
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +20,8 @@ pub enum RuntimeError {
     Agent(#[from] AgentError),
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
+    #[error("cannot set up the side-effect webhooks: {0}")]
+    Webhooks(#[from] reqwest::Error),
 }
 
 /// A configured agent and the MCP servers it started.
@@ -64,6 +68,13 @@ impl Runtime {
             builder = builder.workflow(name.clone(), workflow.clone());
         }
         builder = builder.policy(config.policy.clone());
+        if config
+            .tools
+            .values()
+            .any(|tool| tool.side_effect_webhook.is_some())
+        {
+            builder = builder.hook(Arc::new(WebhookSideEffects::new()?));
+        }
         for server in &servers {
             builder = builder.source(server.clone());
         }

@@ -17,14 +17,51 @@ pub struct ToolInvocation {
     pub timeout: Duration,
 }
 
-/// What the driver reports for one executed call.
+/// What the driver reports for one call it was given.
 #[derive(Debug, Clone)]
 pub struct ToolResult {
     pub call_id: String,
     pub started_at: DateTime<Utc>,
     pub duration_ms: u64,
-    /// The output, or a message saying why the call failed (tool error, timeout, crash).
-    pub outcome: Result<crate::tool::ToolOutput, String>,
+    pub outcome: ToolOutcome,
+    /// The arguments the call ran with, when a hook rewrote them.
+    pub arguments: Option<Value>,
+    /// What after-call hooks reported, in their order.
+    pub side_effects: Vec<SideEffectNote>,
+}
+
+impl ToolResult {
+    /// A result with no hook involved.
+    pub fn new(call_id: impl Into<String>, duration_ms: u64, outcome: ToolOutcome) -> Self {
+        Self {
+            call_id: call_id.into(),
+            started_at: crate::clock::now(),
+            duration_ms,
+            outcome,
+            arguments: None,
+            side_effects: Vec::new(),
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone)]
+pub enum ToolOutcome {
+    Success(crate::tool::ToolOutput),
+    /// The tool failed, timed out or crashed; the message says which.
+    Failed(String),
+    /// A hook skipped the call; the reason goes to the model.
+    Skipped(String),
+}
+
+/// One side effect of a successful call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideEffectNote {
+    /// What happened (or, when `failed`, how it failed); `None` for a bare refresh request.
+    pub note: Option<String>,
+    /// The side effect failed; `note` says how.
+    pub failed: bool,
+    pub refresh: bool,
 }
 
 /// Where a call of the batch stands.
@@ -48,6 +85,8 @@ pub(crate) struct Slot {
     pub state: SlotState,
     /// Its record was already handed over for persistence (executed calls, as they end).
     pub recorded: bool,
+    /// What its after-call hooks reported.
+    pub side_effects: Vec<SideEffectNote>,
 }
 
 #[derive(Debug, Default)]

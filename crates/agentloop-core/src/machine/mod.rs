@@ -23,7 +23,7 @@ use agentloop_protocol::{
 use serde_json::json;
 use uuid::Uuid;
 
-pub use batch::{ToolInvocation, ToolResult};
+pub use batch::{SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
 use crate::{
@@ -151,6 +151,8 @@ pub struct RunMachine {
     failure_streaks: HashMap<String, u32>,
     withdrawn: BTreeSet<String>,
     finalize_reason: Option<FinalizeReason>,
+    /// A side effect asked the client to refresh its view.
+    should_refresh: bool,
     batch: Batch,
     outbox: Vec<EventKind>,
     outcome: Option<RunOutcome>,
@@ -208,6 +210,7 @@ impl RunMachine {
             failure_streaks: HashMap::new(),
             withdrawn: BTreeSet::new(),
             finalize_reason: None,
+            should_refresh: false,
             batch: Batch::default(),
             outbox: Vec::new(),
             outcome: None,
@@ -398,7 +401,7 @@ impl RunMachine {
             tools_used: self.tools_used,
             message_id,
             usage: self.usage,
-            should_refresh: false,
+            should_refresh: self.should_refresh,
         });
         let outcome = RunOutcome {
             run_id: self.input.run_id,
@@ -413,7 +416,7 @@ impl RunMachine {
             messages: self.turn.clone(),
             usage: self.usage,
             message_id,
-            should_refresh: false,
+            should_refresh: self.should_refresh,
         };
         self.outcome = Some(outcome.clone());
         Step::Finished(Box::new(outcome))

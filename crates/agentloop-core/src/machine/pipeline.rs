@@ -9,7 +9,10 @@ use serde_json::Value;
 
 use super::{
     Phase, RunMachine, Step,
-    batch::{Batch, Slot, SlotState, ToolInvocation, ToolResult, parse_arguments, refused_record},
+    batch::{
+        Batch, Slot, SlotState, ToolInvocation, ToolOutcome, ToolResult, parse_arguments,
+        refused_record,
+    },
     text::{self, bound},
 };
 use crate::canonical::canonical_json;
@@ -30,15 +33,16 @@ impl RunMachine {
         if !matches!(slot.state, SlotState::Running) {
             return None;
         }
+        let ran = !matches!(result.outcome, ToolOutcome::Skipped(_));
         let (status, output, structured, error, message) = match result.outcome {
-            Ok(output) => (
+            ToolOutcome::Success(output) => (
                 ToolStatus::Success,
                 Some(output.text.clone()),
                 output.structured,
                 None,
                 output.text,
             ),
-            Err(error) => {
+            ToolOutcome::Failed(error) => {
                 let message = text::tool_error_message(
                     ToolStatus::Error,
                     &error,
@@ -47,7 +51,18 @@ impl RunMachine {
                 );
                 (ToolStatus::Error, None, None, Some(error), message)
             }
+            ToolOutcome::Skipped(reason) => {
+                let message = text::tool_error_message(
+                    ToolStatus::Skipped,
+                    &reason,
+                    "The call was not run. Do not repeat it; go on without it or tell the user.",
+                );
+                (ToolStatus::Skipped, None, None, Some(reason), message)
+            }
         };
+        if let Some(arguments) = result.arguments {
+            slot.arguments = arguments;
+        }
         let record = ToolExecutionRecord {
             call_id: slot.call.id.clone(),
             iteration,
@@ -69,13 +84,33 @@ impl RunMachine {
             error,
         };
         slot.recorded = true;
+        let call_id = record.call_id.clone();
+        let tool = record.tool.clone();
         self.new_records.push(record.clone());
         slot.state = SlotState::Resolved {
             record: Box::new(record),
             message,
         };
-        self.tools_used += 1;
+        slot.side_effects = result.side_effects.clone();
+        if ran {
+            self.tools_used += 1;
+        }
         self.emit(event);
+        for effect in result.side_effects {
+            self.should_refresh |= effect.refresh;
+            if let Some(note) = effect.note {
+                let note = if effect.failed {
+                    text::side_effect_error(&note)
+                } else {
+                    note
+                };
+                self.emit(EventKind::SideEffect {
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    note,
+                });
+            }
+        }
         (self.batch.running() == 0).then(|| self.finish_batch())
     }
 
@@ -216,6 +251,7 @@ impl RunMachine {
             arguments,
             state: SlotState::Running,
             recorded: false,
+            side_effects: Vec::new(),
         }
     }
 
@@ -245,6 +281,7 @@ impl RunMachine {
                 message,
             },
             recorded: false,
+            side_effects: Vec::new(),
         }
     }
 
@@ -299,6 +336,7 @@ impl RunMachine {
             arguments,
             state,
             recorded: false,
+            side_effects: Vec::new(),
         }
     }
 
@@ -309,6 +347,7 @@ impl RunMachine {
         let slots = std::mem::take(&mut self.batch.slots);
         let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
             Vec::with_capacity(slots.len());
+        let mut notes = Vec::new();
         for slot in slots {
             let (record, message) = match slot.state {
                 SlotState::Resolved { record, message } => (*record, message),
@@ -350,6 +389,11 @@ impl RunMachine {
                     (record, message)
                 }
             };
+            notes.extend(
+                slot.side_effects
+                    .iter()
+                    .filter_map(text::side_effect_message),
+            );
             resolved.push((slot.call, record, message, slot.recorded));
         }
         for (call, record, message, recorded) in resolved {
@@ -362,6 +406,10 @@ impl RunMachine {
             self.record_by_call
                 .insert(record.call_id.clone(), self.records.len());
             self.records.push(record);
+        }
+        // After all results: providers want a turn's results right after its tool calls.
+        for note in notes {
+            self.push_message(MessageKind::Note, ChatMessage::system(note), Value::Null);
         }
         if self.duplicates >= 2 {
             self.force_finalize(FinalizeReason::DuplicateCalls)

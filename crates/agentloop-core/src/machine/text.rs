@@ -45,6 +45,21 @@ pub fn duplicate_message(
     payload.to_string()
 }
 
+/// The note a side effect adds to the conversation (none for a bare refresh request).
+pub fn side_effect_message(effect: &super::batch::SideEffectNote) -> Option<String> {
+    let note = effect.note.as_deref()?;
+    Some(if effect.failed {
+        side_effect_error(note)
+    } else {
+        format!("[Side Effect] {note}")
+    })
+}
+
+/// A side effect that failed; the run goes on.
+pub fn side_effect_error(error: &str) -> String {
+    format!("[Side Effect Error] {error}")
+}
+
 /// The instruction appended (after the stable system prompt and the conversation) to the forced
 /// summary call.
 pub fn finalize_instruction(reason: FinalizeReason) -> String {
