@@ -6,6 +6,8 @@ use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
 use serde_json::Value;
 
 type Answer = dyn Fn(&Value) -> (u16, Value) + Send + Sync;
+/// What the endpoint shares: the bodies received, and how to answer.
+type Shared = (Arc<Mutex<Vec<Value>>>, Arc<Answer>);
 
 /// An HTTP endpoint on 127.0.0.1 that keeps every JSON body POSTed to it.
 pub struct RecordingWebhook {
@@ -19,7 +21,7 @@ impl RecordingWebhook {
     #[allow(clippy::expect_used)] // test support: no port, no test
     pub async fn start(answer: impl Fn(&Value) -> (u16, Value) + Send + Sync + 'static) -> Self {
         let received = Arc::new(Mutex::new(Vec::new()));
-        let state: (Arc<Mutex<Vec<Value>>>, Arc<Answer>) = (received.clone(), Arc::new(answer));
+        let state: Shared = (received.clone(), Arc::new(answer));
         let app = Router::new()
             .route("/hook", post(receive))
             .with_state(state);
@@ -60,7 +62,7 @@ impl Drop for RecordingWebhook {
 }
 
 async fn receive(
-    State((received, answer)): State<(Arc<Mutex<Vec<Value>>>, Arc<Answer>)>,
+    State((received, answer)): State<Shared>,
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
     let (status, reply) = answer(&body);
