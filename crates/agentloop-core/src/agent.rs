@@ -318,6 +318,7 @@ pub struct AgentBuilder {
     policy: PolicySettings,
     workflows: BTreeMap<String, WorkflowSettings>,
     hooks: Vec<Arc<dyn ToolHook>>,
+    descriptions: BTreeMap<String, String>,
 }
 
 impl AgentBuilder {
@@ -367,6 +368,13 @@ impl AgentBuilder {
     /// A workflow runs may name (`context.workflow`): they are offered only its tools.
     pub fn workflow(mut self, name: impl Into<String>, workflow: WorkflowSettings) -> Self {
         self.workflows.insert(name.into(), workflow);
+        self
+    }
+
+    /// Extra documentation for tools' descriptions, by tool name (see
+    /// [`crate::parse_tool_descriptions`]).
+    pub fn tool_descriptions(mut self, descriptions: BTreeMap<String, String>) -> Self {
+        self.descriptions = descriptions;
         self
     }
 
@@ -424,7 +432,8 @@ impl AgentBuilder {
                 )),
             }
         }
-        let catalog = ToolCatalog::new(tools, &self.tool_settings);
+        let catalog =
+            ToolCatalog::with_descriptions(tools, &self.tool_settings, &self.descriptions);
         warnings.extend(catalog.warnings().iter().cloned());
         for (name, workflow) in &self.workflows {
             for pattern in &workflow.tools {

@@ -93,6 +93,16 @@ impl ToolCatalog {
     /// already taken, a schema that does not compile, settings for a tool that does not exist)
     /// are kept as warnings.
     pub fn new(tools: Vec<Arc<dyn Tool>>, settings: &BTreeMap<String, ToolSettings>) -> Self {
+        Self::with_descriptions(tools, settings, &BTreeMap::new())
+    }
+
+    /// Like [`ToolCatalog::new`], extending each tool's description with its section of the
+    /// tool descriptions file; a section for a tool that does not exist is a warning.
+    pub fn with_descriptions(
+        tools: Vec<Arc<dyn Tool>>,
+        settings: &BTreeMap<String, ToolSettings>,
+        descriptions: &BTreeMap<String, String>,
+    ) -> Self {
         let mut catalog = ToolCatalog::default();
         let mut taken = HashSet::new();
         for tool in tools {
@@ -121,9 +131,14 @@ impl ToolCatalog {
             catalog
                 .by_provider_name
                 .insert(provider_name.clone(), index);
+            let description = match descriptions.get(&info.name) {
+                Some(extra) if info.description.is_empty() => extra.clone(),
+                Some(extra) => format!("{}\n\n{extra}", info.description),
+                None => info.description.clone(),
+            };
             let spec = ToolSpec {
                 name: provider_name.clone(),
-                description: info.description.clone(),
+                description,
                 parameters: Arc::new(info.input_schema.clone()),
             };
             catalog.entries.push(CatalogEntry {
@@ -138,6 +153,14 @@ impl ToolCatalog {
             if !catalog.by_name.contains_key(name) {
                 catalog.warnings.push(format!(
                     "[tools.\"{name}\"] in the configuration names a tool that no server offers"
+                ));
+            }
+        }
+        for name in descriptions.keys() {
+            if !catalog.by_name.contains_key(name) {
+                catalog.warnings.push(format!(
+                    "the tool descriptions file has a section \"## {name}\" for a tool that no \
+                     server offers"
                 ));
             }
         }

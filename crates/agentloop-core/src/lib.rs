@@ -18,6 +18,7 @@ mod agent;
 mod canonical;
 mod catalog;
 mod clock;
+mod descriptions;
 mod driver;
 mod hooks;
 mod llm;
@@ -35,6 +36,7 @@ pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
+pub use descriptions::parse_tool_descriptions;
 pub use driver::{Emitter, EventSink, Persistence, RunServices, drive};
 pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
 pub use llm::{

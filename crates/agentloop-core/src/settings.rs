@@ -1,6 +1,6 @@
 //! The `[agent]` and `[tools."server.tool"]` sections of the configuration.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,8 @@ pub struct AgentSettings {
     pub tool_failure_limit: u32,
     /// Default time limit of a tool call, in seconds (per tool: `[tools."x"] timeout_s`).
     pub tool_timeout_s: f64,
+    /// A Markdown file with one `## server.tool` section per tool, extending its description.
+    pub tool_descriptions: Option<PathBuf>,
 }
 
 impl Default for AgentSettings {
@@ -41,6 +43,7 @@ impl Default for AgentSettings {
             max_consecutive_failures: 2,
             tool_failure_limit: 3,
             tool_timeout_s: 60.0,
+            tool_descriptions: None,
         }
     }
 }
@@ -93,6 +96,9 @@ pub struct ToolSettings {
     /// After each successful call, `{tool, input, result, context}` is POSTed here; an answer
     /// `{"note": ..., "refresh": true}` becomes a side effect.
     pub side_effect_webhook: Option<String>,
+    /// A successful call ends the run: its result's `summary` (or its text) is the answer, with
+    /// no further LLM call.
+    pub finalize: bool,
 }
 
 impl ToolSettings {

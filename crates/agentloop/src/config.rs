@@ -158,6 +158,13 @@ impl Config {
     /// `args = ["tools.py"]` works from anywhere) and a relative SQLite database lives next to
     /// it.
     fn resolve_paths(&mut self, base: &Path) {
+        if let Some(file) = self.agent.tool_descriptions.take() {
+            self.agent.tool_descriptions = Some(if file.is_relative() {
+                base.join(file)
+            } else {
+                file
+            });
+        }
         if let Some(relative) = self.store.url.strip_prefix("sqlite://")
             && !relative.starts_with('/')
             && base != Path::new(".")

@@ -22,6 +22,11 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error("cannot set up the side-effect webhooks: {0}")]
     Webhooks(#[from] reqwest::Error),
+    #[error("cannot read the tool descriptions file {path} (agent.tool_descriptions): {source}")]
+    ToolDescriptions {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A configured agent and the MCP servers it started.
@@ -47,6 +52,18 @@ impl Runtime {
         customize: impl FnOnce(AgentBuilder) -> AgentBuilder,
     ) -> Result<Runtime, RuntimeError> {
         let llm = OpenAiClient::new(config.llm.clone())?;
+        let descriptions = match &config.agent.tool_descriptions {
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => agentloop_core::parse_tool_descriptions(&text),
+                Err(source) => {
+                    return Err(RuntimeError::ToolDescriptions {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            },
+            None => Default::default(),
+        };
         let (store, (servers, failures)) = futures::join!(
             SqlStore::connect(&config.store.url),
             connect_all(&config.mcp_servers)
@@ -67,7 +84,9 @@ impl Runtime {
         for (name, workflow) in &config.workflows {
             builder = builder.workflow(name.clone(), workflow.clone());
         }
-        builder = builder.policy(config.policy.clone());
+        builder = builder
+            .policy(config.policy.clone())
+            .tool_descriptions(descriptions);
         if config
             .tools
             .values()

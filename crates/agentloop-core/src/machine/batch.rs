@@ -87,6 +87,8 @@ pub(crate) struct Slot {
     pub recorded: bool,
     /// What its after-call hooks reported.
     pub side_effects: Vec<SideEffectNote>,
+    /// The answer, when a finalize tool succeeded.
+    pub final_answer: Option<String>,
 }
 
 #[derive(Debug, Default)]

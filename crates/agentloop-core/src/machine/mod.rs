@@ -153,6 +153,8 @@ pub struct RunMachine {
     finalize_reason: Option<FinalizeReason>,
     /// A side effect asked the client to refresh its view.
     should_refresh: bool,
+    /// Documents tools returned (`documents: [...]`), kept with the run's trace.
+    documents: Vec<serde_json::Value>,
     batch: Batch,
     outbox: Vec<EventKind>,
     outcome: Option<RunOutcome>,
@@ -211,6 +213,7 @@ impl RunMachine {
             withdrawn: BTreeSet::new(),
             finalize_reason: None,
             should_refresh: false,
+            documents: Vec::new(),
             batch: Batch::default(),
             outbox: Vec::new(),
             outcome: None,
@@ -388,7 +391,10 @@ impl RunMachine {
                 "Execution trace of this run:\n{}",
                 records_digest(&self.records)
             ));
-            let metadata = json!({ "execution_trace": self.records });
+            let mut metadata = json!({ "execution_trace": self.records });
+            if !self.documents.is_empty() {
+                metadata["documents"] = json!(self.documents);
+            }
             self.push_message(MessageKind::Trace, trace, metadata);
         }
         let message_id = answer.as_ref().map(|answer| {

@@ -3,7 +3,8 @@
 //! resolved in the order the model issued the calls.
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, MessageKind, ToolCall, ToolExecutionRecord, ToolStatus,
+    ChatMessage, EventKind, FinalizeReason, MessageKind, RunStatus, ToolCall, ToolExecutionRecord,
+    ToolStatus,
 };
 use serde_json::Value;
 
@@ -34,6 +35,16 @@ impl RunMachine {
             return None;
         }
         let ran = !matches!(result.outcome, ToolOutcome::Skipped(_));
+        if let ToolOutcome::Success(output) = &result.outcome {
+            self.documents.extend(text::documents(output));
+            let finalize = self
+                .catalog
+                .get(&slot.call.name)
+                .is_some_and(|entry| entry.settings.finalize);
+            if finalize {
+                slot.final_answer = Some(text::finalize_answer(output));
+            }
+        }
         let (status, output, structured, error, message) = match result.outcome {
             ToolOutcome::Success(output) => (
                 ToolStatus::Success,
@@ -252,6 +263,7 @@ impl RunMachine {
             state: SlotState::Running,
             recorded: false,
             side_effects: Vec::new(),
+            final_answer: None,
         }
     }
 
@@ -282,6 +294,7 @@ impl RunMachine {
             },
             recorded: false,
             side_effects: Vec::new(),
+            final_answer: None,
         }
     }
 
@@ -337,6 +350,7 @@ impl RunMachine {
             state,
             recorded: false,
             side_effects: Vec::new(),
+            final_answer: None,
         }
     }
 
@@ -348,6 +362,7 @@ impl RunMachine {
         let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
             Vec::with_capacity(slots.len());
         let mut notes = Vec::new();
+        let mut final_answer = None;
         for slot in slots {
             let (record, message) = match slot.state {
                 SlotState::Resolved { record, message } => (*record, message),
@@ -394,6 +409,9 @@ impl RunMachine {
                     .iter()
                     .filter_map(text::side_effect_message),
             );
+            if final_answer.is_none() {
+                final_answer = slot.final_answer.clone();
+            }
             resolved.push((slot.call, record, message, slot.recorded));
         }
         for (call, record, message, recorded) in resolved {
@@ -410,6 +428,11 @@ impl RunMachine {
         // After all results: providers want a turn's results right after its tool calls.
         for note in notes {
             self.push_message(MessageKind::Note, ChatMessage::system(note), Value::Null);
+        }
+        if let Some(answer) = final_answer {
+            // A finalize tool answered: no further LLM call.
+            let answer = self.emit_answer(answer);
+            return self.finish(RunStatus::Completed, Some(answer), None);
         }
         if self.duplicates >= 2 {
             self.force_finalize(FinalizeReason::DuplicateCalls)

@@ -45,6 +45,31 @@ pub fn duplicate_message(
     payload.to_string()
 }
 
+/// The answer a finalize tool's result gives: its `summary`, else its text.
+pub fn finalize_answer(output: &crate::tool::ToolOutput) -> String {
+    structured_field(output, "summary")
+        .and_then(|summary| summary.as_str().map(str::to_string))
+        .filter(|summary| !summary.trim().is_empty())
+        .unwrap_or_else(|| output.text.clone())
+}
+
+/// The documents a result carries (`documents: [...]`), for the run's trace.
+pub fn documents(output: &crate::tool::ToolOutput) -> Vec<serde_json::Value> {
+    match structured_field(output, "documents") {
+        Some(serde_json::Value::Array(documents)) => documents,
+        _ => Vec::new(),
+    }
+}
+
+/// A field of the result's JSON object: its structured form, else its text parsed as JSON.
+fn structured_field(output: &crate::tool::ToolOutput, field: &str) -> Option<serde_json::Value> {
+    let value = match &output.structured {
+        Some(value) => value.clone(),
+        None => serde_json::from_str(&output.text).ok()?,
+    };
+    value.get(field).cloned()
+}
+
 /// The note a side effect adds to the conversation (none for a bare refresh request).
 pub fn side_effect_message(effect: &super::batch::SideEffectNote) -> Option<String> {
     let note = effect.note.as_deref()?;
