@@ -84,6 +84,21 @@ impl StepView {
                     status.as_str()
                 ));
             }
+            EventKind::SideEffect { tool, note, .. } => {
+                self.line(&format!("    ↳ {tool}: {note}"));
+            }
+            EventKind::InputRequired {
+                calls, question, ..
+            } => {
+                self.clear();
+                match question {
+                    Some(question) if calls.is_empty() => eprintln!("? {question}"),
+                    _ => eprintln!(
+                        "! {} waiting for your approval",
+                        count(calls.len() as u64, "call")
+                    ),
+                }
+            }
             EventKind::DuplicateDetected { tool, .. } => {
                 self.line(&format!("    ↺ {tool}: repeated call, not run again"));
             }

@@ -250,3 +250,63 @@ async fn help_is_there_for_every_subcommand() {
         );
     }
 }
+
+/// Runs `agentloop ARGS` in `dir` with `input` on stdin.
+async fn agentloop_with_input(
+    dir: &std::path::Path,
+    args: &[&str],
+    input: &str,
+) -> std::process::Output {
+    use std::io::Write;
+    let mut child = common::command(dir)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn run_asks_for_approval_on_the_terminal() {
+    for (typed, ran, answer) in [("y\n", 1, "Recorded."), ("n\n", 0, "Not recorded.")] {
+        let llm = ScriptedLlm::start(vec![
+            Reply::tool_call("test__record", json!({"note": "ship it"})),
+            Reply::text(answer),
+        ])
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.jsonl");
+        write_config(
+            dir.path(),
+            &llm.base_url(),
+            &format!(
+                "[tools.\"test.record\"]\nneeds_approval = true\n[mcp_servers.test.env]\nAGENTLOOP_TEST_MCP_LOG = \"{}\"\n",
+                log.display()
+            ),
+        );
+        let output = agentloop_with_input(dir.path(), &["run", "record it"], typed).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let steps = stderr(&output);
+        assert!(
+            steps.contains("1 call waiting for your approval"),
+            "{steps}"
+        );
+        assert!(
+            steps.contains("approve test.record {\"note\":\"ship it\"}? [y/N]"),
+            "{steps}"
+        );
+        assert_eq!(stdout(&output), format!("{answer}\n"));
+        let executed = agentloop_test_support::mcp::read_test_mcp_log(&log);
+        assert_eq!(executed.len(), ran, "{typed:?}: {executed:?}");
+    }
+}

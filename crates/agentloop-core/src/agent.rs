@@ -167,20 +167,7 @@ impl Agent {
             .map_or(settings.max_iterations, |wanted| {
                 wanted.clamp(1, settings.max_iterations)
             });
-        let context = &request.context;
-        let limit_key = context
-            .entity_id
-            .clone()
-            .or_else(|| context.user_id.clone())
-            .unwrap_or_else(|| crate::session_run::DEFAULT_USER.to_string());
-        let policy = RunPolicy::for_run(
-            context.read_only,
-            context.workflow.as_deref(),
-            &self.workflows,
-            self.limiter.clone(),
-            limit_key,
-        );
-        let (policy, refused) = match policy {
+        let (policy, refused) = match self.policy_for(&request.context) {
             Ok(policy) => (policy, None),
             Err(message) => (RunPolicy::default(), Some(message)),
         };
@@ -208,6 +195,22 @@ impl Agent {
             let _ = machine.fail("unknown_workflow", message);
         }
         machine
+    }
+
+    /// The rules of a run with `context` (an error names an unknown workflow).
+    pub fn policy_for(&self, context: &RunContext) -> Result<RunPolicy, String> {
+        let limit_key = context
+            .entity_id
+            .clone()
+            .or_else(|| context.user_id.clone())
+            .unwrap_or_else(|| crate::session_run::DEFAULT_USER.to_string());
+        RunPolicy::for_run(
+            context.read_only,
+            context.workflow.as_deref(),
+            &self.workflows,
+            self.limiter.clone(),
+            limit_key,
+        )
     }
 
     /// Starts a run in its own task; its events arrive through the returned handle.

@@ -14,7 +14,8 @@ use crate::{
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
-        RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome, ToolResult,
+        PausedRun, RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome,
+        ToolResult,
     },
     settings::AgentSettings,
     settings::ToolSettings,
@@ -111,12 +112,24 @@ pub async fn drive(
     cancel: CancellationToken,
     persistence: Option<Persistence>,
 ) -> RunOutcome {
+    let step = machine.start();
+    drive_from(machine, step, services, emitter, cancel, persistence).await
+}
+
+/// Like [`drive`], from `step` of a machine already under way (a paused run that resumes).
+pub async fn drive_from(
+    mut machine: RunMachine,
+    mut step: Step,
+    services: RunServices,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+    persistence: Option<Persistence>,
+) -> RunOutcome {
     let mut writer = StepWriter {
         persistence,
         deltas: Vec::new(),
         telemetry: services.telemetry.clone(),
     };
-    let mut step = machine.start();
     loop {
         if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
             tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run");
@@ -245,6 +258,13 @@ impl StepWriter {
                         failure: outcome.failure.clone(),
                         finalize_reason: outcome.finalize_reason,
                         finished_at: crate::clock::now(),
+                        snapshot: machine.snapshot().and_then(|snapshot| {
+                            let paused = PausedRun {
+                                snapshot,
+                                last_seq: emitter.last_seq(),
+                            };
+                            serde_json::to_value(paused).ok()
+                        }),
                     }),
                     _ => None,
                 };

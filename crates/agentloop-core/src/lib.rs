@@ -37,17 +37,20 @@ pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;
-pub use driver::{Emitter, EventSink, Persistence, RunServices, drive};
+pub use driver::{Emitter, EventSink, Persistence, RunServices, drive, drive_from};
 pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
-pub use machine::{MachineChanges, RunContext, RunFailure, RunInput, RunMachine, RunOutcome, Step};
+pub use machine::{
+    InputAnswer, MachineChanges, PausedRun, RunContext, RunFailure, RunInput, RunMachine,
+    RunOutcome, RunSnapshot, Step,
+};
 pub use names::sanitize as provider_safe_name;
 pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
 };
-pub use session_run::{DEFAULT_USER, SESSION_LEASE};
+pub use session_run::{DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE};
 pub use settings::{AgentSettings, ToolSettings};
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,

@@ -175,3 +175,159 @@ async fn renew_lease(store: Arc<dyn Store>, session_id: Uuid, run_id: Uuid) {
 fn title(query: &str) -> String {
     crate::machine::one_line(query, 80)
 }
+
+/// Why a paused run cannot resume.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResumeError {
+    #[error("the agent has no store: only runs saved in a store can pause and resume")]
+    NoStore,
+    #[error("run {0} is not waiting for input")]
+    NotPaused(Uuid),
+    /// The answer does not fit what the run waits for; the run stays paused.
+    #[error("{0}")]
+    InvalidAnswer(String),
+    #[error("the paused run cannot be read: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A paused run, restored and given its answer, ready to be driven on.
+pub struct Resumed {
+    machine: crate::machine::RunMachine,
+    step: crate::machine::Step,
+    last_seq: u64,
+    save_chat: bool,
+    store: Arc<dyn Store>,
+}
+
+impl Resumed {
+    pub fn run_id(&self) -> Uuid {
+        self.machine.run_id()
+    }
+
+    pub fn session_id(&self) -> Uuid {
+        self.machine.input().session_id
+    }
+
+    /// The seq of the last event before the pause; the resumed run's events follow it.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+}
+
+impl Agent {
+    /// Restores the paused run `run_id` from the store and applies `answer` (approvals or
+    /// denials). Nothing runs yet: drive it with [`Agent::run_resumed`]. An answer that does
+    /// not fit leaves the run paused.
+    pub async fn resume(
+        &self,
+        run_id: Uuid,
+        answer: &crate::machine::InputAnswer,
+    ) -> Result<Resumed, ResumeError> {
+        let (mut machine, last_seq, save_chat, store) = self.restore_paused(run_id).await?;
+        let step = machine.resume(answer).map_err(ResumeError::InvalidAnswer)?;
+        claim(store.as_ref(), run_id).await?;
+        Ok(Resumed {
+            machine,
+            step,
+            last_seq,
+            save_chat,
+            store,
+        })
+    }
+
+    /// Cancels the paused run `run_id`: its waiting calls are skipped and it ends `cancelled`.
+    pub async fn cancel_paused(&self, run_id: Uuid) -> Result<Resumed, ResumeError> {
+        let (mut machine, last_seq, save_chat, store) = self.restore_paused(run_id).await?;
+        let step = machine.cancel();
+        claim(store.as_ref(), run_id).await?;
+        Ok(Resumed {
+            machine,
+            step,
+            last_seq,
+            save_chat,
+            store,
+        })
+    }
+
+    /// Drives a resumed run to its end (or its next pause), saving each step and sending its
+    /// events, numbered after the ones before the pause, to `sink`.
+    pub async fn run_resumed(
+        &self,
+        resumed: Resumed,
+        sink: Arc<dyn crate::driver::EventSink>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        let Resumed {
+            machine,
+            step,
+            last_seq,
+            save_chat,
+            store,
+        } = resumed;
+        let run_id = machine.run_id();
+        let session_id = machine.input().session_id;
+        let mut emitter = Emitter::resuming(run_id, last_seq, sink);
+        let renewal = tokio::spawn(renew_lease(store.clone(), session_id, run_id));
+        let persistence = Persistence {
+            store,
+            save_messages: save_chat,
+        };
+        let services = self.services().clone();
+        let outcome = crate::driver::drive_from(
+            machine,
+            step,
+            services,
+            &mut emitter,
+            cancel,
+            Some(persistence),
+        )
+        .await;
+        renewal.abort();
+        outcome
+    }
+
+    async fn restore_paused(
+        &self,
+        run_id: Uuid,
+    ) -> Result<(crate::machine::RunMachine, u64, bool, Arc<dyn Store>), ResumeError> {
+        let store = self.store().cloned().ok_or(ResumeError::NoStore)?;
+        let value = store
+            .paused_run(run_id)
+            .await?
+            .ok_or(ResumeError::NotPaused(run_id))?;
+        let paused: crate::machine::PausedRun = serde_json::from_value(value)
+            .map_err(|error| ResumeError::Corrupt(error.to_string()))?;
+        let save_chat = store
+            .run(run_id)
+            .await?
+            .map(|run| run.save_chat)
+            .unwrap_or(true);
+        let policy = self
+            .policy_for(&paused_context(&paused))
+            .map_err(ResumeError::Corrupt)?;
+        let machine = crate::machine::RunMachine::restore(
+            paused.snapshot,
+            policy,
+            self.settings().clone(),
+            self.catalog().clone(),
+            self.services().counter.clone(),
+        )
+        .map_err(ResumeError::Corrupt)?;
+        Ok((machine, paused.last_seq, save_chat, store))
+    }
+}
+
+/// Takes the paused run for this caller, or says it no longer waits (someone else resumed it).
+async fn claim(store: &dyn Store, run_id: Uuid) -> Result<(), ResumeError> {
+    if store.claim_paused_run(run_id).await? {
+        Ok(())
+    } else {
+        Err(ResumeError::NotPaused(run_id))
+    }
+}
+
+fn paused_context(paused: &crate::machine::PausedRun) -> crate::machine::RunContext {
+    paused.snapshot.context().clone()
+}

@@ -99,6 +99,8 @@ pub struct ToolSettings {
     /// A successful call ends the run: its result's `summary` (or its text) is the answer, with
     /// no further LLM call.
     pub finalize: bool,
+    /// A call pauses the run until a human approves or denies it.
+    pub needs_approval: bool,
 }
 
 impl ToolSettings {

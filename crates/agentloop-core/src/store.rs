@@ -69,6 +69,8 @@ pub struct RunEnd {
     pub failure: Option<RunFailure>,
     pub finalize_reason: Option<FinalizeReason>,
     pub finished_at: DateTime<Utc>,
+    /// For a run that pauses (`awaiting_input`): what it needs to resume.
+    pub snapshot: Option<Value>,
 }
 
 /// Everything one step of a run changed, written at once before its events are emitted.
@@ -82,7 +84,8 @@ pub struct StepRecord {
     pub records: Vec<ToolExecutionRecord>,
     pub events: Vec<Event>,
     pub progress: RunProgress,
-    /// Set on the last step: the run's final status, and the session is released.
+    /// Set on the last step: the run's final status, and the session is released; or the run
+    /// pauses (`awaiting_input`), keeping its session until it resumes.
     pub end: Option<RunEnd>,
 }
 
@@ -146,8 +149,17 @@ pub trait Store: Send + Sync {
     /// Records the start of a run (status `running`).
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError>;
 
-    /// Writes one step atomically; with `end`, also the final status, and releases the session.
+    /// Writes one step atomically; with `end`, also the final status, and releases the session
+    /// (a paused run keeps it, and its snapshot is stored). A step without `end` marks the run
+    /// `running` (again, for a run that resumes).
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError>;
+
+    /// The snapshot of a run that waits for input; `None` for any other run.
+    async fn paused_run(&self, id: Uuid) -> Result<Option<Value>, StoreError>;
+
+    /// Takes a paused run to resume it: true for exactly one caller, however many try at once
+    /// (in this process or another); false when the run no longer waits for input.
+    async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError>;
 
     async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError>;
 

@@ -66,22 +66,7 @@ fn yes() -> bool {
 impl RunBody {
     /// Parses and checks a body.
     pub fn parse(bytes: &[u8]) -> Result<RunBody, ApiError> {
-        let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
-        let body: RunBody = serde_path_to_error::deserialize(deserializer).map_err(|error| {
-            let inner = error.inner();
-            if inner.is_syntax() || inner.is_eof() {
-                return ApiError::bad_request(
-                    "invalid_json",
-                    format!("the body is not valid JSON: {inner}"),
-                );
-            }
-            let field = field_of(&error.path().to_string(), &inner.to_string());
-            ApiError::bad_request(
-                "invalid_body",
-                format!("{field}: {}", plain(&inner.to_string())),
-            )
-            .with_details(json!({ "field": field }))
-        })?;
+        let body: RunBody = parse_json(bytes)?;
         body.check()?;
         Ok(body)
     }
@@ -211,4 +196,46 @@ mod tests {
         }
         assert_eq!(error("[]").code, "invalid_body");
     }
+}
+
+/// The body of `POST /v1/runs/{id}/input`: a decision on the calls waiting for approval.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputBody {
+    /// Ids of the calls allowed to run (`input_required.calls[].call_id`).
+    #[serde(default)]
+    pub approve: Vec<String>,
+    /// Ids of the calls that must not run; the model is told they were denied.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Answer with the run's further events (`text/event-stream`, the default) or, when false,
+    /// with the finished run as JSON.
+    #[serde(default = "yes")]
+    pub stream: bool,
+}
+
+impl InputBody {
+    pub fn parse(bytes: &[u8]) -> Result<InputBody, ApiError> {
+        parse_json(bytes)
+    }
+}
+
+/// Parses a JSON body; a problem names its field.
+fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let inner = error.inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return ApiError::bad_request(
+                "invalid_json",
+                format!("the body is not valid JSON: {inner}"),
+            );
+        }
+        let field = field_of(&error.path().to_string(), &inner.to_string());
+        ApiError::bad_request(
+            "invalid_body",
+            format!("{field}: {}", plain(&inner.to_string())),
+        )
+        .with_details(json!({ "field": field }))
+    })
 }

@@ -30,7 +30,7 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub use body::{RunBody, RunBodyContext};
+pub use body::{InputBody, RunBody, RunBodyContext};
 pub use config::ServerConfig;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::Metrics;
@@ -79,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(runs::run_input))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))

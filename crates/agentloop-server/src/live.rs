@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use agentloop_core::{Agent, EventSink, RunOutcome, RunRequest, protocol::Event};
+use agentloop_core::{Agent, EventSink, Resumed, RunOutcome, RunRequest, protocol::Event};
 use axum::http::StatusCode;
 use futures::Stream;
 use tokio::sync::watch;
@@ -26,6 +26,9 @@ pub struct LiveRun {
     pub id: Uuid,
     pub user_id: String,
     pub session_id: Uuid,
+    /// The seq of the last event before this process took the run over (a resumed run's
+    /// earlier events are in the store); the log holds the ones after it.
+    pub base_seq: u64,
     cancel: CancellationToken,
     log: Mutex<Vec<Event>>,
     /// Events emitted so far; and the outcome, once the run ended.
@@ -55,14 +58,16 @@ impl LiveRun {
         done.outcome.clone()
     }
 
-    /// The run's events with `seq > after`, then the ones still to come, ending with the run.
+    /// The run's events with `seq > after` (at least `base_seq`) that this process saw, then
+    /// the ones still to come, ending with the run.
     pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Event> + Send + 'static {
-        let state = (self.clone(), self.progress.subscribe(), after as usize);
+        let start = after.saturating_sub(self.base_seq) as usize;
+        let state = (self.clone(), self.progress.subscribe(), start);
         let batches = futures::stream::unfold(state, |(run, mut progress, next)| async move {
             loop {
                 let (batch, ended) = {
                     let log = run.lock_log();
-                    // seq n is at index n - 1: the log has no gaps.
+                    // seq base + n is at index n - 1: the log has no gaps.
                     let batch = log.get(next..).map(<[Event]>::to_vec).unwrap_or_default();
                     (batch, progress.borrow_and_update().outcome.is_some())
                 };
@@ -126,17 +131,57 @@ impl LiveRuns {
         mut request: RunRequest,
         user: &str,
     ) -> Result<Arc<LiveRun>, ApiError> {
+        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
+        let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
+        let run = self.admit(run_id, session_id, 0, user)?;
+        let agent = agent.clone();
+        self.spawn(run.clone(), async move |live: Arc<LiveRun>, sink| {
+            agent
+                .run_with_sink(request, sink, live.cancel.clone())
+                .await
+        });
+        Ok(run)
+    }
+
+    /// Drives a paused run that got its answer, like a new run (same limits).
+    pub fn resume(
+        self: &Arc<Self>,
+        agent: &Agent,
+        resumed: Resumed,
+        user: &str,
+    ) -> Result<Arc<LiveRun>, ApiError> {
+        let run = self.admit(
+            resumed.run_id(),
+            resumed.session_id(),
+            resumed.last_seq(),
+            user,
+        )?;
+        let agent = agent.clone();
+        self.spawn(run.clone(), async move |live: Arc<LiveRun>, sink| {
+            agent.run_resumed(resumed, sink, live.cancel.clone()).await
+        });
+        Ok(run)
+    }
+
+    /// Registers a run for `user`, unless the server is stopping or the user has as many runs
+    /// in progress as allowed.
+    fn admit(
+        &self,
+        run_id: Uuid,
+        session_id: Uuid,
+        base_seq: u64,
+        user: &str,
+    ) -> Result<Arc<LiveRun>, ApiError> {
         if self.is_shutting_down() {
             return Err(ApiError::unavailable(
                 "the server is shutting down; send the request again in a moment",
             ));
         }
-        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
-        let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
         let run = Arc::new(LiveRun {
             id: run_id,
             user_id: user.to_string(),
             session_id,
+            base_seq,
             cancel: CancellationToken::new(),
             log: Mutex::new(Vec::new()),
             progress: watch::Sender::new(Progress::default()),
@@ -161,23 +206,34 @@ impl LiveRuns {
             }
             runs.insert(run_id, run.clone());
         }
-        let agent = agent.clone();
-        let live = run.clone();
+        Ok(run)
+    }
+
+    /// Runs `drive` for `run` in a tracked task, then keeps the ended run in memory a little.
+    fn spawn<F, Fut>(self: &Arc<Self>, run: Arc<LiveRun>, drive: F)
+    where
+        F: FnOnce(Arc<LiveRun>, Arc<dyn EventSink>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = RunOutcome> + Send + 'static,
+    {
         let registry = self.clone();
         self.tasks.spawn(async move {
-            let sink: Arc<dyn EventSink> = live.clone();
-            let outcome = agent
-                .run_with_sink(request, sink, live.cancel.clone())
-                .await;
-            live.finish(outcome);
+            let sink: Arc<dyn EventSink> = run.clone();
+            let outcome = drive(run.clone(), sink).await;
+            run.finish(outcome);
             // Kept a little for clients that reattach at once; not tracked: shutdown need not
             // wait for it.
             tokio::spawn(async move {
                 tokio::time::sleep(LINGER).await;
-                registry.lock_runs().remove(&run_id);
+                let mut runs = registry.lock_runs();
+                // A run that resumed meanwhile has a new entry under the same id.
+                if runs
+                    .get(&run.id)
+                    .is_some_and(|current| Arc::ptr_eq(current, &run))
+                {
+                    runs.remove(&run.id);
+                }
             });
         });
-        Ok(run)
     }
 
     pub fn get(&self, run_id: Uuid) -> Option<Arc<LiveRun>> {

@@ -1,7 +1,9 @@
 //! `/v1/runs`: start a run (SSE or JSON), look at it, follow its events, cancel it.
 
+use std::sync::Arc;
+
 use agentloop_core::{
-    RunOutcome,
+    InputAnswer, ResumeError, RunOutcome,
     protocol::{
         FinalizeReason, MessageKind, Role, RunInfo, RunStatus, SessionMessage, ToolExecutionRecord,
         Usage,
@@ -20,8 +22,9 @@ use uuid::Uuid;
 
 use crate::{
     auth::User,
-    body::RunBody,
+    body::{InputBody, RunBody},
     error::{ApiError, ErrorBody, ErrorDetail},
+    live::LiveRun,
     sse,
     state::AppState,
 };
@@ -129,20 +132,7 @@ async fn start(
     User(user): User,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let bytes = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!(
-                    "the body is larger than {} bytes (server.max_body_bytes)",
-                    state.config.max_body_bytes
-                ),
-            )
-        } else {
-            ApiError::bad_request("invalid_body", rejection.body_text())
-        }
-    })?;
+    let bytes = body_bytes(&state, body)?;
     let body = RunBody::parse(&bytes)?;
     if let Some(workflow) = &body.context.workflow
         && !state.agent.workflows().contains_key(workflow)
@@ -182,14 +172,95 @@ async fn start(
     let run = state
         .runs
         .start(&state.agent, body.into_request(&user), &user)?;
+    answer(&state, run, stream).await
+}
+
+/// The answer to a request that started (or resumed) a run: its events from there on, or
+/// the run once it ends (or pauses again).
+async fn answer(state: &AppState, run: Arc<LiveRun>, stream: bool) -> Result<Response, ApiError> {
     if stream {
-        return Ok(sse::response(run.events(0), state.config.keep_alive()));
+        let events = run.events(run.base_seq);
+        return Ok(sse::response(events, state.config.keep_alive()));
     }
     let outcome = run
         .outcome()
         .await
         .ok_or_else(|| ApiError::internal("the run ended without an outcome"))?;
     Ok(Json(result(&outcome)).into_response())
+}
+
+/// The request body, or 413 naming the limit.
+fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!(
+                    "the body is larger than {} bytes (server.max_body_bytes)",
+                    state.config.max_body_bytes
+                ),
+            )
+        } else {
+            ApiError::bad_request("invalid_body", rejection.body_text())
+        }
+    })
+}
+
+/// Answer a run that waits for input: approve or deny the calls of its `input_required` event.
+///
+/// The run resumes, also after a server restart: approved calls run, denied ones become tool
+/// errors the model reads. The answer is like the one of `POST /v1/runs`: the run's further
+/// events (or, with `stream: false`, the run once it ends or pauses again).
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/input",
+    tag = "runs",
+    params(("id" = Uuid, Path, description = "Run id")),
+    request_body = InputBody,
+    responses(
+        (status = 200, description = "The run's further events, or the run as JSON",
+            content((RunResult = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
+        (status = 400, description = "The decision does not fit the waiting calls", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The run does not wait for input", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn run_input(
+    State(state): State<AppState>,
+    User(user): User,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id("run", &id)?;
+    let bytes = body_bytes(&state, body)?;
+    let input = InputBody::parse(&bytes)?;
+    owned_run(&state, id, &user).await?;
+    let decision = InputAnswer {
+        approve: input.approve,
+        deny: input.deny,
+    };
+    let resumed = state
+        .agent
+        .resume(id, &decision)
+        .await
+        .map_err(resume_error)?;
+    let run = state.runs.resume(&state.agent, resumed, &user)?;
+    answer(&state, run, input.stream).await
+}
+
+fn resume_error(error: ResumeError) -> ApiError {
+    match error {
+        ResumeError::InvalidAnswer(message) => ApiError::bad_request("invalid_answer", message),
+        ResumeError::NotPaused(id) => ApiError::conflict(
+            "run_not_waiting",
+            format!("run {id} is not waiting for input (it may have resumed already)"),
+        ),
+        ResumeError::Store(error) => error.into(),
+        ResumeError::NoStore | ResumeError::Corrupt(_) => ApiError::internal(error.to_string()),
+    }
 }
 
 fn result(outcome: &RunOutcome) -> RunResult {
@@ -281,7 +352,19 @@ pub async fn run_events(
         if run.user_id != user {
             return Err(ApiError::not_found("run", id));
         }
-        return Ok(sse::response(run.events(after), state.config.keep_alive()));
+        // A run resumed here has its events before the pause in the store.
+        let earlier = if after < run.base_seq {
+            let mut earlier = state.store.events(id, after).await?;
+            earlier.retain(|event| event.seq <= run.base_seq);
+            earlier
+        } else {
+            Vec::new()
+        };
+        let events = futures::StreamExt::chain(
+            futures::stream::iter(earlier),
+            run.events(after.max(run.base_seq)),
+        );
+        return Ok(sse::response(events, state.config.keep_alive()));
     }
     owned_run(&state, id, &user).await?;
     let events = sse::from_store(state.store.clone(), id, after);
@@ -322,6 +405,17 @@ pub async fn cancel_run(
         Some(run) if run.user_id != user => Err(ApiError::not_found("run", id)),
         _ => {
             let run = owned_run(&state, id, &user).await?;
+            if run.status == RunStatus::AwaitingInput {
+                let resumed = state.agent.cancel_paused(id).await.map_err(resume_error)?;
+                state.runs.resume(&state.agent, resumed, &user)?;
+                return Ok((
+                    StatusCode::ACCEPTED,
+                    Json(CancelAnswer {
+                        run_id: id,
+                        status: "cancelling".to_string(),
+                    }),
+                ));
+            }
             if run.status.is_final() {
                 Err(ApiError::conflict(
                     "run_finished",

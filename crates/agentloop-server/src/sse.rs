@@ -24,7 +24,8 @@ const STORE_POLL: Duration = Duration::from_millis(500);
 /// A run elsewhere that emitted nothing for this long is presumed lost (its process died).
 const STORE_PATIENCE: Duration = Duration::from_secs(600);
 
-/// The response streaming `events`, ending after `done`.
+/// The response streaming `events`, ending after a `done` that ends the run (a run that paused
+/// and resumed has an earlier `done` with status `awaiting_input` in its history).
 pub fn response(
     events: impl Stream<Item = Event> + Send + 'static,
     keep_alive: Duration,
@@ -33,7 +34,10 @@ pub fn response(
         if *done {
             return futures::future::ready(None);
         }
-        *done = matches!(event.kind, agentloop_core::protocol::EventKind::Done { .. });
+        *done = matches!(
+            event.kind,
+            agentloop_core::protocol::EventKind::Done { status, .. } if status.is_final()
+        );
         futures::future::ready(Some(event))
     });
     let frames = until_done.map(|event| Ok::<_, Infallible>(frame(&event)));

@@ -250,6 +250,7 @@ async fn persist_run(store: &SqlStore) {
             failure: None,
             finalize_reason: None,
             finished_at: Utc::now(),
+            snapshot: None,
         }),
     };
     store.save_step(&last).await.unwrap();

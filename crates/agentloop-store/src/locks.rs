@@ -99,6 +99,23 @@ pub(crate) async fn release(
     Ok(())
 }
 
+/// Keeps the session for a paused run with no expiry: a human may answer tomorrow.
+pub(crate) async fn hold(
+    db: &Db,
+    connection: &mut AnyConnection,
+    session_id: &str,
+    run_id: &str,
+) -> Result<(), StoreError> {
+    db.query("UPDATE sessions SET lock_expires_at = $3 WHERE id = $1 AND active_run_id = $2")
+        .bind(session_id)
+        .bind(run_id)
+        .bind(i64::MAX)
+        .execute(&mut *connection)
+        .await
+        .map_err(|error| db.error(error))?;
+    Ok(())
+}
+
 fn expiry(now: i64, lease: Duration) -> i64 {
     now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
 }

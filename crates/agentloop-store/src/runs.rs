@@ -44,10 +44,13 @@ pub(crate) async fn record_progress(
 ) -> Result<(), StoreError> {
     let counters = "iterations = $2, tools_used = $3, prompt_tokens = $4, completion_tokens = $5";
     let query = match end {
-        None => db.query(&format!("UPDATE runs SET {counters} WHERE id = $1")),
+        // A step of a run that goes on: also the step after a pause.
+        None => db.query(&format!(
+            "UPDATE runs SET {counters}, status = 'running', snapshot = NULL WHERE id = $1"
+        )),
         Some(_) => db.query(&format!(
             "UPDATE runs SET {counters}, status = $6, finished_at = $7, answer_message_id = $8, \
-                 error_code = $9, error_message = $10, finalize_reason = $11 \
+                 error_code = $9, error_message = $10, finalize_reason = $11, snapshot = $12 \
              WHERE id = $1"
         )),
     };
@@ -59,13 +62,20 @@ pub(crate) async fn record_progress(
         .bind(count(progress.usage.completion_tokens));
     if let Some(end) = end {
         let failure = end.failure.as_ref();
+        let snapshot = end
+            .snapshot
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|error| StoreError::Query(format!("cannot encode a run snapshot: {error}")))?;
         query = query
             .bind(end.status.as_str())
-            .bind(millis(end.finished_at))
+            .bind(end.status.is_final().then(|| millis(end.finished_at)))
             .bind(end.answer_message_id.map(|id| id.to_string()))
             .bind(failure.map(|failure| failure.code.as_str()))
             .bind(failure.map(|failure| failure.message.as_str()))
-            .bind(end.finalize_reason.map(|reason| reason.as_str()));
+            .bind(end.finalize_reason.map(|reason| reason.as_str()))
+            .bind(snapshot);
     }
     let updated = query
         .execute(&mut *connection)
@@ -77,6 +87,36 @@ pub(crate) async fn record_progress(
             "run {run_id} (save_step before start_run?)"
         ))),
     }
+}
+
+/// Moves a paused run to `running`, for one caller only.
+pub(crate) async fn claim_paused(db: &Db, id: Uuid) -> Result<bool, StoreError> {
+    let claimed = db
+        .query("UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'awaiting_input'")
+        .bind(id.to_string())
+        .execute(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    Ok(crate::db::changed(&claimed))
+}
+
+/// The snapshot of a run that waits for input.
+pub(crate) async fn paused(db: &Db, id: Uuid) -> Result<Option<serde_json::Value>, StoreError> {
+    let row = db
+        .query("SELECT snapshot FROM runs WHERE id = $1 AND status = 'awaiting_input'")
+        .bind(id.to_string())
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let text: Option<String> = Cells::of(&row, "runs").optional_text("snapshot")?;
+    text.map(|text| {
+        serde_json::from_str(&text)
+            .map_err(|error| StoreError::Corrupt(format!("runs.snapshot of run {id}: {error}")))
+    })
+    .transpose()
 }
 
 pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<RunInfo>, StoreError> {

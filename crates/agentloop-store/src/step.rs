@@ -38,8 +38,13 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     }
     records::upsert(db, &mut tx, &run_id, &record_rows).await?;
     events::insert(db, &mut tx, &run_id, &event_rows).await?;
-    if step.end.is_some() {
-        locks::release(db, &mut tx, &session_id, &run_id).await?;
+    match &step.end {
+        Some(end) if end.status.is_final() => {
+            locks::release(db, &mut tx, &session_id, &run_id).await?;
+        }
+        // A paused run keeps its session until it resumes or is cancelled.
+        Some(_) => locks::hold(db, &mut tx, &session_id, &run_id).await?,
+        None => {}
     }
     tx.commit().await.map_err(|error| db.error(error))
 }

@@ -145,6 +145,14 @@ impl Store for SqlStore {
         records::of_run(&self.db, run_id).await
     }
 
+    async fn paused_run(&self, id: Uuid) -> Result<Option<serde_json::Value>, StoreError> {
+        runs::paused(&self.db, id).await
+    }
+
+    async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError> {
+        runs::claim_paused(&self.db, id).await
+    }
+
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError> {
         events::after(&self.db, run_id, after_seq).await
     }

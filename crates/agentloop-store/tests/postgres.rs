@@ -27,7 +27,7 @@ async fn the_schema_in_the_url_holds_the_tables() {
     let url = schema.url().to_string();
     assert_eq!(
         SqlStore::migrate(&url).await.unwrap(),
-        ["1 initial schema", "2 api keys"]
+        ["1 initial schema", "2 api keys", "3 paused runs"]
     );
     let name = schema.name().to_string();
     let tables: i64 = sqlx::query_scalar(

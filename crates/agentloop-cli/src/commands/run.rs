@@ -1,9 +1,22 @@
-//! `agentloop run`: one run in the terminal.
+//! `agentloop run`: one run in the terminal. When the run pauses for approval, the calls are
+//! shown and each one is approved or denied at the prompt; the run then goes on.
 
-use std::{io::Write, process::ExitCode};
+use std::{
+    io::{BufRead, Write},
+    process::ExitCode,
+    sync::Arc,
+};
 
-use agentloop::{EventKind, RunContext, RunRequest, RunStatus, Runtime};
+use agentloop::{
+    Agent, Event, EventKind, RunContext, RunRequest, RunStatus, Runtime,
+    core::{InputAnswer, protocol::PendingCall},
+};
+use anyhow::Context;
 use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::{
     cli::{GlobalArgs, RunArgs},
@@ -13,16 +26,18 @@ use crate::{
 
 pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode> {
     let (config, _origin) = load_config(&global)?;
-    let mut view = StepView::new(!args.json);
+    let view = StepView::new(!args.json);
     view.status("starting MCP servers");
     let runtime = Runtime::start(&config).await?;
     for warning in runtime.warnings() {
         view.warn(warning);
     }
-
+    let run_id = Uuid::now_v7();
+    let session_id = args.session.unwrap_or_else(Uuid::now_v7);
     let request = RunRequest {
         query: args.query.join(" "),
-        session_id: args.session,
+        run_id: Some(run_id),
+        session_id: Some(session_id),
         include_history: !args.no_history,
         max_iterations: args.max_iterations,
         context: RunContext {
@@ -33,51 +48,149 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
         },
         ..RunRequest::default()
     };
-    let mut run = runtime.agent().run(request);
-    let session_id = run.session_id();
-    let cancel = run.cancellation_token();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-            // A second Ctrl-C does not wait for the safe point.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
 
-    let mut stdout = std::io::stdout().lock();
-    let mut status = RunStatus::Failed;
-    let mut answer_open = false;
-    while let Some(event) = run.next().await {
-        if args.json {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
-            stdout.flush()?;
-        } else {
-            if let EventKind::FinalResponse { delta } = &event.kind {
-                view.clear();
-                write!(stdout, "{delta}")?;
-                stdout.flush()?;
-                answer_open = true;
-            }
-            view.show(&event.kind);
-        }
-        if let EventKind::Done { status: done, .. } = event.kind {
-            status = done;
-        }
+    let cancel = CancellationToken::new();
+    let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));
+    let agent = runtime.agent().clone();
+    let mut printer = Printer {
+        json: args.json,
+        view,
+        answer_open: false,
+    };
+    let (sink, events) = mpsc::unbounded_channel();
+    let token = cancel.clone();
+    let started = agent.clone();
+    tokio::spawn(async move { started.run_with_sink(request, Arc::new(sink), token).await });
+    let mut pass = printer.follow(events).await?;
+    while let Some(calls) = pass.approvals.take() {
+        let answer = ask(&calls).await?;
+        let resumed = agent
+            .resume(run_id, &answer)
+            .await
+            .context("the run cannot resume")?;
+        pass = printer
+            .follow(resume(&agent, resumed, cancel.clone()))
+            .await?;
     }
-    if answer_open {
-        writeln!(stdout)?;
-    }
+    printer.end()?;
     if !args.json {
         eprintln!("session {session_id} (continue it with --session {session_id})");
     }
     ctrl_c.abort();
-    drop(stdout);
     runtime.shutdown().await;
-    Ok(match status {
+    Ok(match pass.status {
         RunStatus::Completed => ExitCode::SUCCESS,
         RunStatus::Cancelled => ExitCode::from(130),
         _ => ExitCode::FAILURE,
     })
+}
+
+/// Drives a resumed run in a task of its own; its events arrive on the returned channel.
+fn resume(
+    agent: &Agent,
+    resumed: agentloop::core::Resumed,
+    cancel: CancellationToken,
+) -> mpsc::UnboundedReceiver<Event> {
+    let (sink, events) = mpsc::unbounded_channel();
+    let agent = agent.clone();
+    tokio::spawn(async move { agent.run_resumed(resumed, Arc::new(sink), cancel).await });
+    events
+}
+
+async fn cancel_on_ctrl_c(cancel: CancellationToken) {
+    if tokio::signal::ctrl_c().await.is_ok() {
+        cancel.cancel();
+        // A second Ctrl-C does not wait for the safe point.
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
+        }
+    }
+}
+
+/// How one stretch of a run ended: its status, and the calls to decide on when it paused.
+struct Pass {
+    status: RunStatus,
+    approvals: Option<Vec<PendingCall>>,
+}
+
+/// Shows a run's events: steps on stderr and the answer on stdout, or JSON lines.
+struct Printer {
+    json: bool,
+    view: StepView,
+    answer_open: bool,
+}
+
+impl Printer {
+    async fn follow(&mut self, events: mpsc::UnboundedReceiver<Event>) -> anyhow::Result<Pass> {
+        let mut events = UnboundedReceiverStream::new(events);
+        let mut pass = Pass {
+            status: RunStatus::Failed,
+            approvals: None,
+        };
+        let mut waiting = None;
+        while let Some(event) = events.next().await {
+            self.print(&event)?;
+            match event.kind {
+                EventKind::InputRequired { calls, .. } => waiting = Some(calls),
+                EventKind::Done { status, .. } => pass.status = status,
+                _ => {}
+            }
+        }
+        if pass.status == RunStatus::AwaitingInput {
+            pass.approvals = waiting.filter(|calls| !calls.is_empty());
+        }
+        Ok(pass)
+    }
+
+    fn print(&mut self, event: &Event) -> anyhow::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        if self.json {
+            writeln!(stdout, "{}", serde_json::to_string(event)?)?;
+            stdout.flush()?;
+            return Ok(());
+        }
+        if let EventKind::FinalResponse { delta } = &event.kind {
+            self.view.clear();
+            write!(stdout, "{delta}")?;
+            stdout.flush()?;
+            self.answer_open = true;
+        }
+        self.view.show(&event.kind);
+        Ok(())
+    }
+
+    fn end(&mut self) -> anyhow::Result<()> {
+        if self.answer_open {
+            writeln!(std::io::stdout())?;
+        }
+        Ok(())
+    }
+}
+
+/// Asks on the terminal about each call waiting for approval; no answer (end of input) denies.
+async fn ask(calls: &[PendingCall]) -> anyhow::Result<InputAnswer> {
+    let mut answer = InputAnswer::default();
+    for call in calls {
+        eprint!(
+            "approve {} {}? [y/N] ",
+            call.tool,
+            agentloop::core::machine::one_line(&call.arguments.to_string(), 200)
+        );
+        std::io::stderr().flush()?;
+        let line = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line).map(|_| line)
+        })
+        .await??;
+        let approved = matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+        if line.is_empty() {
+            eprintln!("(no answer: denied)");
+        }
+        if approved {
+            answer.approve.push(call.call_id.clone());
+        } else {
+            answer.deny.push(call.call_id.clone());
+        }
+    }
+    Ok(answer)
 }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use agentloop_protocol::{ToolCall, ToolExecutionRecord, ToolStatus};
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A call the driver must execute.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolInvocation {
     pub call_id: String,
     /// Internal tool name.
@@ -55,7 +56,7 @@ pub enum ToolOutcome {
 }
 
 /// One side effect of a successful call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideEffectNote {
     /// What happened (or, when `failed`, how it failed); `None` for a bare refresh request.
     pub note: Option<String>,
@@ -65,8 +66,14 @@ pub struct SideEffectNote {
 }
 
 /// Where a call of the batch stands.
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum SlotState {
+    /// Passed every check; runs when the batch goes (after a human's approval, when any call
+    /// of the batch needs one).
+    Held {
+        invocation: ToolInvocation,
+        needs_approval: bool,
+    },
     /// Executing in the driver.
     Running,
     /// Ended, with the tool message the model will read.
@@ -78,7 +85,7 @@ pub(crate) enum SlotState {
     SameAs { index: usize },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Slot {
     pub call: ToolCall,
     pub arguments: Value,
@@ -91,7 +98,7 @@ pub(crate) struct Slot {
     pub final_answer: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Batch {
     pub slots: Vec<Slot>,
     pub invocations: Vec<ToolInvocation>,

@@ -8,6 +8,7 @@
 
 mod batch;
 mod pipeline;
+mod snapshot;
 mod text;
 mod view;
 
@@ -17,13 +18,14 @@ use std::{
 };
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, MessageKind, RunStatus, SessionMessage,
-    ToolExecutionRecord, Usage,
+    ChatMessage, EventKind, FinalizeReason, InputKind, MessageKind, PendingCall, RunStatus,
+    SessionMessage, ToolExecutionRecord, Usage,
 };
 use serde_json::json;
 use uuid::Uuid;
 
 pub use batch::{SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
+pub use snapshot::{PausedRun, RunSnapshot};
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
 use crate::{
@@ -38,7 +40,7 @@ use batch::Batch;
 use view::Viewed;
 
 /// Who a run is for and under which rules.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunContext {
     pub user_id: Option<String>,
     pub entity_id: Option<String>,
@@ -47,7 +49,7 @@ pub struct RunContext {
 }
 
 /// Everything a run starts from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunInput {
     pub run_id: Uuid,
     pub session_id: Uuid,
@@ -58,7 +60,9 @@ pub struct RunInput {
     pub model: Option<String>,
     pub max_iterations: u32,
     pub context: RunContext,
-    /// What the run may do with its tools (read-only, workflow allowlist, rate limit).
+    /// What the run may do with its tools (read-only, workflow allowlist, rate limit); rebuilt
+    /// from the context when a paused run resumes.
+    #[serde(skip)]
     pub policy: RunPolicy,
 }
 
@@ -105,7 +109,20 @@ enum Phase {
     AwaitingStep,
     AwaitingTools,
     AwaitingFinalize(FinalizeReason),
+    /// Paused until a human answers (`resume`).
+    AwaitingInput,
     Finished,
+}
+
+/// A human's answer to a paused run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct InputAnswer {
+    /// Ids of the calls allowed to run.
+    #[serde(default)]
+    pub approve: Vec<String>,
+    /// Ids of the calls that must not run.
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// What a step changed: written to the store before its events are emitted.
@@ -299,10 +316,56 @@ impl RunMachine {
         }
     }
 
+    /// Whether the run is paused, waiting for [`RunMachine::resume`].
+    pub fn is_paused(&self) -> bool {
+        self.phase == Phase::AwaitingInput
+    }
+
+    /// Continues a paused run with a human's answer. An answer that does not fit what the run
+    /// waits for is refused (the run stays paused).
+    pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, String> {
+        if self.phase != Phase::AwaitingInput {
+            return Err("the run is not waiting for input".to_string());
+        }
+        self.decide(&answer.approve, &answer.deny)
+    }
+
+    /// Pauses the run: `input_required`, then `done` with status `awaiting_input`.
+    fn pause(
+        &mut self,
+        kind: InputKind,
+        question: Option<String>,
+        calls: Vec<PendingCall>,
+    ) -> Step {
+        self.phase = Phase::AwaitingInput;
+        self.emit(EventKind::InputRequired {
+            kind,
+            question,
+            calls,
+        });
+        self.emit(EventKind::Done {
+            status: RunStatus::AwaitingInput,
+            iterations: self.iteration,
+            tools_used: self.tools_used,
+            message_id: None,
+            usage: self.usage,
+            should_refresh: self.should_refresh,
+        });
+        Step::Finished(Box::new(self.outcome_with(
+            RunStatus::AwaitingInput,
+            None,
+            None,
+            None,
+        )))
+    }
+
     /// Ends the run at this safe point because the user asked to stop.
     pub fn cancel(&mut self) -> Step {
         if self.phase == Phase::Finished {
             return self.unexpected("a cancellation");
+        }
+        if self.phase == Phase::AwaitingInput {
+            self.abandon_batch();
         }
         let mut answer = String::from("The run was cancelled before it finished.");
         if !self.records.is_empty() {
@@ -409,7 +472,19 @@ impl RunMachine {
             usage: self.usage,
             should_refresh: self.should_refresh,
         });
-        let outcome = RunOutcome {
+        let outcome = self.outcome_with(status, answer, failure, message_id);
+        self.outcome = Some(outcome.clone());
+        Step::Finished(Box::new(outcome))
+    }
+
+    fn outcome_with(
+        &self,
+        status: RunStatus,
+        answer: Option<String>,
+        failure: Option<RunFailure>,
+        message_id: Option<Uuid>,
+    ) -> RunOutcome {
+        RunOutcome {
             run_id: self.input.run_id,
             session_id: self.input.session_id,
             status,
@@ -423,9 +498,7 @@ impl RunMachine {
             usage: self.usage,
             message_id,
             should_refresh: self.should_refresh,
-        };
-        self.outcome = Some(outcome.clone());
-        Step::Finished(Box::new(outcome))
+        }
     }
 
     fn emit(&mut self, event: EventKind) {
@@ -440,13 +513,7 @@ impl RunMachine {
         metadata: serde_json::Value,
     ) -> Uuid {
         let id = Uuid::now_v7();
-        if matches!(
-            kind,
-            MessageKind::Dialogue
-                | MessageKind::ToolCall
-                | MessageKind::ToolResult
-                | MessageKind::Note
-        ) {
+        if view::is_viewed(kind) {
             let viewed = view::view_message(
                 &self.catalog,
                 self.counter.as_ref(),

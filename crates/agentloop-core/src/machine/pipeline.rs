@@ -3,8 +3,8 @@
 //! resolved in the order the model issued the calls.
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, MessageKind, RunStatus, ToolCall, ToolExecutionRecord,
-    ToolStatus,
+    ChatMessage, EventKind, FinalizeReason, InputKind, MessageKind, PendingCall, RunStatus,
+    ToolCall, ToolExecutionRecord, ToolStatus,
 };
 use serde_json::Value;
 
@@ -138,10 +138,13 @@ impl RunMachine {
         }
         let message = ChatMessage::assistant_tool_calls(text, issued);
         self.push_message(MessageKind::ToolCall, message, Value::Null);
-        if self.batch.running() == 0 {
-            return self.finish_batch();
+        let calls = self.pending_approvals();
+        if calls.is_empty() {
+            self.release_batch()
+        } else {
+            // Nothing of the batch runs before a human decided.
+            self.pause(InputKind::Approval, None, calls)
         }
-        Step::CallTools(std::mem::take(&mut self.batch.invocations))
     }
 
     fn check_call(&mut self, call: ToolCall) -> Slot {
@@ -250,21 +253,105 @@ impl RunMachine {
                 refusal.hint,
             );
         }
-        let timeout = entry.timeout(&self.settings);
-        self.batch.invocations.push(ToolInvocation {
+        let invocation = ToolInvocation {
             call_id: call.id.clone(),
             tool,
             arguments: parsed,
-            timeout,
-        });
+            timeout: entry.timeout(&self.settings),
+        };
         Slot {
             call,
             arguments,
-            state: SlotState::Running,
+            state: SlotState::Held {
+                invocation,
+                needs_approval: entry.settings.needs_approval,
+            },
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
         }
+    }
+
+    /// Hands the held calls of the batch to the driver, or ends the batch when none is left.
+    pub(super) fn release_batch(&mut self) -> Step {
+        for slot in &mut self.batch.slots {
+            if matches!(slot.state, SlotState::Held { .. }) {
+                let held = std::mem::replace(&mut slot.state, SlotState::Running);
+                if let SlotState::Held { invocation, .. } = held {
+                    self.batch.invocations.push(invocation);
+                }
+            }
+        }
+        self.phase = Phase::AwaitingTools;
+        if self.batch.running() == 0 {
+            return self.finish_batch();
+        }
+        Step::CallTools(std::mem::take(&mut self.batch.invocations))
+    }
+
+    /// The calls of the batch that wait for a human's approval.
+    pub(super) fn pending_approvals(&self) -> Vec<PendingCall> {
+        self.batch
+            .slots
+            .iter()
+            .filter(|slot| {
+                matches!(
+                    slot.state,
+                    SlotState::Held {
+                        needs_approval: true,
+                        ..
+                    }
+                )
+            })
+            .map(|slot| PendingCall {
+                call_id: slot.call.id.clone(),
+                tool: slot.call.name.clone(),
+                arguments: slot.arguments.clone(),
+            })
+            .collect()
+    }
+
+    /// Applies a human's decision on the calls waiting for approval: the approved ones run
+    /// (with the rest of their batch), the denied ones become tool errors the model reads.
+    pub(super) fn decide(&mut self, approve: &[String], deny: &[String]) -> Result<Step, String> {
+        let pending: Vec<String> = self
+            .pending_approvals()
+            .into_iter()
+            .map(|call| call.call_id)
+            .collect();
+        for id in approve.iter().chain(deny) {
+            if !pending.contains(id) {
+                return Err(format!(
+                    "{id} is not a call waiting for approval (waiting: {})",
+                    pending.join(", ")
+                ));
+            }
+            if approve.contains(id) && deny.contains(id) {
+                return Err(format!("{id} is both approved and denied"));
+            }
+        }
+        let undecided: Vec<&str> = pending
+            .iter()
+            .filter(|id| !approve.contains(id) && !deny.contains(id))
+            .map(String::as_str)
+            .collect();
+        if !undecided.is_empty() {
+            return Err(format!(
+                "approve or deny every waiting call; undecided: {}",
+                undecided.join(", ")
+            ));
+        }
+        for index in 0..self.batch.slots.len() {
+            let slot = &self.batch.slots[index];
+            if !deny.contains(&slot.call.id) {
+                continue;
+            }
+            let (call, arguments) = (slot.call.clone(), slot.arguments.clone());
+            let error = format!("the user denied the call of {}", call.name);
+            let state = self.refusal(&call, &arguments, ToolStatus::Blocked, error, "The user did not allow this call. Do not repeat it; tell the user what was not done, or ask what they want instead.");
+            self.batch.slots[index].state = state;
+        }
+        Ok(self.release_batch())
     }
 
     fn refuse(
@@ -275,8 +362,29 @@ impl RunMachine {
         error: String,
         hint: &str,
     ) -> Slot {
+        let state = self.refusal(&call, &arguments, status, error, hint);
+        Slot {
+            call,
+            arguments,
+            state,
+            recorded: false,
+            side_effects: Vec::new(),
+            final_answer: None,
+        }
+    }
+
+    /// A call that ends without running: its record, the tool message the model reads, and
+    /// its `tool_executed` event.
+    fn refusal(
+        &mut self,
+        call: &ToolCall,
+        arguments: &Value,
+        status: ToolStatus,
+        error: String,
+        hint: &str,
+    ) -> SlotState {
         let message = text::tool_error_message(status, &error, hint);
-        let record = refused_record(&call, &arguments, self.iteration, status, error.clone());
+        let record = refused_record(call, arguments, self.iteration, status, error.clone());
         self.emit(EventKind::ToolExecuted {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -285,16 +393,9 @@ impl RunMachine {
             result: None,
             error: Some(error),
         });
-        Slot {
-            call,
-            arguments,
-            state: SlotState::Resolved {
-                record: Box::new(record),
-                message,
-            },
-            recorded: false,
-            side_effects: Vec::new(),
-            final_answer: None,
+        SlotState::Resolved {
+            record: Box::new(record),
+            message,
         }
     }
 
@@ -357,6 +458,42 @@ impl RunMachine {
     /// Appends the batch's tool messages in the order the model issued the calls, updates the
     /// failure budgets, and decides whether the loop goes on.
     fn finish_batch(&mut self) -> Step {
+        if let Some(answer) = self.resolve_batch() {
+            // A finalize tool answered: no further LLM call.
+            let answer = self.emit_answer(answer);
+            return self.finish(RunStatus::Completed, Some(answer), None);
+        }
+        if self.duplicates >= 2 {
+            self.force_finalize(FinalizeReason::DuplicateCalls)
+        } else if self.consecutive_failures >= self.settings.max_consecutive_failures {
+            self.force_finalize(FinalizeReason::ConsecutiveFailures)
+        } else {
+            self.next_iteration()
+        }
+    }
+
+    /// Ends a paused batch that will never run (the run is cancelled): its waiting calls are
+    /// skipped, so the conversation never holds a tool call without its result.
+    pub(super) fn abandon_batch(&mut self) {
+        for index in 0..self.batch.slots.len() {
+            if !matches!(self.batch.slots[index].state, SlotState::Held { .. }) {
+                continue;
+            }
+            let (call, arguments) = {
+                let slot = &self.batch.slots[index];
+                (slot.call.clone(), slot.arguments.clone())
+            };
+            let error = "the run was cancelled before this call ran".to_string();
+            let state = self.refusal(&call, &arguments, ToolStatus::Skipped, error, "Not run.");
+            self.batch.slots[index].state = state;
+        }
+        self.resolve_batch();
+    }
+
+    /// Appends the batch's results in the order the model issued the calls, then its notes,
+    /// keeps the records and updates the failure budgets. Returns the answer of a finalize
+    /// tool that succeeded, if any.
+    fn resolve_batch(&mut self) -> Option<String> {
         let max_chars = self.settings.tool_output_max_chars;
         let slots = std::mem::take(&mut self.batch.slots);
         let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
@@ -389,8 +526,8 @@ impl RunMachine {
                     );
                     (record, message)
                 }
-                SlotState::Running => {
-                    // Cannot happen: a batch is finished only when nothing runs.
+                SlotState::Running | SlotState::Held { .. } => {
+                    // Cannot happen: a batch is finished only when nothing runs or waits.
                     let error = "the call did not report a result".to_string();
                     let message =
                         text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
@@ -429,18 +566,7 @@ impl RunMachine {
         for note in notes {
             self.push_message(MessageKind::Note, ChatMessage::system(note), Value::Null);
         }
-        if let Some(answer) = final_answer {
-            // A finalize tool answered: no further LLM call.
-            let answer = self.emit_answer(answer);
-            return self.finish(RunStatus::Completed, Some(answer), None);
-        }
-        if self.duplicates >= 2 {
-            self.force_finalize(FinalizeReason::DuplicateCalls)
-        } else if self.consecutive_failures >= self.settings.max_consecutive_failures {
-            self.force_finalize(FinalizeReason::ConsecutiveFailures)
-        } else {
-            self.next_iteration()
-        }
+        final_answer
     }
 
     fn count_failure(&mut self, record: &ToolExecutionRecord) {

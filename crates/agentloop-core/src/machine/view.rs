@@ -10,7 +10,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
-use agentloop_protocol::{ChatMessage, Role, ToolCall};
+use agentloop_protocol::{ChatMessage, MessageKind, Role, ToolCall};
 
 use super::text;
 use crate::{catalog::ToolCatalog, tokens::TokenCounter, tokens::message_tokens};
@@ -31,6 +31,14 @@ struct Unit {
     start: usize,
     end: usize,
     tokens: usize,
+}
+
+/// Whether messages of this kind are shown to the model (traces are not).
+pub(super) fn is_viewed(kind: MessageKind) -> bool {
+    matches!(
+        kind,
+        MessageKind::Dialogue | MessageKind::ToolCall | MessageKind::ToolResult | MessageKind::Note
+    )
 }
 
 /// Prepares one message for the model: provider-safe tool names, tool results bounded to

@@ -176,6 +176,7 @@ pub fn completed(answer_message_id: Option<Uuid>) -> RunEnd {
         failure: None,
         finalize_reason: None,
         finished_at: now(),
+        snapshot: None,
     }
 }
 

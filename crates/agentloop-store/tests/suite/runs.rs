@@ -49,6 +49,7 @@ pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
         }),
         finalize_reason: Some(FinalizeReason::ConsecutiveFailures),
         finished_at: now(),
+        snapshot: None,
     };
     let last = StepRecord {
         progress: progress(3, 3, 3000),
@@ -333,4 +334,67 @@ pub async fn a_failing_step_writes_nothing(fixture: &Fixture) {
     let run = store.run(run_id).await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Running);
     assert_eq!(run.iterations, 0);
+}
+
+pub async fn a_paused_run_keeps_its_snapshot_and_its_session_until_claimed(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let new = new_run(session_id, true);
+    assert_eq!(
+        store
+            .lock_session(session_id, new.id, std::time::Duration::from_millis(5))
+            .await
+            .unwrap(),
+        SessionLock::Acquired
+    );
+    store.start_run(&new).await.unwrap();
+    assert_eq!(
+        store.paused_run(new.id).await.unwrap(),
+        None,
+        "a running run is not paused"
+    );
+
+    let snapshot = json!({"snapshot": {"version": 1}, "last_seq": 7});
+    let pause = StepRecord {
+        end: Some(RunEnd {
+            status: RunStatus::AwaitingInput,
+            answer_message_id: None,
+            failure: None,
+            finalize_reason: None,
+            finished_at: now(),
+            snapshot: Some(snapshot.clone()),
+        }),
+        ..step(new.id, session_id)
+    };
+    store.save_step(&pause).await.unwrap();
+    let paused = store.run(new.id).await.unwrap().unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingInput);
+    assert_eq!(paused.finished_at, None, "a paused run has not finished");
+    assert_eq!(store.paused_run(new.id).await.unwrap(), Some(snapshot));
+
+    // The session stays with the paused run, long after the lease it had while running.
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let other = Uuid::now_v7();
+    assert_eq!(
+        store
+            .lock_session(session_id, other, std::time::Duration::from_secs(60))
+            .await
+            .unwrap(),
+        SessionLock::Busy { run_id: new.id }
+    );
+
+    // One claim wins; the first step after it makes the run running again and drops the
+    // snapshot.
+    assert!(store.claim_paused_run(new.id).await.unwrap());
+    assert!(!store.claim_paused_run(new.id).await.unwrap());
+    assert_eq!(store.paused_run(new.id).await.unwrap(), None);
+    store.save_step(&step(new.id, session_id)).await.unwrap();
+    assert_eq!(
+        store.run(new.id).await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    assert!(
+        !store.claim_paused_run(Uuid::now_v7()).await.unwrap(),
+        "an unknown run"
+    );
 }
