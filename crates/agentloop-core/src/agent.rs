@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::{
     catalog::ToolCatalog,
+    registry::ToolRegistry,
     driver::{Emitter, EventSink, RunServices, drive},
     hooks::ToolHook,
     llm::Llm,
@@ -132,8 +133,15 @@ impl Agent {
         AgentBuilder::default()
     }
 
-    pub fn catalog(&self) -> &Arc<ToolCatalog> {
-        &self.services.catalog
+    /// The tools offered now (a run keeps the ones it started with).
+    pub fn catalog(&self) -> Arc<ToolCatalog> {
+        self.services.tools.catalog()
+    }
+
+    /// Adds the tools of a source that became ready after the agent was built (a slow MCP
+    /// server); later runs are offered them. The error says why the source was left out.
+    pub async fn add_source(&self, source: Arc<dyn ToolSource>) -> Result<(), String> {
+        self.services.tools.add_source(source).await.map(|_| ())
     }
 
     pub fn settings(&self) -> &Arc<AgentSettings> {
@@ -187,7 +195,7 @@ impl Agent {
         let mut machine = RunMachine::new(
             input,
             settings.clone(),
-            self.services.catalog.clone(),
+            self.services.tools.catalog(),
             self.services.counter.clone(),
         );
         if let Some(message) = refused {
@@ -422,21 +430,19 @@ impl AgentBuilder {
                 .validate(tool)
                 .map_err(AgentError::InvalidSettings)?;
         }
-        let mut warnings = Vec::new();
-        let mut tools = self.tools;
-        let listed =
-            futures::future::join_all(self.sources.iter().map(|source| source.tools())).await;
-        for (source, result) in self.sources.iter().zip(listed) {
-            match result {
-                Ok(found) => tools.extend(found),
-                Err(error) => warnings.push(format!(
-                    "tool source {} is left out: {error}",
-                    source.name()
-                )),
-            }
-        }
-        let catalog =
-            ToolCatalog::with_descriptions(tools, &self.tool_settings, &self.descriptions);
+        let registry = Arc::new(ToolRegistry::new(
+            self.tools,
+            self.tool_settings,
+            self.descriptions,
+        ));
+        let listed = futures::future::join_all(
+            self.sources
+                .into_iter()
+                .map(|source| registry.add_source(source)),
+        )
+        .await;
+        let mut warnings: Vec<String> = listed.into_iter().filter_map(Result::err).collect();
+        let catalog = registry.catalog();
         warnings.extend(catalog.warnings().iter().cloned());
         for (name, workflow) in &self.workflows {
             for pattern in &workflow.tools {
@@ -457,7 +463,7 @@ impl AgentBuilder {
         Ok(Agent {
             services: RunServices {
                 llm,
-                catalog: Arc::new(catalog),
+                tools: registry,
                 settings: Arc::new(self.settings),
                 counter: self.counter.unwrap_or_else(|| Arc::new(EstimatedTokens)),
                 telemetry: self.telemetry.unwrap_or_else(|| Arc::new(NoTelemetry)),

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::{
-    catalog::ToolCatalog,
+    registry::ToolRegistry,
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
@@ -86,7 +86,8 @@ impl Emitter {
 #[derive(Clone)]
 pub struct RunServices {
     pub llm: Arc<dyn Llm>,
-    pub catalog: Arc<ToolCatalog>,
+    /// The agent's tools; a run uses the catalog it started with.
+    pub tools: Arc<ToolRegistry>,
     pub settings: Arc<AgentSettings>,
     pub counter: Arc<dyn TokenCounter>,
     pub telemetry: Arc<dyn Telemetry>,
@@ -307,7 +308,7 @@ async fn run_tools(
     let mut running: FuturesUnordered<_> = invocations
         .into_iter()
         .map(|invocation| {
-            let entry = services.catalog.get(&invocation.tool);
+            let entry = machine.catalog().get(&invocation.tool);
             let tool = entry.map(|entry| (entry.tool.clone(), entry.settings.clone()));
             let context = ToolContext {
                 run_id: input.run_id,

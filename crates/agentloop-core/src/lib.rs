@@ -25,6 +25,7 @@ mod llm;
 pub mod machine;
 mod names;
 mod policy;
+mod registry;
 mod session_run;
 mod settings;
 mod store;
@@ -51,6 +52,7 @@ pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
 };
 pub use session_run::{DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE};
+pub use registry::ToolRegistry;
 pub use settings::{AgentSettings, ToolSettings};
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,

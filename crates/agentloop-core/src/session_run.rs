@@ -311,7 +311,7 @@ impl Agent {
             paused.snapshot,
             policy,
             self.settings().clone(),
-            self.catalog().clone(),
+            self.catalog(),
             self.services().counter.clone(),
         )
         .map_err(ResumeError::Corrupt)?;

@@ -28,6 +28,9 @@ pub struct AgentSettings {
     pub tool_timeout_s: f64,
     /// A Markdown file with one `## server.tool` section per tool, extending its description.
     pub tool_descriptions: Option<PathBuf>,
+    /// How long starting waits for MCP servers; slower ones join when ready (each within its
+    /// own `startup_timeout_s`), so a slow or dead server never holds a run longer.
+    pub tools_wait_s: f64,
 }
 
 impl Default for AgentSettings {
@@ -44,6 +47,7 @@ impl Default for AgentSettings {
             tool_failure_limit: 3,
             tool_timeout_s: 60.0,
             tool_descriptions: None,
+            tools_wait_s: 10.0,
         }
     }
 }
@@ -77,7 +81,14 @@ impl AgentSettings {
                 self.tool_output_max_chars
             ));
         }
-        check_timeout("agent.tool_timeout_s", self.tool_timeout_s)
+        check_timeout("agent.tool_timeout_s", self.tool_timeout_s)?;
+        if !(self.tools_wait_s.is_finite() && (0.0..=3600.0).contains(&self.tools_wait_s)) {
+            return Err(format!(
+                "agent.tools_wait_s must be between 0 and 3600 seconds (got {})",
+                self.tools_wait_s
+            ));
+        }
+        Ok(())
     }
 
     pub fn tool_timeout(&self) -> Duration {

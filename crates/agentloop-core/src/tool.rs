@@ -192,4 +192,10 @@ pub trait ToolSource: Send + Sync {
 
     /// The tools the source offers now, already named `server.tool`.
     async fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, ToolError>;
+
+    /// A counter that moves when the source's tools change (MCP `tools/list_changed`); the
+    /// agent then asks `tools()` again. `None` for a source whose tools never change.
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }

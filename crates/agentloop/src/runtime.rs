@@ -1,11 +1,15 @@
 //! An agent assembled from a [`Config`]: the LLM client, the MCP servers (started at the same
 //! time) and the loop's settings.
 
-use std::sync::Arc;
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
 use agentloop_core::{Agent, AgentBuilder, AgentError, LlmError, Store, StoreError};
 use agentloop_llm::{OpenAiClient, token_counter_for};
-use agentloop_mcp::{McpSource, connect_all};
+use agentloop_mcp::{McpError, McpSource};
+use tokio::task::JoinHandle;
 use agentloop_store::SqlStore;
 
 use crate::side_effects::WebhookSideEffects;
@@ -33,9 +37,12 @@ pub enum RuntimeError {
 pub struct Runtime {
     agent: Agent,
     store: Arc<SqlStore>,
-    servers: Vec<Arc<McpSource>>,
+    /// Including the ones that joined after the start.
+    servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
     warnings: Vec<String>,
 }
+
+type Connecting = (String, JoinHandle<Result<McpSource, McpError>>);
 
 impl Runtime {
     /// Opens the store (creating and migrating it if needed), starts every MCP server of the
@@ -64,15 +71,20 @@ impl Runtime {
             },
             None => Default::default(),
         };
-        let (store, (servers, failures)) = futures::join!(
-            SqlStore::connect(&config.store.url),
-            connect_all(&config.mcp_servers)
-        );
-        let store = Arc::new(store?);
-        let mut warnings: Vec<String> = failures
-            .into_iter()
-            .map(|(name, error)| format!("MCP server {name} is left out: {error}"))
+        // Every server starts at once; starting waits for them at most `agent.tools_wait_s`.
+        let connecting: Vec<Connecting> = config
+            .mcp_servers
+            .iter()
+            .map(|(name, server)| {
+                let (task_name, server) = (name.clone(), server.clone());
+                let task =
+                    tokio::spawn(async move { McpSource::connect(&task_name, &server).await });
+                (name.clone(), task)
+            })
             .collect();
+        let store = Arc::new(SqlStore::connect(&config.store.url).await?);
+        let wait = Duration::from_secs_f64(config.agent.tools_wait_s);
+        let (servers, late, mut warnings) = wait_for_servers(connecting, wait).await;
         let mut builder = Agent::builder()
             .llm(Arc::new(llm))
             .store(store.clone() as Arc<dyn Store>)
@@ -95,10 +107,17 @@ impl Runtime {
             builder = builder.hook(Arc::new(WebhookSideEffects::new()?));
         }
         for server in &servers {
-            builder = builder.source(server.clone());
+            builder = builder.source(server.clone() as Arc<dyn agentloop_core::ToolSource>);
         }
         let agent = customize(builder).build().await?;
         warnings.extend(agent.warnings().iter().cloned());
+        let servers = Arc::new(Mutex::new(servers));
+        for (name, task) in late {
+            warnings.push(format!(
+                "MCP server {name} is still starting; its tools join when it is ready"
+            ));
+            tokio::spawn(join_later(name, task, agent.clone(), servers.clone()));
+        }
         Ok(Runtime {
             agent,
             store,
@@ -124,7 +143,54 @@ impl Runtime {
     /// Stops the MCP servers.
     /// Stops the MCP servers and closes the store.
     pub async fn shutdown(self) {
-        futures::future::join_all(self.servers.iter().map(|server| server.shutdown())).await;
+        let servers = self
+            .servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        futures::future::join_all(servers.iter().map(|server| server.shutdown())).await;
         self.store.close().await;
+    }
+}
+
+/// The servers ready within `wait`, the ones still starting, and why the others are left out.
+async fn wait_for_servers(
+    connecting: Vec<Connecting>,
+    wait: Duration,
+) -> (Vec<Arc<McpSource>>, Vec<Connecting>, Vec<String>) {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut ready = Vec::new();
+    let mut late = Vec::new();
+    let mut warnings = Vec::new();
+    for (name, mut task) in connecting {
+        match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(Ok(Ok(source))) => ready.push(Arc::new(source)),
+            Ok(Ok(Err(error))) => warnings.push(format!("MCP server {name} is left out: {error}")),
+            Ok(Err(crashed)) => warnings.push(format!("MCP server {name} is left out: {crashed}")),
+            Err(_) => late.push((name, task)),
+        }
+    }
+    (ready, late, warnings)
+}
+
+/// Adds the tools of a server that became ready after the start.
+async fn join_later(
+    name: String,
+    task: JoinHandle<Result<McpSource, McpError>>,
+    agent: Agent,
+    servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
+) {
+    let source = match task.await {
+        Ok(Ok(source)) => Arc::new(source),
+        Ok(Err(error)) => return tracing::warn!(server = %name, %error, "MCP server left out"),
+        Err(crashed) => return tracing::warn!(server = %name, %crashed, "MCP server left out"),
+    };
+    servers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(source.clone());
+    match agent.add_source(source).await {
+        Ok(()) => tracing::info!(server = %name, "MCP server joined"),
+        Err(error) => tracing::warn!(server = %name, %error, "MCP server left out"),
     }
 }

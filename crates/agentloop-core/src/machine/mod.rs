@@ -252,6 +252,11 @@ impl RunMachine {
         self.iteration
     }
 
+    /// The tools of this run: the agent's catalog when the run started.
+    pub fn catalog(&self) -> &Arc<ToolCatalog> {
+        &self.catalog
+    }
+
     /// Events produced since the last call, in order.
     pub fn take_events(&mut self) -> Vec<EventKind> {
         std::mem::take(&mut self.outbox)
