@@ -16,12 +16,12 @@ use uuid::Uuid;
 
 use crate::{
     catalog::ToolCatalog,
-    registry::ToolRegistry,
     driver::{Emitter, EventSink, RunServices, drive},
     hooks::ToolHook,
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
     policy::{MutationLimiter, PolicySettings, RunPolicy, WorkflowSettings},
+    registry::ToolRegistry,
     session_run::run_with_store,
     settings::{AgentSettings, ToolSettings},
     store::Store,

@@ -10,13 +10,13 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::{
-    registry::ToolRegistry,
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
         PausedRun, RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome,
         ToolResult,
     },
+    registry::ToolRegistry,
     settings::AgentSettings,
     settings::ToolSettings,
     store::{RunEnd, StepRecord, Store, StoreError},

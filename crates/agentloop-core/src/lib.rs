@@ -51,8 +51,8 @@ pub use names::sanitize as provider_safe_name;
 pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
 };
-pub use session_run::{DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE};
 pub use registry::ToolRegistry;
+pub use session_run::{DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE};
 pub use settings::{AgentSettings, ToolSettings};
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,

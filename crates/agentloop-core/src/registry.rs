@@ -89,10 +89,13 @@ impl ToolRegistry {
             .map_err(|error| format!("tool source {} is left out: {error}", source.name()))?;
         let catalog = self.set_source_tools(source.name(), tools);
         if let Some(mut changes) = changes {
+            // Weak on both sides: the watcher must not keep an agent or a server alive.
             let registry = Arc::downgrade(self);
+            let source = Arc::downgrade(&source);
             tokio::spawn(async move {
                 while changes.changed().await.is_ok() {
-                    let Some(registry) = registry.upgrade() else {
+                    let (Some(registry), Some(source)) = (registry.upgrade(), source.upgrade())
+                    else {
                         return;
                     };
                     match source.tools().await {
@@ -135,9 +138,12 @@ mod tests {
     use crate::tool::{FnTool, ToolError, ToolOutput};
 
     fn tool(name: &str) -> Arc<dyn Tool> {
-        Arc::new(FnTool::new(name, "t", json!({"type": "object"}), |_, _| async {
-            Ok(ToolOutput::text("ok"))
-        }))
+        Arc::new(FnTool::new(
+            name,
+            "t",
+            json!({"type": "object"}),
+            |_, _| async { Ok(ToolOutput::text("ok")) },
+        ))
     }
 
     /// A source whose tools are set by the test, with a change counter.
@@ -163,7 +169,11 @@ mod tests {
     }
 
     fn names(catalog: &ToolCatalog) -> Vec<String> {
-        catalog.entries().iter().map(|e| e.name().to_string()).collect()
+        catalog
+            .entries()
+            .iter()
+            .map(|e| e.name().to_string())
+            .collect()
     }
 
     #[tokio::test]
@@ -182,15 +192,25 @@ mod tests {
         });
         registry.add_source(source.clone()).await.unwrap();
         assert_eq!(names(&registry.catalog()), ["local.clock", "remote.a"]);
-        assert_eq!(names(&before), ["local.clock"], "a snapshot taken earlier does not change");
+        assert_eq!(
+            names(&before),
+            ["local.clock"],
+            "a snapshot taken earlier does not change"
+        );
 
         *source.tools.lock().unwrap() = vec!["remote.a", "remote.b"];
         source.version.send_modify(|v| *v += 1);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         while registry.catalog().len() < 3 {
-            assert!(tokio::time::Instant::now() < deadline, "the change never landed");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the change never landed"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        assert_eq!(names(&registry.catalog()), ["local.clock", "remote.a", "remote.b"]);
+        assert_eq!(
+            names(&registry.catalog()),
+            ["local.clock", "remote.a", "remote.b"]
+        );
     }
 }

@@ -1,26 +1,50 @@
 //! One `[mcp_servers.NAME]` table of `agentloop.toml`.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 const DEFAULT_STARTUP_TIMEOUT_S: f64 = 30.0;
 
-/// How to start one MCP server as a child process speaking MCP over stdio.
+/// Headers the MCP transport sets itself: a value from the configuration would break the
+/// protocol (`content-type` included, because the client only sets it when it is absent).
+const RESERVED_HEADERS: [&str; 5] = [
+    "accept",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+/// How to reach one MCP server: a child process speaking MCP over stdio (`command`, `args`,
+/// `env`, `cwd`), or a streamable HTTP endpoint (`url`, `headers`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// The program to run, found on `PATH` unless it is a path.
-    pub command: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// Added to the environment agentloop itself runs with.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Working directory of the server; agentloop's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
-    /// How long the server may take to start, answer the handshake and list its tools.
+    /// The MCP endpoint of a server speaking streamable HTTP (`http://host:port/mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Sent with every HTTP request to `url`, such as `Authorization`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// How long the server may take to start (or answer, over HTTP), complete the handshake and
+    /// list its tools.
     #[serde(default = "default_startup_timeout_s")]
     pub startup_timeout_s: f64,
 }
@@ -33,10 +57,27 @@ impl McpServerConfig {
     /// A server started with `command` and everything else at its default.
     pub fn new(command: impl Into<String>) -> Self {
         Self {
-            command: command.into(),
+            command: Some(command.into()),
+            ..Self::empty()
+        }
+    }
+
+    /// A server reached over streamable HTTP at `url` and everything else at its default.
+    pub fn http(url: impl Into<String>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ..Self::empty()
+        }
+    }
+
+    fn empty() -> Self {
+        Self {
+            command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
+            url: None,
+            headers: BTreeMap::new(),
             startup_timeout_s: DEFAULT_STARTUP_TIMEOUT_S,
         }
     }
@@ -60,16 +101,69 @@ impl McpServerConfig {
         self
     }
 
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
     pub fn with_startup_timeout_s(mut self, seconds: f64) -> Self {
         self.startup_timeout_s = seconds;
         self
     }
 
+    /// Whether the server is reached over HTTP rather than started as a child process.
+    pub fn is_http(&self) -> bool {
+        self.url.is_some()
+    }
+
+    /// Makes a relative `cwd` relative to `base` (the directory of the configuration file), and
+    /// starts a server without `cwd` in `base`. Servers reached over HTTP have no working
+    /// directory and are left alone.
+    pub fn resolve_cwd(&mut self, base: &Path) {
+        if self.is_http() {
+            return;
+        }
+        self.cwd = Some(match self.cwd.take() {
+            Some(cwd) if cwd.is_relative() => base.join(cwd),
+            Some(cwd) => cwd,
+            None => base.to_path_buf(),
+        });
+    }
+
     /// Checks the table of the server called `name`; the message names the offending key.
     pub fn validate(&self, name: &str) -> Result<(), String> {
         validate_server_name(name)?;
-        if self.command.trim().is_empty() {
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => Err(format!(
+                "mcp_servers.{name} has both command and url: set mcp_servers.{name}.command to \
+                 start the server as a child process, or mcp_servers.{name}.url to reach it over \
+                 HTTP, not both"
+            )),
+            (None, None) => Err(format!(
+                "mcp_servers.{name} needs mcp_servers.{name}.command (a server started as a \
+                 child process) or mcp_servers.{name}.url (a server reached over HTTP)"
+            )),
+            (Some(command), None) => self.validate_command(name, command),
+            (None, Some(url)) => self.validate_url(name, url),
+        }?;
+        if self.startup_timeout().is_none() {
+            return Err(format!(
+                "mcp_servers.{name}.startup_timeout_s must be a positive number of seconds, got {}",
+                self.startup_timeout_s
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_command(&self, name: &str, command: &str) -> Result<(), String> {
+        if command.trim().is_empty() {
             return Err(format!("mcp_servers.{name}.command must not be empty"));
+        }
+        if !self.headers.is_empty() {
+            return Err(format!(
+                "mcp_servers.{name}.headers only applies to a server reached over HTTP (url), \
+                 not to one started with command"
+            ));
         }
         if let Some(key) = self
             .env
@@ -81,11 +175,34 @@ impl McpServerConfig {
                  empty or contain '=' or NUL"
             ));
         }
-        if self.startup_timeout().is_none() {
+        Ok(())
+    }
+
+    fn validate_url(&self, name: &str, url: &str) -> Result<(), String> {
+        let process_keys = [
+            ("args", !self.args.is_empty()),
+            ("env", !self.env.is_empty()),
+            ("cwd", self.cwd.is_some()),
+        ];
+        if let Some((key, _)) = process_keys.iter().find(|(_, set)| *set) {
             return Err(format!(
-                "mcp_servers.{name}.startup_timeout_s must be a positive number of seconds, got {}",
-                self.startup_timeout_s
+                "mcp_servers.{name}.{key} only applies to a server started with command, not to \
+                 one reached over HTTP (url); agentloop does not start HTTP servers"
             ));
+        }
+        let parsed = reqwest::Url::parse(url).map_err(|error| {
+            format!("mcp_servers.{name}.url {url:?} is not a valid URL: {error}")
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!(
+                "mcp_servers.{name}.url {url:?} must be an http:// or https:// URL of the \
+                 server's MCP endpoint, such as http://127.0.0.1:8000/mcp"
+            ));
+        }
+        for (header, value) in &self.headers {
+            parse_header(header, value).map_err(|why| {
+                format!("mcp_servers.{name}.headers has an invalid header {header:?}: {why}")
+            })?;
         }
         Ok(())
     }
@@ -98,6 +215,21 @@ impl McpServerConfig {
             None
         }
     }
+}
+
+/// One configured header in the form the HTTP client sends; its value is marked sensitive so
+/// that a token never reaches a debug log.
+pub(crate) fn parse_header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let header_name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| "the name is not a valid HTTP header name".to_owned())?;
+    if RESERVED_HEADERS.contains(&header_name.as_str()) {
+        return Err("MCP sets this header itself".to_owned());
+    }
+    let mut header_value = HeaderValue::from_str(value).map_err(|_| {
+        "the value must be visible ASCII (no line breaks or control characters)".to_owned()
+    })?;
+    header_value.set_sensitive(true);
+    Ok((header_name, header_value))
 }
 
 /// Server names become the namespace of their tools (`NAME.tool`), so a `.` or a space in them
@@ -154,9 +286,119 @@ mod tests {
     }
 
     #[test]
+    fn an_http_server_reads_url_and_headers() {
+        let config = parse(
+            r#"
+            url = "https://mcp.example.com/mcp"
+            headers = { Authorization = "Bearer abc", "X-Team" = "7" }
+            startup_timeout_s = 5
+            "#,
+        )
+        .unwrap();
+        let expected = McpServerConfig::http("https://mcp.example.com/mcp")
+            .with_header("Authorization", "Bearer abc")
+            .with_header("X-Team", "7")
+            .with_startup_timeout_s(5.0);
+        assert_eq!(config, expected);
+        assert!(config.is_http());
+        assert_eq!(config.validate("remote"), Ok(()));
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
-        let error = parse("command = \"x\"\nurl = \"http://localhost\"").unwrap_err();
-        assert!(error.to_string().contains("url"), "{error}");
+        let error = parse("command = \"x\"\nhost = \"localhost\"").unwrap_err();
+        assert!(error.to_string().contains("host"), "{error}");
+    }
+
+    #[test]
+    fn exactly_one_of_command_and_url() {
+        let both = parse("command = \"x\"\nurl = \"http://localhost/mcp\"").unwrap();
+        let message = both.validate("files").unwrap_err();
+        assert!(message.contains("mcp_servers.files.command"), "{message}");
+        assert!(message.contains("mcp_servers.files.url"), "{message}");
+
+        let neither = parse("startup_timeout_s = 3").unwrap();
+        let message = neither.validate("files").unwrap_err();
+        assert!(message.contains("mcp_servers.files.command"), "{message}");
+        assert!(message.contains("mcp_servers.files.url"), "{message}");
+    }
+
+    #[test]
+    fn a_url_must_be_http() {
+        for bad in ["ftp://x", "not a url", "file:///tmp/mcp", "http://"] {
+            let message = McpServerConfig::http(bad).validate("remote").unwrap_err();
+            assert!(
+                message.contains("mcp_servers.remote.url"),
+                "{bad}: {message}"
+            );
+        }
+        assert_eq!(
+            McpServerConfig::http("http://127.0.0.1:8000/mcp").validate("remote"),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn process_keys_and_headers_do_not_mix_with_the_other_kind() {
+        let url = "http://127.0.0.1:8000/mcp";
+        let cases = [
+            (
+                McpServerConfig::http(url).with_args(["x"]),
+                "mcp_servers.r.args",
+            ),
+            (
+                McpServerConfig::http(url).with_env("A", "b"),
+                "mcp_servers.r.env",
+            ),
+            (
+                McpServerConfig::http(url).with_cwd("/srv"),
+                "mcp_servers.r.cwd",
+            ),
+            (
+                McpServerConfig::new("x").with_header("Authorization", "Bearer a"),
+                "mcp_servers.r.headers",
+            ),
+        ];
+        for (config, key) in cases {
+            let message = config.validate("r").unwrap_err();
+            assert!(message.contains(key), "{key}: {message}");
+        }
+    }
+
+    #[test]
+    fn headers_must_be_sendable_and_not_reserved() {
+        let url = "http://127.0.0.1:8000/mcp";
+        for (name, value) in [
+            ("Bad Name", "x"),
+            ("X-Token", "line\nbreak"),
+            ("Mcp-Session-Id", "forged"),
+            ("Accept", "text/html"),
+        ] {
+            let message = McpServerConfig::http(url)
+                .with_header(name, value)
+                .validate("r")
+                .unwrap_err();
+            assert!(
+                message.contains("mcp_servers.r.headers"),
+                "{name}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_servers_started_as_processes_get_a_working_directory() {
+        let base = Path::new("/etc/agentloop");
+        let mut child = McpServerConfig::new("x");
+        child.resolve_cwd(base);
+        assert_eq!(child.cwd.as_deref(), Some(base));
+        let mut relative = McpServerConfig::new("x").with_cwd("sub");
+        relative.resolve_cwd(base);
+        assert_eq!(relative.cwd, Some(base.join("sub")));
+
+        let mut remote = McpServerConfig::http("http://127.0.0.1:8000/mcp");
+        remote.resolve_cwd(base);
+        assert_eq!(remote.cwd, None);
+        assert_eq!(remote.validate("remote"), Ok(()));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Why an MCP server could not be started.
+//! Why an MCP server could not be started or reached.
 
 /// A server that could not be started: the message says what to check.
 ///
@@ -37,6 +37,26 @@ pub enum McpError {
         details: String,
     },
 
+    /// A server reached over HTTP that could not be connected to; `reason` ends with what to
+    /// check.
+    #[error("cannot connect to MCP server '{server}' at {url}: {reason}")]
+    Connect {
+        server: String,
+        url: String,
+        reason: String,
+    },
+
+    #[error(
+        "MCP server '{server}' at {url} did not complete the MCP handshake within {seconds} s; \
+         check that mcp_servers.{server}.url is reachable from here, or raise \
+         mcp_servers.{server}.startup_timeout_s"
+    )]
+    ConnectTimeout {
+        server: String,
+        url: String,
+        seconds: f64,
+    },
+
     #[error("MCP server '{server}' started but could not list its tools: {reason}{details}")]
     ListTools {
         server: String,
@@ -53,6 +73,8 @@ impl McpError {
             Self::Spawn { server, .. }
             | Self::Handshake { server, .. }
             | Self::StartupTimeout { server, .. }
+            | Self::Connect { server, .. }
+            | Self::ConnectTimeout { server, .. }
             | Self::ListTools { server, .. } => Some(server),
         }
     }

@@ -1,17 +1,25 @@
 //! MCP tool sources: agentloop's bridge to MCP servers, through the official `rmcp` crate.
 //!
 //! Each `[mcp_servers.NAME]` table of `agentloop.toml` becomes an [`McpServerConfig`];
-//! [`McpSource::connect`] starts the server as a child process speaking MCP over stdio and offers
-//! its tools to the loop as `NAME.tool`. `rmcp` stays behind these types: it has broken its API
-//! across major versions, and no other crate should have to follow it.
+//! [`McpSource::connect`] starts the server as a child process speaking MCP over stdio, or
+//! connects to it over streamable HTTP, and offers its tools to the loop as `NAME.tool`. When
+//! the server changes its tools, [`agentloop_core::ToolSource::changes`] moves. `rmcp` stays
+//! behind these types: it has broken its API across major versions, and no other crate should
+//! have to follow it.
 
+mod client;
 mod config;
+mod connection;
 mod error;
+mod http;
+mod http_client;
+mod http_failure;
 mod lifeline;
 mod process;
 mod result;
 mod source;
 mod stderr;
+mod stdio;
 mod tool;
 
 pub use config::McpServerConfig;

@@ -24,11 +24,12 @@ const STDERR_PATIENCE: Duration = Duration::from_millis(500);
 /// stderr captured.
 pub(crate) fn spawn(
     server: &str,
+    program: &str,
     config: &McpServerConfig,
 ) -> Result<(ChildTransport, Arc<Lifeline>), McpError> {
     let spawn_error = |reason: String| McpError::Spawn {
         server: server.to_owned(),
-        command: config.command.clone(),
+        command: program.to_owned(),
         reason,
     };
     if let Some(cwd) = &config.cwd
@@ -41,7 +42,7 @@ pub(crate) fn spawn(
         )));
     }
 
-    let mut command = Command::new(&config.command);
+    let mut command = Command::new(program);
     command.args(&config.args).envs(&config.env);
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
@@ -52,7 +53,7 @@ pub(crate) fn spawn(
     let (process, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|error| spawn_error(describe_spawn_error(server, &config.command, &error)))?;
+        .map_err(|error| spawn_error(describe_spawn_error(server, program, &error)))?;
     let stderr = match stderr {
         Some(stream) => StderrTail::spawn_reader(server, stream),
         None => StderrTail::empty(server),

@@ -1,7 +1,26 @@
 //! From an MCP `tools/call` result to what the loop and the model read.
 
 use agentloop_core::{ToolError, ToolOutput};
-use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ResourceContents};
+
+/// A `tools/call` answer: a complete result, or a kind agentloop cannot continue yet.
+pub(crate) fn call_output(response: CallToolResponse) -> Result<ToolOutput, ToolError> {
+    match response {
+        CallToolResponse::Complete(result) => tool_output(result),
+        CallToolResponse::InputRequired(_) => Err(ToolError::Failed(
+            "the MCP server asked for more input from the user, which agentloop does not support \
+             yet"
+            .to_owned(),
+        )),
+        CallToolResponse::Task(_) => Err(ToolError::Failed(
+            "the MCP server answered with a task to poll, which agentloop does not support yet"
+                .to_owned(),
+        )),
+        _ => Err(ToolError::Failed(
+            "the MCP server answered with a kind of result agentloop does not know".to_owned(),
+        )),
+    }
+}
 
 /// Text blocks become the text, other blocks a short placeholder the model can still reason
 /// about; `isError` turns the whole result into a tool failure.

@@ -1,40 +1,38 @@
-//! A running MCP server and the tools it offers.
+//! A connected MCP server and the tools it offers.
 
-use std::{
-    collections::BTreeMap,
-    fmt,
-    sync::{Arc, Mutex, MutexGuard},
-};
+use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
 use agentloop_core::{Tool, ToolError, ToolSource};
 use async_trait::async_trait;
-use rmcp::{
-    RoleClient, ServiceExt,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
-    service::{ClientInitializeError, RunningService},
-};
+use tokio::sync::watch;
 
 use crate::{
     McpError, McpServerConfig,
-    lifeline::Lifeline,
-    process::{self, ChildTransport},
+    client::Changes,
+    connection::{Connection, Link},
+    http::HttpLink,
+    process,
+    stdio::StdioLink,
     tool::McpTool,
 };
 
-type Service = RunningService<RoleClient, ClientConfig>;
-
-/// A connected MCP server: its tools are named `NAME.tool`. Dropping it stops the server.
+/// A connected MCP server: its tools are named `NAME.tool`. Dropping it stops a server started
+/// as a child process, and ends the session with a server reached over HTTP.
 pub struct McpSource {
     name: String,
-    lifeline: Arc<Lifeline>,
+    connection: Arc<Connection>,
+    /// One listing at a time; the value of the change counter it was made at.
+    listed: tokio::sync::Mutex<Listed>,
+}
+
+struct Listed {
+    at_change: u64,
     tools: Vec<Arc<dyn Tool>>,
-    /// `None` once shut down.
-    service: Mutex<Option<Service>>,
 }
 
 impl McpSource {
-    /// Starts the server `name`, performs the MCP handshake and lists its tools, all within
-    /// `startup_timeout_s`.
+    /// Starts the server `name` (or connects to it, over HTTP), performs the MCP handshake and
+    /// lists its tools, all within `startup_timeout_s`.
     pub async fn connect(name: &str, config: &McpServerConfig) -> Result<McpSource, McpError> {
         config.validate(name).map_err(McpError::InvalidConfig)?;
         let Some(timeout) = config.startup_timeout() else {
@@ -42,110 +40,121 @@ impl McpSource {
                 "mcp_servers.{name}.startup_timeout_s is not a usable duration"
             )));
         };
-        let (transport, lifeline) = process::spawn(name, config)?;
-        match tokio::time::timeout(timeout, start(name, transport, &lifeline)).await {
-            Ok(started) => started,
-            Err(_elapsed) => Err(McpError::StartupTimeout {
-                server: name.to_owned(),
-                seconds: config.startup_timeout_s,
-                // Stopped by the timeout itself: only its stderr can tell why it was slow.
-                details: lifeline.report().await.without_reason().as_details(),
-            }),
+        match (&config.command, &config.url) {
+            (Some(program), None) => connect_stdio(name, program, config, timeout).await,
+            (None, Some(url)) => connect_http(name, url, config, timeout).await,
+            // `validate` refused both of these already.
+            _ => Err(McpError::InvalidConfig(format!(
+                "mcp_servers.{name} needs exactly one of command and url"
+            ))),
         }
     }
 
-    /// Whether the server's process still runs.
+    /// Whether the server can be used: its process still runs, or, over HTTP, the session is
+    /// open and the server answered the last request.
     pub fn is_running(&self) -> bool {
-        self.lifeline.is_running()
+        self.connection.is_running()
     }
 
-    /// Stops the server: closes its stdin, then terminates it if it does not exit by itself.
-    /// Calls of its tools fail with [`ToolError::Unavailable`] from now on.
+    /// Stops the server: closes its stdin, then terminates it if it does not exit by itself;
+    /// over HTTP, ends the session. Calls of its tools fail with [`ToolError::Unavailable`]
+    /// from now on.
     pub async fn shutdown(&self) {
-        let service = self.lock_service().take();
-        if let Some(mut service) = service {
-            self.lifeline.mark_gone("it was shut down");
-            if let Err(error) = service.close().await {
-                tracing::debug!(server = %self.name, %error, "MCP client task failed while closing");
-            }
-        }
+        self.connection.shutdown().await;
     }
 
-    fn lock_service(&self) -> MutexGuard<'_, Option<Service>> {
-        // The guarded value is only ever taken whole, so a poisoned lock holds nothing broken.
-        self.service
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Lists the tools and keeps them with the value of the change counter read before asking,
+    /// so that a change arriving during the listing is listed again next time.
+    async fn list(&self, listed: &mut Listed) -> Result<(), ToolError> {
+        let at_change = self.connection.changes().current();
+        let tools = self.connection.list_tools().await?;
+        *listed = Listed {
+            at_change,
+            tools: tools
+                .iter()
+                .map(|tool| Arc::new(McpTool::new(tool, self.connection.clone())) as Arc<dyn Tool>)
+                .collect(),
+        };
+        Ok(())
     }
 }
 
-async fn start(
+async fn connect_stdio(
     name: &str,
-    transport: ChildTransport,
-    lifeline: &Arc<Lifeline>,
+    program: &str,
+    config: &McpServerConfig,
+    timeout: Duration,
 ) -> Result<McpSource, McpError> {
-    let service = match client_config().serve(transport).await {
-        Ok(service) => service,
-        Err(error) => {
-            let details = lifeline.report().await.as_details();
-            return Err(McpError::Handshake {
-                server: name.to_owned(),
-                reason: describe_handshake_error(&error, lifeline.is_running()),
-                details,
-            });
-        }
+    let changes = Changes::new();
+    let (transport, lifeline) = process::spawn(name, program, config)?;
+    let started = async {
+        let link = StdioLink::handshake(name, transport, lifeline.clone(), changes.clone()).await?;
+        start(name, Connection::new(name, changes, Link::Stdio(link))).await
     };
-    let listed = match service.list_all_tools().await {
-        Ok(listed) => listed,
-        Err(error) => {
-            return Err(McpError::ListTools {
-                server: name.to_owned(),
-                reason: error.to_string(),
-                details: lifeline.report().await.as_details(),
-            });
-        }
+    match tokio::time::timeout(timeout, started).await {
+        Ok(started) => started,
+        Err(_elapsed) => Err(McpError::StartupTimeout {
+            server: name.to_owned(),
+            seconds: config.startup_timeout_s,
+            // Stopped by the timeout itself: only its stderr can tell why it was slow.
+            details: lifeline.report().await.without_reason().as_details(),
+        }),
+    }
+}
+
+async fn connect_http(
+    name: &str,
+    url: &str,
+    config: &McpServerConfig,
+    timeout: Duration,
+) -> Result<McpSource, McpError> {
+    let changes = Changes::new();
+    let started = async {
+        let link = HttpLink::connect(name, url, config, timeout, changes.clone()).await?;
+        start(name, Connection::new(name, changes, Link::Http(link))).await
     };
-    let peer = service.peer().clone();
-    let tools = listed
-        .iter()
-        .map(|tool| Arc::new(McpTool::new(tool, peer.clone(), lifeline.clone())) as Arc<dyn Tool>)
-        .collect();
-    tracing::debug!(server = %name, tools = listed.len(), "MCP server started");
-    Ok(McpSource {
+    match tokio::time::timeout(timeout, started).await {
+        Ok(started) => started,
+        Err(_elapsed) => Err(McpError::ConnectTimeout {
+            server: name.to_owned(),
+            url: url.to_owned(),
+            seconds: config.startup_timeout_s,
+        }),
+    }
+}
+
+/// Lists the tools of a server that completed the handshake.
+async fn start(name: &str, connection: Connection) -> Result<McpSource, McpError> {
+    let source = McpSource {
         name: name.to_owned(),
-        lifeline: lifeline.clone(),
-        tools,
-        service: Mutex::new(Some(service)),
-    })
-}
-
-fn describe_handshake_error(error: &ClientInitializeError, running: bool) -> String {
-    if !running {
-        // A broken pipe or a closed connection is only the symptom; the details say why.
-        return "the server stopped before answering".to_owned();
+        connection: Arc::new(connection),
+        listed: tokio::sync::Mutex::new(Listed {
+            at_change: 0,
+            tools: Vec::new(),
+        }),
+    };
+    let mut listed = source.listed.lock().await;
+    if let Err(error) = source.list(&mut listed).await {
+        let details = match (source.connection.link(), &error) {
+            // An unavailable server's message already tells why it stopped.
+            (Link::Stdio(link), ToolError::Failed(_)) => {
+                link.lifeline().report().await.as_details()
+            }
+            _ => String::new(),
+        };
+        let reason = match error {
+            ToolError::Failed(why) | ToolError::InvalidArguments(why) => why,
+            ToolError::Unavailable(why) => why,
+        };
+        return Err(McpError::ListTools {
+            server: name.to_owned(),
+            reason,
+            details,
+        });
     }
-    match error {
-        ClientInitializeError::TransportError { error, context } => {
-            format!("cannot {context}: {}", error.error)
-        }
-        ClientInitializeError::ConnectionClosed(awaited) => {
-            format!("the server closed the connection before sending its {awaited}")
-        }
-        ClientInitializeError::JsonRpcError(error) => {
-            format!("the server refused to initialize: {}", error.message)
-        }
-        other => other.to_string(),
-    }
-}
-
-fn client_config() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
-    )
-    // The legacy `initialize` handshake is what every stdio server speaks today; it must name a
-    // version that still has one.
-    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    tracing::debug!(server = %name, tools = listed.tools.len(), "MCP server started");
+    drop(listed);
+    Ok(source)
 }
 
 /// Starts every server at the same time; returns those that started and why the others did not,
@@ -173,30 +182,51 @@ impl ToolSource for McpSource {
         &self.name
     }
 
+    /// The tools listed last, or listed anew when the server said they changed (or a new HTTP
+    /// session replaced the old one) since.
     async fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, ToolError> {
-        Ok(self.tools.clone())
+        let mut listed = self.listed.lock().await;
+        if listed.at_change != self.connection.changes().current() {
+            self.list(&mut listed).await?;
+        }
+        Ok(listed.tools.clone())
+    }
+
+    /// Moves when the server sends `notifications/tools/list_changed`, and when a new HTTP
+    /// session replaced one the server forgot. Closed (`changed()` fails) once the source is
+    /// shut down or dropped, so that whoever waits for changes can stop.
+    fn changes(&self) -> Option<watch::Receiver<u64>> {
+        Some(self.connection.changes().subscribe())
     }
 }
 
 impl Drop for McpSource {
     fn drop(&mut self) {
-        // Dropping the rmcp service cancels it, which closes the transport and stops the child;
-        // tools still held elsewhere must fail at once rather than wait for that.
-        self.lifeline.mark_gone("it was shut down");
+        // Tools held elsewhere keep the connection; the server must still end with its source.
+        self.connection.close_now();
     }
 }
 
 impl fmt::Debug for McpSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tools: Vec<&str> = self
-            .tools
-            .iter()
-            .map(|tool| tool.info().name.as_str())
-            .collect();
-        f.debug_struct("McpSource")
+        let mut debug = f.debug_struct("McpSource");
+        debug
             .field("name", &self.name)
-            .field("running", &self.is_running())
-            .field("tools", &tools)
-            .finish()
+            .field("running", &self.is_running());
+        if let Link::Http(link) = self.connection.link() {
+            debug.field("url", &link.url());
+        }
+        match self.listed.try_lock() {
+            Ok(listed) => {
+                let tools: Vec<&str> = listed
+                    .tools
+                    .iter()
+                    .map(|tool| tool.info().name.as_str())
+                    .collect();
+                debug.field("tools", &tools)
+            }
+            Err(_) => debug.field("tools", &"(being listed)"),
+        };
+        debug.finish()
     }
 }

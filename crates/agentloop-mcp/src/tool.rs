@@ -4,38 +4,26 @@ use std::sync::Arc;
 
 use agentloop_core::{Tool, ToolContext, ToolError, ToolInfo, ToolOutput};
 use async_trait::async_trait;
-use rmcp::{
-    Peer, RoleClient, ServiceError,
-    model::{CallToolRequestParams, CallToolResponse},
-};
 use serde_json::Value;
 
-use crate::{lifeline::Lifeline, result::tool_output};
+use crate::connection::Connection;
 
 pub(crate) struct McpTool {
     info: ToolInfo,
     /// The name the server knows the tool by, without the `server.` namespace.
     remote_name: String,
-    peer: Peer<RoleClient>,
-    lifeline: Arc<Lifeline>,
+    /// Shared with the source and the server's other tools: after a new HTTP session, tools
+    /// listed before it still reach the server.
+    connection: Arc<Connection>,
 }
 
 impl McpTool {
-    pub(crate) fn new(
-        tool: &rmcp::model::Tool,
-        peer: Peer<RoleClient>,
-        lifeline: Arc<Lifeline>,
-    ) -> Self {
+    pub(crate) fn new(tool: &rmcp::model::Tool, connection: Arc<Connection>) -> Self {
         Self {
-            info: tool_info(lifeline.server(), tool),
+            info: tool_info(connection.server(), tool),
             remote_name: tool.name.to_string(),
-            peer,
-            lifeline,
+            connection,
         }
-    }
-
-    async fn unavailable(&self) -> ToolError {
-        ToolError::Unavailable(self.lifeline.unavailable_message().await)
     }
 }
 
@@ -78,43 +66,8 @@ impl Tool for McpTool {
                 )));
             }
         };
-        if !self.lifeline.is_running() {
-            return Err(self.unavailable().await);
-        }
-        let mut params = CallToolRequestParams::new(self.remote_name.clone());
-        params.arguments = arguments;
-
-        // rmcp only fails pending requests after its service loop has wound down, which can take
-        // seconds; the lifeline knows the moment the server's output closes.
-        let response = tokio::select! {
-            response = self.peer.call_tool_once(params) => response,
-            () = self.lifeline.stopped() => return Err(self.unavailable().await),
-        };
-        match response {
-            Ok(CallToolResponse::Complete(result)) => tool_output(result),
-            Ok(CallToolResponse::InputRequired(_)) => Err(ToolError::Failed(
-                "the MCP server asked for more input from the user, which agentloop does not \
-                 support yet"
-                    .to_owned(),
-            )),
-            Ok(CallToolResponse::Task(_)) => Err(ToolError::Failed(
-                "the MCP server answered with a task to poll, which agentloop does not support yet"
-                    .to_owned(),
-            )),
-            Ok(_) => Err(ToolError::Failed(
-                "the MCP server answered with a kind of result agentloop does not know".to_owned(),
-            )),
-            Err(ServiceError::McpError(error)) => {
-                Err(ToolError::Failed(error.message.into_owned()))
-            }
-            Err(_) if !self.lifeline.is_running() => Err(self.unavailable().await),
-            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
-                Err(self.unavailable().await)
-            }
-            Err(error) => Err(ToolError::Failed(format!(
-                "the call to MCP server '{}' failed: {error}",
-                self.lifeline.server()
-            ))),
-        }
+        self.connection
+            .call_tool(&self.remote_name, arguments)
+            .await
     }
 }

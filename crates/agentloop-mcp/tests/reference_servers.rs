@@ -1,5 +1,5 @@
 //! The official reference server `@modelcontextprotocol/server-everything`, installed from npm
-//! into `test-servers/`, over stdio.
+//! into `test-servers/`, over stdio and over streamable HTTP.
 
 // Test helpers outside `#[test]` functions fail loudly too.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use agentloop_core::{Tool, ToolContext, ToolOutput, ToolSource};
 use agentloop_mcp::{McpServerConfig, McpSource};
-use agentloop_test_support::mcp::reference_server_everything;
+use agentloop_test_support::mcp::{reference_server_everything, reference_server_everything_http};
 use serde_json::{Value, json};
 
 /// Far longer than any call here takes: a call that hangs fails the test instead.
@@ -90,4 +90,56 @@ async fn server_everything_lists_and_runs_its_tools() {
     assert!(image.text.contains("[image: image/png]"), "{}", image.text);
 
     source.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_everything_over_streamable_http() {
+    let mut server = reference_server_everything_http();
+    let config = McpServerConfig::http(server.url());
+    let source = tokio::time::timeout(PATIENCE, McpSource::connect("everything", &config))
+        .await
+        .expect("connecting to server-everything over HTTP hung")
+        .unwrap();
+    assert!(source.is_running());
+
+    let names: Vec<String> = source
+        .tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|tool| tool.info().name.clone())
+        .collect();
+    for expected in ["everything.echo", "everything.get-sum"] {
+        assert!(
+            names.iter().any(|name| name == expected),
+            "{expected} not in {names:?}"
+        );
+    }
+    assert_eq!(
+        call(&source, "everything.echo", json!({"message": "over http"})).await,
+        ToolOutput::text("Echo: over http")
+    );
+    assert_eq!(
+        call(&source, "everything.get-sum", json!({"a": 2, "b": 3.5})).await,
+        ToolOutput::text("The sum of 2 and 3.5 is 5.5.")
+    );
+
+    // Restarted, it forgets the session; it says so with HTTP 400 and a JSON-RPC error rather
+    // than the 404 of the specification, and a new session is opened all the same.
+    let mut changes = source.changes().unwrap();
+    changes.borrow_and_update();
+    let server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        call(&source, "everything.echo", json!({"message": "again"})).await,
+        ToolOutput::text("Echo: again")
+    );
+    assert!(changes.has_changed().unwrap());
+
+    source.shutdown().await;
+    drop(server);
 }

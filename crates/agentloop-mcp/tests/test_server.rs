@@ -53,6 +53,7 @@ async fn tools_are_listed_in_the_server_namespace_with_schemas_and_hints() {
         names,
         [
             "test.add",
+            "test.add_tool",
             "test.big",
             "test.crash",
             "test.echo",

@@ -1,14 +1,22 @@
 //! MCP servers for tests, run as real child processes: agentloop's own small test server
-//! (`agentloop-test-mcp`, see [`server`]) and the official reference servers from npm.
+//! (`agentloop-test-mcp`, see [`server`]; over stdio, or over HTTP with `--http ADDR`) and the
+//! official reference servers from npm.
 
 mod binary;
+mod http_process;
+pub mod http_server;
 mod reference;
 pub mod server;
 
 use std::path::Path;
 
 pub use binary::{scripted_llm_path, test_mcp_server_path};
-pub use reference::{reference_server_everything, reference_server_filesystem, test_servers_dir};
+pub use http_process::{TestMcpHttp, test_mcp_server_http};
+pub use http_server::{TOKEN_ENV, serve_http};
+pub use reference::{
+    ReferenceHttpServer, reference_server_everything, reference_server_everything_http,
+    reference_server_filesystem, test_servers_dir,
+};
 pub use server::{CRASH_EXIT_STATUS, LOG_ENV, TestMcpServer};
 
 /// A `[mcp_servers.NAME]` table of `agentloop.toml` starting the test server, logging its calls
@@ -26,6 +34,12 @@ pub fn test_mcp_server_config_toml(name: &str, log: Option<&Path>) -> String {
         ));
     }
     table
+}
+
+/// A `[mcp_servers.NAME]` table of `agentloop.toml` reaching a server over HTTP at `url`, such as
+/// [`TestMcpHttp::url`].
+pub fn test_mcp_http_config_toml(name: &str, url: &str) -> String {
+    format!("[mcp_servers.{name}]\nurl = {}\n", toml_string(url))
 }
 
 /// A TOML basic string: JSON string escapes are a subset of TOML's.

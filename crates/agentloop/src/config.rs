@@ -179,11 +179,8 @@ impl Config {
             };
         }
         for server in self.mcp_servers.values_mut() {
-            server.cwd = Some(match server.cwd.take() {
-                Some(cwd) if cwd.is_relative() => base.join(cwd),
-                Some(cwd) => cwd,
-                None => base.to_path_buf(),
-            });
+            // Only child processes have a working directory.
+            server.resolve_cwd(base);
         }
     }
 }
@@ -355,6 +352,20 @@ mod tests {
                 .unwrap_err()
                 .contains("store.url")
         );
+    }
+
+    #[test]
+    fn an_http_server_in_a_file_gets_no_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentloop.toml");
+        std::fs::write(
+            &path,
+            "[mcp_servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n",
+        )
+        .unwrap();
+        let (config, _) = Config::load_file(Some(&path)).unwrap();
+        assert_eq!(config.mcp_servers["web"].cwd, None);
+        assert_eq!(config.validate(), Ok(()));
     }
 
     #[test]

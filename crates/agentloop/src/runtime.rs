@@ -9,8 +9,8 @@ use std::{
 use agentloop_core::{Agent, AgentBuilder, AgentError, LlmError, Store, StoreError};
 use agentloop_llm::{OpenAiClient, token_counter_for};
 use agentloop_mcp::{McpError, McpSource};
-use tokio::task::JoinHandle;
 use agentloop_store::SqlStore;
+use tokio::task::JoinHandle;
 
 use crate::side_effects::WebhookSideEffects;
 

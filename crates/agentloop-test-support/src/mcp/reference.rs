@@ -2,12 +2,18 @@
 //! the repository (`package.json` and `package-lock.json` pin their versions).
 
 use std::{
+    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::Command,
-    sync::Mutex,
+    process::{Child, Command, Stdio},
+    sync::{Mutex, mpsc},
+    time::Duration,
 };
 
 static INSTALL: Mutex<()> = Mutex::new(());
+
+/// Far longer than Node.js takes to start the server: one that never listens fails the test
+/// instead of hanging it.
+const HTTP_STARTUP_PATIENCE: Duration = Duration::from_secs(60);
 
 /// `test-servers/` at the root of the repository.
 pub fn test_servers_dir() -> PathBuf {
@@ -24,6 +30,116 @@ pub fn reference_server_everything() -> (String, Vec<String>) {
         "node".to_owned(),
         vec![entry.to_string_lossy().into_owned(), "stdio".to_owned()],
     )
+}
+
+/// `@modelcontextprotocol/server-everything` over streamable HTTP, as a child process of the
+/// test; dropping it kills the process.
+#[derive(Debug)]
+pub struct ReferenceHttpServer {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl ReferenceHttpServer {
+    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// Kills the server and starts a new process on the same port: to its clients, a server
+    /// that restarted and forgot their sessions.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Some(spawn_everything_http(self.port));
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for ReferenceHttpServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts `@modelcontextprotocol/server-everything` over streamable HTTP on a free port and
+/// waits until it listens; runs `npm ci` first like [`reference_server_everything`].
+#[allow(clippy::panic)]
+pub fn reference_server_everything_http() -> ReferenceHttpServer {
+    // The server takes its port from the environment only, so a free one is found first; the
+    // moment between closing it here and the server binding it is the only race.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|error| panic!("cannot find a free port: {error}"));
+    ReferenceHttpServer {
+        child: Some(spawn_everything_http(port)),
+        port,
+    }
+}
+
+#[allow(clippy::panic)]
+fn spawn_everything_http(port: u16) -> Child {
+    let (node, mut args) = reference_server_everything();
+    args.truncate(1);
+    args.push("streamableHttp".to_owned());
+    let mut child = Command::new(node)
+        .args(&args)
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        // It logs every request on stdout; nobody reads it.
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start server-everything with node: {error}"));
+    let listening = match child.stderr.take() {
+        Some(stderr) => wait_for_listening(stderr),
+        None => Err("its stderr was not captured".to_owned()),
+    };
+    if let Err(why) = listening {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("server-everything over HTTP on port {port} did not start: {why}");
+    }
+    child
+}
+
+/// Waits for the line announcing the port, in a thread so that a silent server cannot hang the
+/// test; the thread then drains stderr so that the server never blocks on a full pipe.
+fn wait_for_listening(stderr: std::process::ChildStderr) -> Result<(), String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut waiting = Some(sender);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if waiting.is_none() {
+                continue;
+            }
+            if line.contains("MCP Streamable HTTP Server listening on port") {
+                if let Some(sender) = waiting.take() {
+                    let _ = sender.send(Ok(()));
+                }
+            } else {
+                seen.push(line);
+            }
+        }
+        if let Some(sender) = waiting {
+            let _ = sender.send(Err(format!("it exited; its stderr: {seen:?}")));
+        }
+    });
+    receiver
+        .recv_timeout(HTTP_STARTUP_PATIENCE)
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "it did not listen within {HTTP_STARTUP_PATIENCE:?}"
+            ))
+        })
 }
 
 /// The command and arguments starting `@modelcontextprotocol/server-filesystem` over stdio,

@@ -1,0 +1,332 @@
+//! A session with a server over streamable HTTP, opened again once when the server forgets it.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use agentloop_core::ToolError;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::{
+    Peer, RoleClient, ServiceError, ServiceExt,
+    service::ClientInitializeError,
+    transport::{
+        StreamableHttpClientTransport, common::client_side_sse::SseRetryPolicy,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+
+use crate::{
+    McpError, McpServerConfig,
+    client::{Changes, Client, Service},
+    config::parse_header,
+    http_client::HttpClient,
+    http_failure::HttpFailure,
+};
+
+/// How often a broken event stream is resumed before its requests fail: a server that died must
+/// not leave a call waiting on reconnection attempts for minutes.
+const SSE_RESUME_ATTEMPTS: usize = 3;
+const SSE_RESUME_BASE_DELAY: Duration = Duration::from_millis(250);
+
+pub(crate) struct HttpLink {
+    server: String,
+    url: String,
+    client: reqwest::Client,
+    headers: HashMap<HeaderName, HeaderValue>,
+    /// Bounds a new handshake after the server forgot the session, like the first one.
+    handshake_timeout: Duration,
+    changes: Changes,
+    session: Mutex<Session>,
+    /// Held while a new session is opened, so that calls failing together open one.
+    reopening: tokio::sync::Mutex<()>,
+    /// Whether the last request got an answer.
+    reachable: AtomicBool,
+}
+
+struct Session {
+    /// `None` once shut down.
+    service: Option<Service>,
+    /// Moves whenever a new session replaces the current one.
+    generation: u64,
+    /// Moves whenever a new session is attempted, whether it opens or not.
+    attempts: u64,
+    /// Why the last attempt failed, for the calls that waited for it.
+    last_failure: Option<String>,
+}
+
+/// What a request saw of the session when it started.
+#[derive(Clone, Copy)]
+struct Seen {
+    generation: u64,
+    attempts: u64,
+}
+
+impl HttpLink {
+    /// Connects to the server and performs the MCP handshake; the caller bounds the time.
+    pub(crate) async fn connect(
+        server: &str,
+        url: &str,
+        config: &McpServerConfig,
+        timeout: Duration,
+        changes: Changes,
+    ) -> Result<HttpLink, McpError> {
+        let connect_error = |reason: String| McpError::Connect {
+            server: server.to_owned(),
+            url: url.to_owned(),
+            reason,
+        };
+        let mut headers = HashMap::with_capacity(config.headers.len());
+        for (name, value) in &config.headers {
+            let (name, value) = parse_header(name, value).map_err(|why| {
+                McpError::InvalidConfig(format!(
+                    "mcp_servers.{server}.headers has an invalid header {name:?}: {why}"
+                ))
+            })?;
+            headers.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .build()
+            .map_err(|error| connect_error(format!("cannot build the HTTP client: {error}")))?;
+        let link = HttpLink {
+            server: server.to_owned(),
+            url: url.to_owned(),
+            client,
+            headers,
+            handshake_timeout: timeout,
+            changes,
+            session: Mutex::new(Session {
+                service: None,
+                generation: 0,
+                attempts: 0,
+                last_failure: None,
+            }),
+            reopening: tokio::sync::Mutex::new(()),
+            reachable: AtomicBool::new(true),
+        };
+        let service = link.open_session().await.map_err(|error| {
+            let reason = match HttpFailure::of_handshake(&error) {
+                Some(failure) => failure.advice(server),
+                None => describe_handshake_error(&error),
+            };
+            connect_error(reason)
+        })?;
+        link.lock_session().service = Some(service);
+        Ok(link)
+    }
+
+    async fn open_session(&self) -> Result<Service, ClientInitializeError> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
+            .custom_headers(self.headers.clone())
+            // rmcp would re-initialise on its own, but silently: the session's tools may have
+            // changed, so agentloop does it itself and tells the agent.
+            .reinit_on_expired_session(false);
+        config.retry_config = Arc::new(BoundedResume);
+        let transport =
+            StreamableHttpClientTransport::with_client(HttpClient(self.client.clone()), config);
+        Client::new(&self.server, self.changes.clone())
+            .serve(transport)
+            .await
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether the link is open and the server answered the last request.
+    pub(crate) fn is_running(&self) -> bool {
+        self.lock_session().service.is_some() && self.reachable.load(Ordering::Relaxed)
+    }
+
+    /// Runs one request; when the server forgot the session, opens a new one and runs the
+    /// request once more. The server answers a forgotten session before doing anything, so the
+    /// request never runs twice.
+    pub(crate) async fn run<T, F, Fut>(&self, request: F) -> Result<T, ToolError>
+    where
+        F: Fn(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let (seen, peer) = self.current()?;
+        let error = match request(peer).await {
+            Ok(value) => return Ok(self.answered(value)),
+            Err(error) => error,
+        };
+        if HttpFailure::of_request(&error) != Some(HttpFailure::SessionExpired) {
+            return Err(self.tool_error(error));
+        }
+        tracing::info!(server = %self.server, url = %self.url, "MCP server forgot the session");
+        let peer = self.reopen(seen).await?;
+        match request(peer).await {
+            Ok(value) => Ok(self.answered(value)),
+            Err(error) if HttpFailure::of_request(&error) == Some(HttpFailure::SessionExpired) => {
+                Err(ToolError::Unavailable(format!(
+                    "MCP server '{}' at {} forgot its session, and then the new one at once",
+                    self.server, self.url
+                )))
+            }
+            Err(error) => Err(self.tool_error(error)),
+        }
+    }
+
+    fn current(&self) -> Result<(Seen, Peer<RoleClient>), ToolError> {
+        let session = self.lock_session();
+        let seen = Seen {
+            generation: session.generation,
+            attempts: session.attempts,
+        };
+        match &session.service {
+            Some(service) => Ok((seen, service.peer().clone())),
+            None => Err(self.shut_down()),
+        }
+    }
+
+    /// Opens a new session unless another call did (or tried) since `seen`.
+    async fn reopen(&self, seen: Seen) -> Result<Peer<RoleClient>, ToolError> {
+        let _reopening = self.reopening.lock().await;
+        {
+            let session = self.lock_session();
+            let Some(service) = &session.service else {
+                return Err(self.shut_down());
+            };
+            if session.generation != seen.generation {
+                return Ok(service.peer().clone());
+            }
+            if session.attempts != seen.attempts {
+                let why = session.last_failure.clone().unwrap_or_default();
+                return Err(ToolError::Unavailable(why));
+            }
+        }
+        let opened = tokio::time::timeout(self.handshake_timeout, self.open_session()).await;
+        let mut session = self.lock_session();
+        session.attempts += 1;
+        let failure = match opened {
+            Ok(Ok(service)) if session.service.is_some() => {
+                let peer = service.peer().clone();
+                // Dropping the old session cancels its client task, which tells the server to
+                // forget it too, in the background.
+                drop(session.service.replace(service));
+                session.generation += 1;
+                session.last_failure = None;
+                drop(session);
+                self.reachable.store(true, Ordering::Relaxed);
+                // The new session may offer other tools than the one it replaces.
+                self.changes.bump();
+                tracing::info!(server = %self.server, "opened a new MCP session");
+                return Ok(peer);
+            }
+            // Shut down while the new session opened: it goes with the rest.
+            Ok(Ok(_)) => return Err(self.shut_down()),
+            Ok(Err(error)) => match HttpFailure::of_handshake(&error) {
+                Some(failure) => {
+                    if matches!(failure, HttpFailure::Unreachable(_)) {
+                        self.reachable.store(false, Ordering::Relaxed);
+                    }
+                    failure.advice(&self.server)
+                }
+                None => describe_handshake_error(&error),
+            },
+            Err(_elapsed) => format!(
+                "it did not answer a new handshake within {} s",
+                self.handshake_timeout.as_secs_f64()
+            ),
+        };
+        let why = format!(
+            "MCP server '{}' at {} forgot its session and a new one could not be opened: \
+             {failure}",
+            self.server, self.url
+        );
+        session.last_failure = Some(why.clone());
+        Err(ToolError::Unavailable(why))
+    }
+
+    fn answered<T>(&self, value: T) -> T {
+        self.reachable.store(true, Ordering::Relaxed);
+        value
+    }
+
+    fn tool_error(&self, error: ServiceError) -> ToolError {
+        let (server, url) = (&self.server, &self.url);
+        match (HttpFailure::of_request(&error), error) {
+            (Some(HttpFailure::Unreachable(why)), _) => {
+                self.reachable.store(false, Ordering::Relaxed);
+                ToolError::Unavailable(format!(
+                    "MCP server '{server}' at {url} cannot be reached: {why}; is it running?"
+                ))
+            }
+            (Some(HttpFailure::Refused(status)), _) => ToolError::Unavailable(format!(
+                "MCP server '{server}' at {url} refused the request ({status}); check \
+                 mcp_servers.{server}.headers"
+            )),
+            (Some(failure), _) if failure != HttpFailure::SessionExpired => {
+                ToolError::Unavailable(format!(
+                    "the request to MCP server '{server}' at {url} failed: {}",
+                    failure.advice(server)
+                ))
+            }
+            (_, ServiceError::McpError(error)) => ToolError::Failed(error.message.into_owned()),
+            (_, ServiceError::TransportClosed) => ToolError::Unavailable(format!(
+                "the connection to MCP server '{server}' at {url} closed before it answered"
+            )),
+            (_, error) => ToolError::Failed(format!(
+                "the request to MCP server '{server}' at {url} failed: {error}"
+            )),
+        }
+    }
+
+    fn shut_down(&self) -> ToolError {
+        ToolError::Unavailable(format!(
+            "MCP server '{}' at {} is not connected: it was shut down",
+            self.server, self.url
+        ))
+    }
+
+    /// Ends the session; the server is told to forget it.
+    pub(crate) async fn shutdown(&self) {
+        let service = self.lock_session().service.take();
+        if let Some(mut service) = service
+            && let Err(error) = service.close().await
+        {
+            tracing::debug!(server = %self.server, %error, "MCP client task failed while closing");
+        }
+    }
+
+    /// Ends the session without waiting; its client task tells the server in the background.
+    pub(crate) fn close_now(&self) {
+        drop(self.lock_session().service.take());
+    }
+
+    fn lock_session(&self) -> MutexGuard<'_, Session> {
+        // Every update of the session leaves it whole, so a poisoned lock holds nothing broken.
+        self.session
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn describe_handshake_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::JsonRpcError(error) => {
+            format!("the server refused to initialize: {}", error.message)
+        }
+        ClientInitializeError::ConnectionClosed(awaited) => {
+            format!("the connection closed before the server sent its {awaited}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Resumes a broken event stream a few times, backing off, then gives up.
+#[derive(Debug)]
+struct BoundedResume;
+
+impl SseRetryPolicy for BoundedResume {
+    fn retry(&self, attempt: usize) -> Option<Duration> {
+        (attempt < SSE_RESUME_ATTEMPTS).then(|| SSE_RESUME_BASE_DELAY * (1u32 << attempt.min(8)))
+    }
+}

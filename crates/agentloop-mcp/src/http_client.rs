@@ -1,0 +1,205 @@
+//! rmcp's reqwest client for streamable HTTP, with one fix: a JSON-RPC error that names no
+//! request becomes the failure of the request it answers.
+//!
+//! Without it, rmcp waits forever: it can only hand an error to the request whose id it
+//! carries. The streamable HTTP examples of the TypeScript SDK, which many servers copy, answer
+//! a request for a session they do not know with such an error (HTTP 400, "No valid session ID
+//! provided") instead of the 404 of the specification; that one becomes an expired session.
+
+use std::{collections::HashMap, sync::Arc};
+
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::{
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    transport::streamable_http_client::{
+        SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    },
+};
+use sse_stream::Sse;
+
+type Error = StreamableHttpError<reqwest::Error>;
+
+#[derive(Clone)]
+pub(crate) struct HttpClient(pub(crate) reqwest::Client);
+
+/// Whether an error message says the server does not know the session.
+pub(crate) fn names_unknown_session(message: &str) -> bool {
+    message.to_ascii_lowercase().contains("no valid session id")
+}
+
+fn screen(
+    request: bool,
+    had_session: bool,
+    response: StreamableHttpPostResponse,
+) -> Result<StreamableHttpPostResponse, Error> {
+    match response {
+        StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(error), _)
+            if request && error.id.is_none() =>
+        {
+            if had_session && names_unknown_session(&error.error.message) {
+                Err(StreamableHttpError::SessionExpired)
+            } else {
+                Err(StreamableHttpError::UnexpectedServerResponse(
+                    format!(
+                        "the server answered with an error that names no request: {}",
+                        error.error.message
+                    )
+                    .into(),
+                ))
+            }
+        }
+        other => Ok(other),
+    }
+}
+
+impl StreamableHttpClient for HttpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let request = matches!(message, ClientJsonRpcMessage::Request(_));
+        let had_session = session_id.is_some();
+        let response = self
+            .0
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await?;
+        screen(request, had_session, response)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let request = matches!(message, ClientJsonRpcMessage::Request(_));
+        let had_session = session_id.is_some();
+        let response = self
+            .0
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        screen(request, had_session, response)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.0
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0, RequestId};
+
+    use super::*;
+
+    fn error(id: Option<RequestId>, message: &'static str) -> StreamableHttpPostResponse {
+        StreamableHttpPostResponse::Json(
+            ServerJsonRpcMessage::Error(JsonRpcError {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                error: ErrorData::new(ErrorCode(-32000), message, None),
+            }),
+            None,
+        )
+    }
+
+    const UNKNOWN: &str = "Bad Request: No valid session ID provided";
+
+    #[test]
+    fn an_error_naming_no_request_fails_the_request() {
+        let screened = screen(true, true, error(None, UNKNOWN));
+        assert!(
+            matches!(screened, Err(StreamableHttpError::SessionExpired)),
+            "{screened:?}"
+        );
+
+        let screened = screen(true, true, error(None, "Parse error"));
+        let Err(StreamableHttpError::UnexpectedServerResponse(message)) = screened else {
+            panic!("{screened:?}");
+        };
+        assert!(message.contains("Parse error"), "{message}");
+
+        // Without a session there is nothing to expire.
+        let screened = screen(true, false, error(None, UNKNOWN));
+        assert!(
+            matches!(
+                screened,
+                Err(StreamableHttpError::UnexpectedServerResponse(_))
+            ),
+            "{screened:?}"
+        );
+    }
+
+    #[test]
+    fn errors_naming_their_request_and_answers_to_notifications_pass() {
+        let correlated = screen(true, true, error(Some(RequestId::Number(3)), UNKNOWN));
+        assert!(matches!(
+            correlated,
+            Ok(StreamableHttpPostResponse::Json(..))
+        ));
+        let notification = screen(false, true, error(None, UNKNOWN));
+        assert!(matches!(
+            notification,
+            Ok(StreamableHttpPostResponse::Json(..))
+        ));
+    }
+}

@@ -1,0 +1,136 @@
+//! A session with a server started as a child process, over its stdio.
+
+use std::{
+    future::Future,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use agentloop_core::ToolError;
+use rmcp::{Peer, RoleClient, ServiceError, ServiceExt, service::ClientInitializeError};
+
+use crate::{
+    McpError,
+    client::{Changes, Client, Service},
+    lifeline::Lifeline,
+    process::ChildTransport,
+};
+
+pub(crate) struct StdioLink {
+    server: String,
+    lifeline: Arc<Lifeline>,
+    peer: Peer<RoleClient>,
+    /// `None` once shut down.
+    service: Mutex<Option<Service>>,
+}
+
+impl StdioLink {
+    /// Performs the MCP handshake with a server whose process was just started; the caller
+    /// bounds the time.
+    pub(crate) async fn handshake(
+        server: &str,
+        transport: ChildTransport,
+        lifeline: Arc<Lifeline>,
+        changes: Changes,
+    ) -> Result<StdioLink, McpError> {
+        match Client::new(server, changes).serve(transport).await {
+            Ok(service) => Ok(StdioLink {
+                server: server.to_owned(),
+                peer: service.peer().clone(),
+                lifeline,
+                service: Mutex::new(Some(service)),
+            }),
+            Err(error) => Err(McpError::Handshake {
+                server: server.to_owned(),
+                reason: describe_handshake_error(&error, lifeline.is_running()),
+                details: lifeline.report().await.as_details(),
+            }),
+        }
+    }
+
+    pub(crate) fn lifeline(&self) -> &Arc<Lifeline> {
+        &self.lifeline
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.lifeline.is_running()
+    }
+
+    /// Runs one request; fails at once when the server stops meanwhile.
+    pub(crate) async fn run<T, F, Fut>(&self, request: F) -> Result<T, ToolError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        if !self.lifeline.is_running() {
+            return Err(self.unavailable().await);
+        }
+        // rmcp only fails pending requests after its service loop has wound down, which can take
+        // seconds; the lifeline knows the moment the server's output closes.
+        let result = tokio::select! {
+            result = request(self.peer.clone()) => result,
+            () = self.lifeline.stopped() => return Err(self.unavailable().await),
+        };
+        match result {
+            Ok(value) => Ok(value),
+            Err(ServiceError::McpError(error)) => {
+                Err(ToolError::Failed(error.message.into_owned()))
+            }
+            Err(_) if !self.lifeline.is_running() => Err(self.unavailable().await),
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                Err(self.unavailable().await)
+            }
+            Err(error) => Err(ToolError::Failed(format!(
+                "the request to MCP server '{}' failed: {error}",
+                self.server
+            ))),
+        }
+    }
+
+    async fn unavailable(&self) -> ToolError {
+        ToolError::Unavailable(self.lifeline.unavailable_message().await)
+    }
+
+    /// Closes stdin, then terminates the server if it does not exit by itself.
+    pub(crate) async fn shutdown(&self) {
+        let service = self.lock_service().take();
+        if let Some(mut service) = service {
+            self.lifeline.mark_gone("it was shut down");
+            if let Err(error) = service.close().await {
+                tracing::debug!(server = %self.server, %error, "MCP client task failed while closing");
+            }
+        }
+    }
+
+    /// Dropping the rmcp service cancels it, which closes the transport and stops the child;
+    /// calls through tools still held elsewhere must fail at once rather than wait for that.
+    pub(crate) fn close_now(&self) {
+        self.lifeline.mark_gone("it was shut down");
+        drop(self.lock_service().take());
+    }
+
+    fn lock_service(&self) -> MutexGuard<'_, Option<Service>> {
+        // The guarded value is only ever taken whole, so a poisoned lock holds nothing broken.
+        self.service
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn describe_handshake_error(error: &ClientInitializeError, running: bool) -> String {
+    if !running {
+        // A broken pipe or a closed connection is only the symptom; the details say why.
+        return "the server stopped before answering".to_owned();
+    }
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("cannot {context}: {}", error.error)
+        }
+        ClientInitializeError::ConnectionClosed(awaited) => {
+            format!("the server closed the connection before sending its {awaited}")
+        }
+        ClientInitializeError::JsonRpcError(error) => {
+            format!("the server refused to initialize: {}", error.message)
+        }
+        other => other.to_string(),
+    }
+}
