@@ -142,3 +142,33 @@ async fn the_reference_filesystem_server_in_a_read_only_context() {
     );
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_loop_calls_the_reference_everything_server_over_streamable_http() {
+    let server = agentloop_test_support::mcp::reference_server_everything_http();
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("everything__get-sum", json!({"a": 20, "b": 22})),
+        Reply::text("20 + 22 = 42."),
+    ])
+    .await;
+    let config = format!(
+        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\n[store]\nurl = \"sqlite::memory:\"\n\n[mcp_servers.everything]\nurl = {}\nstartup_timeout_s = 60\n",
+        llm.base_url(),
+        toml_string(&server.url()),
+    );
+    let config = Config::parse(&config, ConfigOrigin::Defaults).unwrap();
+    let runtime = Runtime::start(&config).await.unwrap();
+    assert!(runtime.warnings().is_empty(), "{:?}", runtime.warnings());
+    let (_, outcome) = runtime
+        .agent()
+        .run(RunRequest::new("Add 20 and 22"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(
+        outcome.records[0].result.as_deref(),
+        Some("The sum of 20 and 22 is 42.")
+    );
+    runtime.shutdown().await;
+}
