@@ -99,6 +99,18 @@ impl StepView {
                     ),
                 }
             }
+            EventKind::PlanUpdated { plan } => {
+                let mut text = format!("plan: {}", plan.goal);
+                for task in &plan.sub_tasks {
+                    let mark = match task.status {
+                        agentloop::core::protocol::SubTaskStatus::Done => "✓",
+                        agentloop::core::protocol::SubTaskStatus::Blocked => "⊘",
+                        agentloop::core::protocol::SubTaskStatus::Pending => "·",
+                    };
+                    text.push_str(&format!("\n    {mark} {} {}", task.id, task.description));
+                }
+                self.line(&text);
+            }
             EventKind::DuplicateDetected { tool, .. } => {
                 self.line(&format!("    ↺ {tool}: repeated call, not run again"));
             }

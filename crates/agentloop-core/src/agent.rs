@@ -430,6 +430,18 @@ impl AgentBuilder {
                 .validate(tool)
                 .map_err(AgentError::InvalidSettings)?;
         }
+        let can_clarify = self.settings.planning.enabled || self.settings.ask_user;
+        let unclarifiable: Vec<String> = self
+            .tool_settings
+            .iter()
+            .filter(|(_, settings)| settings.requires_clarity && !can_clarify)
+            .map(|(tool, _)| {
+                format!(
+                    "tools.\"{tool}\" requires_clarity, but nothing can clarify a request \
+                     (enable [agent.planning] or agent.ask_user): it will never be offered"
+                )
+            })
+            .collect();
         let registry = Arc::new(ToolRegistry::new(
             self.tools,
             self.tool_settings,
@@ -444,6 +456,18 @@ impl AgentBuilder {
         let mut warnings: Vec<String> = listed.into_iter().filter_map(Result::err).collect();
         let catalog = registry.catalog();
         warnings.extend(catalog.warnings().iter().cloned());
+        warnings.extend(unclarifiable);
+        for builtin in ["write_plan", "ask_user"] {
+            let offered = match builtin {
+                "write_plan" => self.settings.planning.enabled,
+                _ => self.settings.ask_user,
+            };
+            if offered && catalog.get(builtin).is_some() {
+                warnings.push(format!(
+                    "tool {builtin} is hidden by the built-in tool of the same name"
+                ));
+            }
+        }
         for (name, workflow) in &self.workflows {
             for pattern in &workflow.tools {
                 let single = WorkflowSettings {

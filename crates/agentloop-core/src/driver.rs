@@ -69,12 +69,22 @@ impl Emitter {
         Event {
             run_id: self.run_id,
             seq: self.last_seq,
+            parent_run_id: None,
             kind,
         }
     }
 
     pub fn send(&self, event: Event) {
         self.sink.emit(event);
+    }
+
+    /// Gives an event of a sub-agent's run its place in this run's stream; it keeps its own
+    /// `run_id`, and names this run as its parent.
+    pub fn adopt(&mut self, mut event: Event) -> Event {
+        self.last_seq += 1;
+        event.seq = self.last_seq;
+        event.parent_run_id = Some(self.run_id);
+        event
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -154,21 +164,19 @@ pub async fn drive_from(
                 return *outcome;
             }
             Step::CallModel(request) => {
-                let finalize = request.purpose == CallPurpose::Finalize;
+                let purpose = request.purpose;
                 let started = Instant::now();
                 let reply = {
                     let mut on_text = |text: &str| {
                         if text.is_empty() {
                             return;
                         }
-                        let event = emitter.number(if finalize {
-                            EventKind::FinalResponse {
-                                delta: text.to_string(),
-                            }
-                        } else {
-                            EventKind::AssistantDelta {
-                                text: text.to_string(),
-                            }
+                        let delta = text.to_string();
+                        let event = emitter.number(match purpose {
+                            CallPurpose::Step => EventKind::AssistantDelta { text: delta },
+                            CallPurpose::Finalize => EventKind::FinalResponse { delta },
+                            // Plans and reviews are JSON for the loop, not text for the user.
+                            CallPurpose::Plan | CallPurpose::Review => return,
                         });
                         // Live text is sent at once and saved with the next step.
                         writer.keep_delta(&event);
@@ -304,6 +312,7 @@ async fn run_tools(
 ) -> Step {
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
     let gate = Arc::new(RwLock::new(()));
+    let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
     let input = machine.input();
     let mut running: FuturesUnordered<_> = invocations
         .into_iter()
@@ -318,6 +327,7 @@ async fn run_tools(
                 entity_id: input.context.entity_id.clone(),
                 workflow: input.context.workflow.clone(),
                 read_only: input.context.read_only,
+                events: Some(nested_sender.clone()),
             };
             let hooks = services.hooks.clone();
             execute(
@@ -330,7 +340,21 @@ async fn run_tools(
             )
         })
         .collect();
-    while let Some(result) = running.next().await {
+    drop(nested_sender);
+    loop {
+        let result = tokio::select! {
+            biased;
+            Some(event) = nested.recv() => {
+                relay(emitter, writer, event);
+                continue;
+            }
+            result = running.next() => result,
+        };
+        let Some(result) = result else { break };
+        // A sub-agent's last events come before its result.
+        while let Ok(event) = nested.try_recv() {
+            relay(emitter, writer, event);
+        }
         if let Some(step) = machine.on_tool_result(result) {
             return step;
         }
@@ -344,6 +368,13 @@ async fn run_tools(
         "internal_error",
         "internal error: a tool batch ended without a result for every call".to_string(),
     )
+}
+
+/// Sends a sub-agent's event on, as part of this run's stream (saved with the next step).
+fn relay(emitter: &mut Emitter, writer: &mut StepWriter, event: Event) {
+    let event = emitter.adopt(event);
+    writer.keep_delta(&event);
+    emitter.send(event);
 }
 
 async fn execute(

@@ -21,6 +21,7 @@ mod clock;
 mod descriptions;
 mod driver;
 mod hooks;
+mod json_text;
 mod llm;
 pub mod machine;
 mod names;
@@ -40,6 +41,7 @@ pub use catalog::{CatalogEntry, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{Emitter, EventSink, Persistence, RunServices, drive, drive_from};
 pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
+pub use json_text::{extract_object, find_object};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
@@ -53,7 +55,7 @@ pub use policy::{
 };
 pub use registry::ToolRegistry;
 pub use session_run::{DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE};
-pub use settings::{AgentSettings, ToolSettings};
+pub use settings::{AgentSettings, PlanningSettings, ReviewSettings, ToolSettings};
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,
     StepRecord, Store, StoreError,

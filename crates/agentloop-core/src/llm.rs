@@ -21,6 +21,10 @@ pub enum CallPurpose {
     Step,
     /// The forced summary: the reply is the answer.
     Finalize,
+    /// The planning phase: the reply is a plan in JSON, not shown to the user.
+    Plan,
+    /// A review of the progress: the reply is a JSON verdict, not shown to the user.
+    Review,
 }
 
 /// A tool as offered to the model, under its provider-safe name. The schema is shared: it is

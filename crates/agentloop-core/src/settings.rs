@@ -31,6 +31,32 @@ pub struct AgentSettings {
     /// How long starting waits for MCP servers; slower ones join when ready (each within its
     /// own `startup_timeout_s`), so a slow or dead server never holds a run longer.
     pub tools_wait_s: f64,
+    /// Offer the built-in `ask_user` tool: the model may pause the run to ask the user.
+    pub ask_user: bool,
+    /// `[agent.planning]`: a plan before the loop.
+    pub planning: PlanningSettings,
+    /// `[agent.review]`: a reviewer every few tool calls.
+    pub review: ReviewSettings,
+}
+
+/// `[agent.planning]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlanningSettings {
+    /// Make a plan (goal, sub-tasks, whether to ask first) before the first step.
+    pub enabled: bool,
+    /// A cheaper or faster model for the plan; default: the run's model.
+    pub model: Option<String>,
+}
+
+/// `[agent.review]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReviewSettings {
+    /// Review the progress after this many tool calls (and at the step limit).
+    pub every_n_tool_calls: Option<u32>,
+    /// A model for the reviewer; default: the run's model.
+    pub model: Option<String>,
 }
 
 impl Default for AgentSettings {
@@ -48,6 +74,9 @@ impl Default for AgentSettings {
             tool_timeout_s: 60.0,
             tool_descriptions: None,
             tools_wait_s: 10.0,
+            ask_user: false,
+            planning: PlanningSettings::default(),
+            review: ReviewSettings::default(),
         }
     }
 }
@@ -82,6 +111,9 @@ impl AgentSettings {
             ));
         }
         check_timeout("agent.tool_timeout_s", self.tool_timeout_s)?;
+        if self.review.every_n_tool_calls == Some(0) {
+            return Err("agent.review.every_n_tool_calls must be at least 1".to_string());
+        }
         if !(self.tools_wait_s.is_finite() && (0.0..=3600.0).contains(&self.tools_wait_s)) {
             return Err(format!(
                 "agent.tools_wait_s must be between 0 and 3600 seconds (got {})",
@@ -112,6 +144,9 @@ pub struct ToolSettings {
     pub finalize: bool,
     /// A call pauses the run until a human approves or denies it.
     pub needs_approval: bool,
+    /// Not offered until the request was clarified (an answer to a question) or the plan said
+    /// no clarification was needed.
+    pub requires_clarity: bool,
 }
 
 impl ToolSettings {

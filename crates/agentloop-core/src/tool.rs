@@ -48,6 +48,8 @@ pub struct ToolOutput {
     pub text: String,
     /// A structured form of the result, when the tool gave one.
     pub structured: Option<Value>,
+    /// Tokens the tool itself spent on LLM calls (a sub-agent); added to the run's usage.
+    pub usage: Option<agentloop_protocol::Usage>,
 }
 
 impl ToolOutput {
@@ -55,6 +57,7 @@ impl ToolOutput {
         Self {
             text: text.into(),
             structured: None,
+            usage: None,
         }
     }
 
@@ -63,6 +66,7 @@ impl ToolOutput {
         Self {
             text: value.to_string(),
             structured: Some(value),
+            usage: None,
         }
     }
 }
@@ -91,6 +95,9 @@ pub struct ToolContext {
     pub entity_id: Option<String>,
     pub workflow: Option<String>,
     pub read_only: bool,
+    /// Where a tool that runs an agent of its own (a sub-agent) sends that run's events, so
+    /// that they appear, nested, in the stream of the calling run.
+    pub events: Option<tokio::sync::mpsc::UnboundedSender<agentloop_protocol::Event>>,
 }
 
 /// Something the model can call.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Where and how to reach the model. Every field has a default, so an empty `[llm]` section (or
 /// none at all) means "gpt-4o-mini on api.openai.com with `OPENAI_API_KEY`".
@@ -22,6 +22,35 @@ pub struct LlmConfig {
     pub timeout_s: f64,
     /// Further attempts after a 429, a 5xx or a broken connection.
     pub max_retries: u32,
+    /// How the model calls tools: through the API's `tools` (`"native"`), or by answering one
+    /// JSON object per turn (`"json"`), for models served without tool calling.
+    pub tool_calling: ToolCalling,
+}
+
+/// `llm.tool_calling`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCalling {
+    /// The Chat Completions `tools` parameter and `tool_calls` in the reply.
+    #[default]
+    Native,
+    /// Tools described in the prompt, one JSON object per reply (see `JsonToolCalling`).
+    Json,
+}
+
+// By hand, so that a wrong value is reported under its key instead of serde's bare
+// "unknown variant".
+impl<'de> Deserialize<'de> for ToolCalling {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        match value.as_str() {
+            "native" => Ok(ToolCalling::Native),
+            "json" => Ok(ToolCalling::Json),
+            other => Err(serde::de::Error::custom(format!(
+                "llm.tool_calling must be \"native\" or \"json\", got {other:?}"
+            ))),
+        }
+    }
 }
 
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -36,6 +65,7 @@ impl Default for LlmConfig {
             stream: true,
             timeout_s: 120.0,
             max_retries: 3,
+            tool_calling: ToolCalling::Native,
         }
     }
 }
@@ -211,6 +241,34 @@ mod tests {
         assert!(!file.llm.stream);
         assert_eq!(file.llm.api_key_env, "OPENAI_API_KEY");
         assert!(file.llm.validate().is_ok());
+    }
+
+    #[test]
+    fn tool_calling_is_native_by_default_and_json_on_request() {
+        assert_eq!(LlmConfig::default().tool_calling, ToolCalling::Native);
+        let config: LlmConfig = toml_free_parse(r#"{"tool_calling": "json"}"#);
+        assert_eq!(config.tool_calling, ToolCalling::Json);
+        let native: LlmConfig = toml_free_parse(r#"{"tool_calling": "native"}"#);
+        assert_eq!(native.tool_calling, ToolCalling::Native);
+        assert_eq!(
+            serde_json::to_value(ToolCalling::Json).unwrap(),
+            serde_json::json!("json")
+        );
+    }
+
+    #[test]
+    fn an_unknown_tool_calling_names_the_key() {
+        #[derive(Debug, Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            llm: LlmConfig,
+        }
+        let error = toml::from_str::<File>("[llm]\ntool_calling = \"xml\"\n").unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("llm.tool_calling must be \"native\" or \"json\", got \"xml\""),
+            "{message}"
+        );
     }
 
     fn toml_free_parse(json: &str) -> LlmConfig {

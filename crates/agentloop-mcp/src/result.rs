@@ -45,7 +45,11 @@ pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolErro
             text
         }));
     }
-    Ok(ToolOutput { text, structured })
+    Ok(ToolOutput {
+        text,
+        structured,
+        usage: None,
+    })
 }
 
 /// The text of one block, and whether it is real text rather than a placeholder.

@@ -2,16 +2,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::ToolStatus;
+use crate::{Plan, ToolStatus};
 
 /// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
 /// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.
+///
+/// A sub-agent's events appear in the stream of the run that called it: their `run_id` is the
+/// sub-agent's run, `parent_run_id` the caller's, and `seq` their place in the caller's stream.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub run_id: Uuid,
-    /// Position of the event in its run, from 1, without gaps.
+    /// Position of the event in the stream of its (top-level) run, from 1, without gaps.
     pub seq: u64,
+    /// Set on the events of a sub-agent: the run that called it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<Uuid>,
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -62,8 +68,9 @@ pub enum EventKind {
     ForcedFinalize {
         reason: FinalizeReason,
     },
+    /// The run's plan was made or changed (planning phase, `write_plan`, a reviewer's replan).
     PlanUpdated {
-        plan: Value,
+        plan: Plan,
     },
     InputRequired {
         kind: InputKind,
@@ -122,6 +129,8 @@ pub enum FinalizeReason {
     DegenerateResponse,
     DuplicateCalls,
     ConsecutiveFailures,
+    /// The reviewer stopped the work.
+    ReviewStop,
 }
 
 impl FinalizeReason {
@@ -131,6 +140,7 @@ impl FinalizeReason {
             FinalizeReason::DegenerateResponse => "degenerate_response",
             FinalizeReason::DuplicateCalls => "duplicate_calls",
             FinalizeReason::ConsecutiveFailures => "consecutive_failures",
+            FinalizeReason::ReviewStop => "review_stop",
         }
     }
 
@@ -140,6 +150,7 @@ impl FinalizeReason {
             FinalizeReason::DegenerateResponse,
             FinalizeReason::DuplicateCalls,
             FinalizeReason::ConsecutiveFailures,
+            FinalizeReason::ReviewStop,
         ]
         .into_iter()
         .find(|reason| reason.as_str() == text)
@@ -198,6 +209,19 @@ pub enum InputKind {
     Approval,
 }
 
+/// What a paused run waits for: the fields of its `input_required` event.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRequest {
+    pub kind: InputKind,
+    /// The question to answer (`clarification`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The calls to approve or deny (`approval`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<PendingCall>,
+}
+
 /// A tool call waiting for a human decision.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -237,6 +261,7 @@ mod tests {
         let event = Event {
             run_id,
             seq: 7,
+            parent_run_id: None,
             kind: EventKind::ForcedFinalize {
                 reason: FinalizeReason::DuplicateCalls,
             },

@@ -6,10 +6,14 @@
 
 mod event;
 mod message;
+mod plan;
 mod record;
 mod session;
 
-pub use event::{Event, EventKind, FinalizeReason, InputKind, PendingCall, RunStatus, Usage};
+pub use event::{
+    Event, EventKind, FinalizeReason, InputKind, InputRequest, PendingCall, RunStatus, Usage,
+};
 pub use message::{ChatMessage, Role, ToolCall};
+pub use plan::{Plan, SubTask, SubTaskStatus};
 pub use record::{ToolExecutionRecord, ToolStatus};
 pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};

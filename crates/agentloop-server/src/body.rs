@@ -198,10 +198,14 @@ mod tests {
     }
 }
 
-/// The body of `POST /v1/runs/{id}/input`: a decision on the calls waiting for approval.
+/// The body of `POST /v1/runs/{id}/input`: the answer to the run's question, or a decision on
+/// the calls waiting for approval.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputBody {
+    /// The answer to the run's clarification question (`input_required.question`).
+    #[serde(default)]
+    pub answer: Option<String>,
     /// Ids of the calls allowed to run (`input_required.calls[].call_id`).
     #[serde(default)]
     pub approve: Vec<String>,

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use agentloop_core::{
     InputAnswer, ResumeError, RunOutcome,
     protocol::{
-        FinalizeReason, MessageKind, Role, RunInfo, RunStatus, SessionMessage, ToolExecutionRecord,
-        Usage,
+        FinalizeReason, InputRequest, MessageKind, Plan, Role, RunInfo, RunStatus, SessionMessage,
+        ToolExecutionRecord, Usage,
     },
 };
 use axum::{
@@ -44,6 +44,10 @@ pub struct RunResult {
     pub assistant_message: Option<SessionMessage>,
     /// The execution trace of the run, as saved in the session.
     pub system_message: Option<SessionMessage>,
+    /// What the run waits for, when it is `awaiting_input`: answer with
+    /// `POST /v1/runs/{id}/input`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_required: Option<InputRequest>,
     pub agent_metadata: AgentMetadata,
 }
 
@@ -56,6 +60,9 @@ pub struct AgentMetadata {
     pub usage: Usage,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalize_reason: Option<FinalizeReason>,
+    /// The run's plan as it stood at the end (with `[agent.planning]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
 }
 
 /// A run as the store knows it, with its tool calls.
@@ -239,6 +246,7 @@ pub async fn run_input(
     let input = InputBody::parse(&bytes)?;
     owned_run(&state, id, &user).await?;
     let decision = InputAnswer {
+        answer: input.answer,
         approve: input.approve,
         deny: input.deny,
     };
@@ -264,14 +272,28 @@ fn resume_error(error: ResumeError) -> ApiError {
 }
 
 fn result(outcome: &RunOutcome) -> RunResult {
-    let find = |kind: MessageKind, role: Role| {
-        outcome
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.kind == kind && m.message.role == role)
-            .cloned()
+    let dialogue = |message: &&SessionMessage, role: Role| {
+        message.kind == MessageKind::Dialogue && message.message.role == role
     };
+    // The question opens the run (a later user message answers a clarification); the answer,
+    // or the question the run asks, closes it.
+    let user_message = outcome
+        .messages
+        .iter()
+        .find(|m| dialogue(m, Role::User))
+        .cloned();
+    let assistant_message = outcome
+        .messages
+        .iter()
+        .rev()
+        .find(|m| dialogue(m, Role::Assistant))
+        .cloned();
+    let system_message = outcome
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.kind == MessageKind::Trace)
+        .cloned();
     RunResult {
         run_id: outcome.run_id,
         session_id: outcome.session_id,
@@ -282,15 +304,17 @@ fn result(outcome: &RunOutcome) -> RunResult {
             message: failure.message.clone(),
             details: None,
         }),
-        user_message: find(MessageKind::Dialogue, Role::User),
-        assistant_message: find(MessageKind::Dialogue, Role::Assistant),
-        system_message: find(MessageKind::Trace, Role::System),
+        user_message,
+        assistant_message,
+        system_message,
+        input_required: outcome.input_required.clone(),
         agent_metadata: AgentMetadata {
             iterations: outcome.iterations,
             tools_used: outcome.tools_used,
             execution_trace: outcome.records.clone(),
             usage: outcome.usage,
             finalize_reason: outcome.finalize_reason,
+            plan: outcome.plan.clone(),
         },
     }
 }

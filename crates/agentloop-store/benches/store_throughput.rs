@@ -158,6 +158,7 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
             .map(|kind| Event {
                 run_id,
                 seq: seqs.next(),
+                parent_run_id: None,
                 kind,
             })
             .collect(),
@@ -236,6 +237,7 @@ async fn persist_run(store: &SqlStore) {
             .map(|kind| Event {
                 run_id,
                 seq: seqs.next(),
+                parent_run_id: None,
                 kind,
             })
             .collect(),

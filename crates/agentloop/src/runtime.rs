@@ -6,8 +6,8 @@ use std::{
     time::Duration,
 };
 
-use agentloop_core::{Agent, AgentBuilder, AgentError, LlmError, Store, StoreError};
-use agentloop_llm::{OpenAiClient, token_counter_for};
+use agentloop_core::{Agent, AgentBuilder, AgentError, Llm, LlmError, Store, StoreError};
+use agentloop_llm::{JsonToolCalling, OpenAiClient, ToolCalling, token_counter_for};
 use agentloop_mcp::{McpError, McpSource};
 use agentloop_store::SqlStore;
 use tokio::task::JoinHandle;
@@ -58,7 +58,11 @@ impl Runtime {
         config: &Config,
         customize: impl FnOnce(AgentBuilder) -> AgentBuilder,
     ) -> Result<Runtime, RuntimeError> {
-        let llm = OpenAiClient::new(config.llm.clone())?;
+        let client: Arc<dyn Llm> = Arc::new(OpenAiClient::new(config.llm.clone())?);
+        let llm: Arc<dyn Llm> = match config.llm.tool_calling {
+            ToolCalling::Native => client,
+            ToolCalling::Json => Arc::new(JsonToolCalling::new(client)),
+        };
         let descriptions = match &config.agent.tool_descriptions {
             Some(path) => match std::fs::read_to_string(path) {
                 Ok(text) => agentloop_core::parse_tool_descriptions(&text),
@@ -86,7 +90,7 @@ impl Runtime {
         let wait = Duration::from_secs_f64(config.agent.tools_wait_s);
         let (servers, late, mut warnings) = wait_for_servers(connecting, wait).await;
         let mut builder = Agent::builder()
-            .llm(Arc::new(llm))
+            .llm(llm)
             .store(store.clone() as Arc<dyn Store>)
             .token_counter(token_counter_for(&config.llm.model))
             .settings(config.agent.clone());

@@ -1,5 +1,6 @@
 //! `agentloop run`: one run in the terminal. When the run pauses for approval, the calls are
-//! shown and each one is approved or denied at the prompt; the run then goes on.
+//! shown and each one is approved or denied at the prompt; when it asks a clarification
+//! question, the answer is read at the prompt. The run then goes on.
 
 use std::{
     io::{BufRead, Write},
@@ -9,7 +10,10 @@ use std::{
 
 use agentloop::{
     Agent, Event, EventKind, RunContext, RunRequest, RunStatus, Runtime,
-    core::{InputAnswer, protocol::PendingCall},
+    core::{
+        InputAnswer,
+        protocol::{InputKind, InputRequest, PendingCall},
+    },
 };
 use anyhow::Context;
 use futures::StreamExt;
@@ -62,8 +66,20 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
     let started = agent.clone();
     tokio::spawn(async move { started.run_with_sink(request, Arc::new(sink), token).await });
     let mut pass = printer.follow(events).await?;
-    while let Some(calls) = pass.approvals.take() {
-        let answer = ask(&calls).await?;
+    while let Some(input) = pass.input.take() {
+        let answer = match input.kind {
+            InputKind::Approval => ask(&input.calls).await?,
+            InputKind::Clarification => match answer_question().await? {
+                Some(answer) => answer,
+                None => {
+                    eprintln!(
+                        "(no answer: run {run_id} stays paused; answer it with POST \
+                             /v1/runs/{run_id}/input {{\"answer\": \"...\"}} on agentloop serve)"
+                    );
+                    break;
+                }
+            },
+        };
         let resumed = agent
             .resume(run_id, &answer)
             .await
@@ -107,10 +123,10 @@ async fn cancel_on_ctrl_c(cancel: CancellationToken) {
     }
 }
 
-/// How one stretch of a run ended: its status, and the calls to decide on when it paused.
+/// How one stretch of a run ended: its status, and what it waits for when it paused.
 struct Pass {
     status: RunStatus,
-    approvals: Option<Vec<PendingCall>>,
+    input: Option<InputRequest>,
 }
 
 /// Shows a run's events: steps on stderr and the answer on stdout, or JSON lines.
@@ -125,19 +141,29 @@ impl Printer {
         let mut events = UnboundedReceiverStream::new(events);
         let mut pass = Pass {
             status: RunStatus::Failed,
-            approvals: None,
+            input: None,
         };
         let mut waiting = None;
         while let Some(event) = events.next().await {
             self.print(&event)?;
             match event.kind {
-                EventKind::InputRequired { calls, .. } => waiting = Some(calls),
+                EventKind::InputRequired {
+                    kind,
+                    question,
+                    calls,
+                } => {
+                    waiting = Some(InputRequest {
+                        kind,
+                        question,
+                        calls,
+                    })
+                }
                 EventKind::Done { status, .. } => pass.status = status,
                 _ => {}
             }
         }
         if pass.status == RunStatus::AwaitingInput {
-            pass.approvals = waiting.filter(|calls| !calls.is_empty());
+            pass.input = waiting;
         }
         Ok(pass)
     }
@@ -167,6 +193,34 @@ impl Printer {
     }
 }
 
+/// Reads the answer to the run's question (shown with its `input_required` event); `None` when
+/// the input ended without an answer.
+async fn answer_question() -> anyhow::Result<Option<InputAnswer>> {
+    loop {
+        eprint!("> ");
+        std::io::stderr().flush()?;
+        let line = read_line().await?;
+        if line.is_empty() {
+            return Ok(None);
+        }
+        if !line.trim().is_empty() {
+            return Ok(Some(InputAnswer {
+                answer: Some(line.trim().to_string()),
+                ..InputAnswer::default()
+            }));
+        }
+    }
+}
+
+async fn read_line() -> anyhow::Result<String> {
+    let line = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    Ok(line)
+}
+
 /// Asks on the terminal about each call waiting for approval; no answer (end of input) denies.
 async fn ask(calls: &[PendingCall]) -> anyhow::Result<InputAnswer> {
     let mut answer = InputAnswer::default();
@@ -177,11 +231,7 @@ async fn ask(calls: &[PendingCall]) -> anyhow::Result<InputAnswer> {
             agentloop::core::machine::one_line(&call.arguments.to_string(), 200)
         );
         std::io::stderr().flush()?;
-        let line = tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line).map(|_| line)
-        })
-        .await??;
+        let line = read_line().await?;
         let approved = matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
         if line.is_empty() {
             eprintln!("(no answer: denied)");

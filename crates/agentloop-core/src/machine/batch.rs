@@ -83,6 +83,8 @@ pub(crate) enum SlotState {
     },
     /// Repeats call `index` of this same batch; resolved when that one is.
     SameAs { index: usize },
+    /// An `ask_user` call: resolved by the user's answer.
+    Asking { question: String },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

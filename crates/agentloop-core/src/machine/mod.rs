@@ -7,7 +7,13 @@
 //! its events.
 
 mod batch;
+mod builtins;
+mod clarify;
+mod guidance;
 mod pipeline;
+mod planning;
+mod review;
+mod schemas;
 mod snapshot;
 mod text;
 mod view;
@@ -18,8 +24,8 @@ use std::{
 };
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, InputKind, MessageKind, PendingCall, RunStatus,
-    SessionMessage, ToolExecutionRecord, Usage,
+    ChatMessage, EventKind, FinalizeReason, InputKind, InputRequest, MessageKind, PendingCall,
+    Plan, RunStatus, SessionMessage, ToolExecutionRecord, Usage,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -30,13 +36,15 @@ pub use text::{bound, fallback_answer, one_line, records_digest};
 
 use crate::{
     catalog::ToolCatalog,
-    llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice},
+    llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice, ToolSpec},
     policy::RunPolicy,
     settings::AgentSettings,
     store::RunProgress,
     tokens::{TokenCounter, message_tokens},
 };
 use batch::Batch;
+use builtins::Builtin;
+use guidance::Guidance;
 use view::Viewed;
 
 /// Who a run is for and under which rules.
@@ -92,6 +100,10 @@ pub struct RunOutcome {
     pub failure: Option<RunFailure>,
     /// Set when the loop had to force the summary.
     pub finalize_reason: Option<FinalizeReason>,
+    /// The plan as it stood at the end (with `[agent.planning]`).
+    pub plan: Option<Plan>,
+    /// What a paused run (`awaiting_input`) waits for.
+    pub input_required: Option<InputRequest>,
     pub iterations: u32,
     pub tools_used: u32,
     pub records: Vec<ToolExecutionRecord>,
@@ -106,6 +118,10 @@ pub struct RunOutcome {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Created,
+    /// Waiting for the plan (`[agent.planning]`).
+    AwaitingPlan,
+    /// Waiting for a reviewer's verdict (`[agent.review]`).
+    AwaitingReview,
     AwaitingStep,
     AwaitingTools,
     AwaitingFinalize(FinalizeReason),
@@ -114,9 +130,13 @@ enum Phase {
     Finished,
 }
 
-/// A human's answer to a paused run.
+/// A human's answer to a paused run: decisions on the calls waiting for approval, or the answer
+/// to its question.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InputAnswer {
+    /// The answer to the run's clarification question.
+    #[serde(default)]
+    pub answer: Option<String>,
     /// Ids of the calls allowed to run.
     #[serde(default)]
     pub approve: Vec<String>,
@@ -173,6 +193,8 @@ pub struct RunMachine {
     /// Documents tools returned (`documents: [...]`), kept with the run's trace.
     documents: Vec<serde_json::Value>,
     batch: Batch,
+    /// Plan, clarification and review state.
+    guidance: Guidance,
     outbox: Vec<EventKind>,
     outcome: Option<RunOutcome>,
 }
@@ -232,6 +254,7 @@ impl RunMachine {
             should_refresh: false,
             documents: Vec::new(),
             batch: Batch::default(),
+            guidance: Guidance::default(),
             outbox: Vec::new(),
             outcome: None,
         };
@@ -295,6 +318,9 @@ impl RunMachine {
         self.emit(EventKind::RunStarted {
             session_id: self.input.session_id,
         });
+        if self.settings.planning.enabled {
+            return self.begin_planning();
+        }
         self.next_iteration()
     }
 
@@ -308,6 +334,8 @@ impl RunMachine {
             self.usage.add(usage);
         }
         match self.phase {
+            Phase::AwaitingPlan => self.on_plan_reply(reply),
+            Phase::AwaitingReview => self.on_review_reply(reply),
             Phase::AwaitingStep => self.on_step_reply(reply),
             Phase::AwaitingFinalize(_) => {
                 let answer = match reply.text() {
@@ -326,13 +354,43 @@ impl RunMachine {
         self.phase == Phase::AwaitingInput
     }
 
+    /// The question the paused run waits on, if it waits on one (not on approvals).
+    pub fn question(&self) -> Option<String> {
+        if self.phase != Phase::AwaitingInput || !self.pending_approvals().is_empty() {
+            return None;
+        }
+        self.open_question()
+    }
+
     /// Continues a paused run with a human's answer. An answer that does not fit what the run
     /// waits for is refused (the run stays paused).
     pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, String> {
         if self.phase != Phase::AwaitingInput {
             return Err("the run is not waiting for input".to_string());
         }
-        self.decide(&answer.approve, &answer.deny)
+        if !self.pending_approvals().is_empty() {
+            if answer.answer.is_some() {
+                return Err(
+                    "the run waits for decisions on its tool calls (approve, deny), not for an                      answer"
+                        .to_string(),
+                );
+            }
+            return self.decide(&answer.approve, &answer.deny);
+        }
+        let Some(question) = self.open_question() else {
+            return Err("the run is not waiting for input".to_string());
+        };
+        if !answer.approve.is_empty() || !answer.deny.is_empty() {
+            return Err(format!(
+                "no call waits for approval; the run waits for an answer to: {question}"
+            ));
+        }
+        match answer.answer.as_deref().map(str::trim) {
+            Some(text) if !text.is_empty() => Ok(self.answer(text)),
+            _ => Err(format!(
+                "the run waits for an answer to: {question} (send it as \"answer\")"
+            )),
+        }
     }
 
     /// Pauses the run: `input_required`, then `done` with status `awaiting_input`.
@@ -343,6 +401,11 @@ impl RunMachine {
         calls: Vec<PendingCall>,
     ) -> Step {
         self.phase = Phase::AwaitingInput;
+        let request = InputRequest {
+            kind,
+            question: question.clone(),
+            calls: calls.clone(),
+        };
         self.emit(EventKind::InputRequired {
             kind,
             question,
@@ -356,12 +419,9 @@ impl RunMachine {
             usage: self.usage,
             should_refresh: self.should_refresh,
         });
-        Step::Finished(Box::new(self.outcome_with(
-            RunStatus::AwaitingInput,
-            None,
-            None,
-            None,
-        )))
+        let mut outcome = self.outcome_with(RunStatus::AwaitingInput, None, None, None);
+        outcome.input_required = Some(request);
+        Step::Finished(Box::new(outcome))
     }
 
     /// Ends the run at this safe point because the user asked to stop.
@@ -408,7 +468,11 @@ impl RunMachine {
     }
 
     fn next_iteration(&mut self) -> Step {
-        if self.iteration >= self.input.max_iterations {
+        let at_cap = self.iteration >= self.input.max_iterations;
+        if self.review_due(at_cap) {
+            return self.begin_review(at_cap);
+        }
+        if at_cap {
             return self.force_finalize(FinalizeReason::MaxIterations);
         }
         self.iteration += 1;
@@ -454,15 +518,17 @@ impl RunMachine {
         failure: Option<RunFailure>,
     ) -> Step {
         self.phase = Phase::Finished;
-        if !self.records.is_empty() {
+        if !self.records.is_empty() || !self.guidance.is_empty() {
             let trace = ChatMessage::system(format!(
-                "Execution trace of this run:\n{}",
-                records_digest(&self.records)
+                "Execution trace of this run:\n{}{}",
+                records_digest(&self.records),
+                self.guidance.trace_lines()
             ));
             let mut metadata = json!({ "execution_trace": self.records });
             if !self.documents.is_empty() {
                 metadata["documents"] = json!(self.documents);
             }
+            self.guidance.extend_trace(&mut metadata);
             self.push_message(MessageKind::Trace, trace, metadata);
         }
         let message_id = answer.as_ref().map(|answer| {
@@ -496,6 +562,8 @@ impl RunMachine {
             answer,
             failure,
             finalize_reason: self.finalize_reason,
+            plan: self.guidance.plan.clone(),
+            input_required: None,
             iterations: self.iteration,
             tools_used: self.tools_used,
             records: self.records.clone(),
@@ -540,28 +608,73 @@ impl RunMachine {
         id
     }
 
-    /// The next LLM call: the stable system prompt, then what fits of the conversation.
+    /// The next step or summary call: the stable system prompt, the plan, what fits of the
+    /// conversation, and for the summary the instruction to stop calling tools.
     fn request(&self, tool_choice: ToolChoice, finalize: Option<FinalizeReason>) -> ModelRequest {
+        let closing = finalize.map(|reason| {
+            Arc::new(ChatMessage::system(text::finalize_instruction(
+                reason,
+                self.guidance.finalize_note.as_deref(),
+            )))
+        });
+        let purpose = if finalize.is_some() {
+            CallPurpose::Finalize
+        } else {
+            CallPurpose::Step
+        };
+        self.compose(closing.into_iter().collect(), true, tool_choice, purpose)
+    }
+
+    /// An LLM call: the stable system prompt, the `<Plan>` block when there is a plan (never
+    /// by rewriting the system prompt), what fits of the conversation, then `closing`.
+    fn compose(
+        &self,
+        closing: Vec<Arc<ChatMessage>>,
+        offer_tools: bool,
+        tool_choice: ToolChoice,
+        purpose: CallPurpose,
+    ) -> ModelRequest {
         let counter = self.counter.as_ref();
-        let closing = finalize
-            .map(|reason| Arc::new(ChatMessage::system(text::finalize_instruction(reason))));
+        let plan = match (&self.guidance.plan, purpose) {
+            (Some(plan), CallPurpose::Step | CallPurpose::Finalize) => Some(Arc::new(
+                ChatMessage::system(guidance::plan_block(plan, &self.records)),
+            )),
+            _ => None,
+        };
         let mut tools_tokens = 0;
-        let tools: Vec<_> = self
-            .offered_entries()
-            .map(|entry| {
+        let tools: Vec<ToolSpec> = if offer_tools {
+            for entry in self.offered_entries() {
                 tools_tokens += self
                     .tool_tokens
                     .get(entry.name())
                     .copied()
                     .unwrap_or_default();
-                entry.spec()
-            })
-            .collect();
+            }
+            let builtins: Vec<ToolSpec> = Builtin::all_offered(&self.settings)
+                .map(Builtin::spec)
+                .collect();
+            for spec in &builtins {
+                tools_tokens += counter.count(&spec.name)
+                    + counter.count(&spec.description)
+                    + counter.count(&spec.parameters.to_string());
+            }
+            self.offered_entries()
+                .map(|entry| entry.spec())
+                .chain(builtins)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let fixed = self.system_tokens
-            + closing.as_ref().map_or(0, |m| message_tokens(counter, m))
+            + plan
+                .iter()
+                .chain(&closing)
+                .map(|m| message_tokens(counter, m))
+                .sum::<usize>()
             + tools_tokens;
-        let mut messages = Vec::with_capacity(self.history_view.len() + self.turn_view.len() + 2);
+        let mut messages = Vec::with_capacity(self.history_view.len() + self.turn_view.len() + 4);
         messages.push(self.system.clone());
+        messages.extend(plan);
         messages.extend(view::fit(
             &self.history_view,
             &self.turn_view,
@@ -575,19 +688,32 @@ impl RunMachine {
             messages,
             tools,
             tool_choice,
-            purpose: if finalize.is_some() {
-                CallPurpose::Finalize
-            } else {
-                CallPurpose::Step
-            },
+            purpose,
         }
     }
 
-    /// The tools the model is offered: allowed by the run's policy, not withdrawn.
+    /// The catalog's tools the model is offered: allowed by the run's policy, not withdrawn,
+    /// and, for tools that require a clear request, only once it was clarified.
     fn offered_entries(&self) -> impl Iterator<Item = &crate::catalog::CatalogEntry> {
         self.catalog.entries().iter().filter(|entry| {
-            !self.withdrawn.contains(entry.name()) && self.input.policy.refusal(entry).is_none()
+            !self.withdrawn.contains(entry.name())
+                && (self.guidance.clarified || !entry.settings.requires_clarity)
+                && self.input.policy.refusal(entry).is_none()
+                && Builtin::find(entry.name(), &self.settings).is_none()
         })
+    }
+
+    /// Everything the model is offered: the catalog's tools, then the built-in ones.
+    fn offered_specs(&self) -> impl Iterator<Item = ToolSpec> + '_ {
+        self.offered_entries()
+            .map(|entry| entry.spec())
+            .chain(Builtin::all_offered(&self.settings).map(Builtin::spec))
+    }
+
+    /// A call that ran (or was answered), for `tools_used` and the review's count.
+    fn count_call(&mut self) {
+        self.tools_used += 1;
+        self.guidance.calls_since_review += 1;
     }
 }
 

@@ -14,6 +14,7 @@ use super::{
         Batch, Slot, SlotState, ToolInvocation, ToolOutcome, ToolResult, parse_arguments,
         refused_record,
     },
+    builtins::Builtin,
     text::{self, bound},
 };
 use crate::canonical::canonical_json;
@@ -37,6 +38,9 @@ impl RunMachine {
         let ran = !matches!(result.outcome, ToolOutcome::Skipped(_));
         if let ToolOutcome::Success(output) = &result.outcome {
             self.documents.extend(text::documents(output));
+            if let Some(usage) = output.usage {
+                self.usage.add(usage);
+            }
             let finalize = self
                 .catalog
                 .get(&slot.call.name)
@@ -104,7 +108,7 @@ impl RunMachine {
         };
         slot.side_effects = result.side_effects.clone();
         if ran {
-            self.tools_used += 1;
+            self.count_call();
         }
         self.emit(event);
         for effect in result.side_effects {
@@ -140,7 +144,7 @@ impl RunMachine {
         self.push_message(MessageKind::ToolCall, message, Value::Null);
         let calls = self.pending_approvals();
         if calls.is_empty() {
-            self.release_batch()
+            self.continue_batch()
         } else {
             // Nothing of the batch runs before a human decided.
             self.pause(InputKind::Approval, None, calls)
@@ -151,7 +155,11 @@ impl RunMachine {
         let iteration = self.iteration;
         let call_id = self.unique_call_id(&call.id);
         let catalog = self.catalog.clone();
-        let entry = catalog.resolve(&call.name);
+        let builtin = Builtin::find(&call.name, &self.settings);
+        let entry = match builtin {
+            Some(_) => None,
+            None => catalog.resolve(&call.name),
+        };
         let tool = entry.map_or_else(|| call.name.clone(), |entry| entry.name().to_string());
         let parsed = parse_arguments(&call.arguments);
         let arguments = parsed
@@ -169,11 +177,11 @@ impl RunMachine {
             arguments: arguments.clone(),
         });
 
+        if let Some(builtin) = builtin {
+            return self.check_builtin(builtin, call, arguments, parsed);
+        }
         let Some(entry) = entry else {
-            let available: Vec<&str> = self
-                .offered_entries()
-                .map(|entry| entry.provider_name.as_str())
-                .collect();
+            let available: Vec<String> = self.offered_specs().map(|spec| spec.name).collect();
             let error = format!(
                 "unknown tool '{tool}'. Available tools: {}",
                 if available.is_empty() {
@@ -204,6 +212,18 @@ impl RunMachine {
             );
         }
 
+        if entry.settings.requires_clarity && !self.guidance.clarified {
+            let error = format!(
+                "tool '{tool}' is offered only once the request is clear, and it was not \
+                 clarified yet"
+            );
+            let hint = if self.settings.ask_user {
+                "Ask the user what they mean with ask_user, or answer with what you know."
+            } else {
+                "Answer with what you know, or say what the user should make clear."
+            };
+            return self.refuse(call, arguments, ToolStatus::Blocked, error, hint);
+        }
         if let Some(refusal) = self.input.policy.refusal(entry) {
             return self.refuse(
                 call,
@@ -351,7 +371,85 @@ impl RunMachine {
             let state = self.refusal(&call, &arguments, ToolStatus::Blocked, error, "The user did not allow this call. Do not repeat it; tell the user what was not done, or ask what they want instead.");
             self.batch.slots[index].state = state;
         }
-        Ok(self.release_batch())
+        Ok(self.continue_batch())
+    }
+
+    /// Checks a call of a built-in tool and answers it: `write_plan` at once, `ask_user` when
+    /// the user answered.
+    fn check_builtin(
+        &mut self,
+        builtin: Builtin,
+        call: ToolCall,
+        arguments: Value,
+        parsed: Result<Value, String>,
+    ) -> Slot {
+        let key = format!(
+            "{}\n{}",
+            call.name,
+            parsed
+                .as_ref()
+                .map_or_else(|_| call.arguments.clone(), canonical_json)
+        );
+        if let Some(earlier) = self.seen_calls.get(&key).cloned() {
+            return self.duplicate(call, arguments, &earlier);
+        }
+        self.seen_calls.insert(key, call.id.clone());
+        let hint = format!("Fix the arguments and call {} again.", builtin.name());
+        let parsed = match parsed.and_then(|parsed| builtin.validate(&parsed).map(|()| parsed)) {
+            Ok(parsed) => parsed,
+            Err(problem) => {
+                let error = format!("the arguments do not fit {}: {problem}", builtin.name());
+                return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
+            }
+        };
+        let state = match builtin {
+            Builtin::AskUser => SlotState::Asking {
+                question: parsed["question"].as_str().unwrap_or_default().to_string(),
+            },
+            Builtin::WritePlan => match self.write_plan(&parsed) {
+                Ok(text) => {
+                    self.count_call();
+                    let mut record = refused_record(
+                        &call,
+                        &arguments,
+                        self.iteration,
+                        ToolStatus::Success,
+                        String::new(),
+                    );
+                    record.error = None;
+                    record.result = Some(text.clone());
+                    record.structured_result = self
+                        .guidance
+                        .plan
+                        .as_ref()
+                        .and_then(|plan| serde_json::to_value(plan).ok());
+                    self.emit(EventKind::ToolExecuted {
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        status: ToolStatus::Success,
+                        duration_ms: 0,
+                        result: Some(text.clone()),
+                        error: None,
+                    });
+                    SlotState::Resolved {
+                        record: Box::new(record),
+                        message: text,
+                    }
+                }
+                Err(problem) => {
+                    let error = format!("the plan was not changed: {problem}");
+                    return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
+                }
+            },
+        };
+        Slot {
+            call,
+            arguments,
+            state,
+            recorded: false,
+            side_effects: Vec::new(),
+            final_answer: None,
+        }
     }
 
     fn refuse(
@@ -476,7 +574,10 @@ impl RunMachine {
     /// skipped, so the conversation never holds a tool call without its result.
     pub(super) fn abandon_batch(&mut self) {
         for index in 0..self.batch.slots.len() {
-            if !matches!(self.batch.slots[index].state, SlotState::Held { .. }) {
+            if !matches!(
+                self.batch.slots[index].state,
+                SlotState::Held { .. } | SlotState::Asking { .. }
+            ) {
                 continue;
             }
             let (call, arguments) = {
@@ -526,7 +627,7 @@ impl RunMachine {
                     );
                     (record, message)
                 }
-                SlotState::Running | SlotState::Held { .. } => {
+                SlotState::Running | SlotState::Held { .. } | SlotState::Asking { .. } => {
                     // Cannot happen: a batch is finished only when nothing runs or waits.
                     let error = "the call did not report a result".to_string();
                     let message =

@@ -10,7 +10,7 @@ use std::{
 use agentloop_protocol::{FinalizeReason, SessionMessage, ToolExecutionRecord, Usage};
 use serde::{Deserialize, Serialize};
 
-use super::{Phase, RunInput, RunMachine, batch::Batch, view};
+use super::{Phase, RunInput, RunMachine, batch::Batch, guidance::Guidance, view};
 use crate::{
     catalog::ToolCatalog, policy::RunPolicy, settings::AgentSettings, tokens::TokenCounter,
 };
@@ -46,6 +46,9 @@ pub struct RunSnapshot {
     should_refresh: bool,
     documents: Vec<serde_json::Value>,
     batch: Batch,
+    /// Plan, clarification and review (absent in snapshots of runs without them).
+    #[serde(default)]
+    guidance: Guidance,
 }
 
 impl RunSnapshot {
@@ -79,6 +82,7 @@ impl RunMachine {
             should_refresh: self.should_refresh,
             documents: self.documents.clone(),
             batch: self.batch.clone(),
+            guidance: self.guidance.clone(),
         })
     }
 
@@ -140,6 +144,7 @@ impl RunMachine {
         machine.should_refresh = snapshot.should_refresh;
         machine.documents = snapshot.documents;
         machine.batch = snapshot.batch;
+        machine.guidance = snapshot.guidance;
         Ok(machine)
     }
 }

@@ -86,19 +86,25 @@ pub fn side_effect_error(error: &str) -> String {
 }
 
 /// The instruction appended (after the stable system prompt and the conversation) to the forced
-/// summary call.
-pub fn finalize_instruction(reason: FinalizeReason) -> String {
+/// summary call; `note` adds what the summary must also say (a reviewer's reason or question).
+pub fn finalize_instruction(reason: FinalizeReason, note: Option<&str>) -> String {
     let why = match reason {
         FinalizeReason::MaxIterations => "the step budget of this request is used up",
         FinalizeReason::DegenerateResponse => "the last reply was empty",
         FinalizeReason::DuplicateCalls => "the same tool calls were being repeated",
         FinalizeReason::ConsecutiveFailures => "several tool calls in a row failed",
+        FinalizeReason::ReviewStop => "a review of the progress decided to stop",
     };
-    format!(
+    let mut instruction = format!(
         "Stop calling tools now: {why}. Write the final answer for the user from what this \
          conversation already holds: what was done, what was found, and what is still missing or \
          failed."
-    )
+    );
+    if let Some(note) = note {
+        instruction.push(' ');
+        instruction.push_str(note);
+    }
+    instruction
 }
 
 /// An answer built from the execution records, for when the model gives none.

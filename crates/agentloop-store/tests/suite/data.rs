@@ -143,7 +143,12 @@ pub fn record(call_id: &str, iteration: u32) -> ToolExecutionRecord {
 }
 
 pub fn event(run_id: Uuid, seq: u64, kind: EventKind) -> Event {
-    Event { run_id, seq, kind }
+    Event {
+        run_id,
+        seq,
+        parent_run_id: None,
+        kind,
+    }
 }
 
 pub fn delta(run_id: Uuid, seq: u64, text: &str) -> Event {
