@@ -145,6 +145,35 @@ impl StepView {
         }
     }
 
+    /// A sub-agent's event: its tool calls, indented under the call that started it.
+    pub fn show_nested(&self, event: &EventKind) {
+        if !self.enabled {
+            return;
+        }
+        match event {
+            EventKind::ToolSelected {
+                tool, arguments, ..
+            } => {
+                let arguments = agentloop::core::machine::one_line(&arguments.to_string(), 100);
+                self.line(&format!("      ↳ {tool} {arguments}"));
+                self.status(&format!("sub-agent running {tool}"));
+            }
+            EventKind::ToolExecuted {
+                tool,
+                status,
+                duration_ms,
+                ..
+            } => {
+                self.line(&format!(
+                    "        {tool} {} in {duration_ms} ms",
+                    status.as_str()
+                ));
+            }
+            EventKind::Thinking { .. } => self.status("sub-agent waiting for the model"),
+            _ => {}
+        }
+    }
+
     fn line(&self, text: &str) {
         match &self.spinner {
             Some(spinner) => spinner.println(text),

@@ -25,6 +25,7 @@ use crate::{
     session_run::run_with_store,
     settings::{AgentSettings, ToolSettings},
     store::Store,
+    subagent::{AGENT_TOOL_PREFIX, Parent, SubAgentSettings, SubAgentTool},
     telemetry::{NoTelemetry, Telemetry},
     tokens::{EstimatedTokens, TokenCounter},
     tool::{Tool, ToolSource},
@@ -330,9 +331,17 @@ pub struct AgentBuilder {
     workflows: BTreeMap<String, WorkflowSettings>,
     hooks: Vec<Arc<dyn ToolHook>>,
     descriptions: BTreeMap<String, String>,
+    agents: BTreeMap<String, SubAgentSettings>,
 }
 
 impl AgentBuilder {
+    /// Another agent the main agent may call as the tool `agent.NAME` (see
+    /// [`SubAgentSettings`]).
+    pub fn sub_agent(mut self, name: impl Into<String>, agent: SubAgentSettings) -> Self {
+        self.agents.insert(name.into(), agent);
+        self
+    }
+
     pub fn llm(mut self, llm: Arc<dyn Llm>) -> Self {
         self.llm = Some(llm);
         self
@@ -420,7 +429,7 @@ impl AgentBuilder {
 
     /// Lists the tools of every source (at the same time) and builds the agent. A source that
     /// fails is left out with a warning.
-    pub async fn build(self) -> Result<Agent, AgentError> {
+    pub async fn build(mut self) -> Result<Agent, AgentError> {
         let llm = self.llm.ok_or(AgentError::MissingLlm)?;
         self.settings
             .validate()
@@ -430,7 +439,36 @@ impl AgentBuilder {
                 .validate(tool)
                 .map_err(AgentError::InvalidSettings)?;
         }
-        let can_clarify = self.settings.planning.enabled || self.settings.ask_user;
+        for (name, agent) in &self.agents {
+            agent.validate(name).map_err(AgentError::InvalidSettings)?;
+            // The task's time limit, unless [tools."agent.NAME"] sets one.
+            let tool = format!("{AGENT_TOOL_PREFIX}{name}");
+            let settings = self.tool_settings.entry(tool).or_default();
+            settings.timeout_s = settings.timeout_s.or(Some(agent.timeout_s));
+        }
+        let settings = Arc::new(self.settings);
+        let counter = self
+            .counter
+            .unwrap_or_else(|| Arc::new(EstimatedTokens) as Arc<dyn TokenCounter>);
+        let telemetry = self
+            .telemetry
+            .unwrap_or_else(|| Arc::new(NoTelemetry) as Arc<dyn Telemetry>);
+        let hooks = Arc::new(self.hooks);
+        let workflows = Arc::new(self.workflows);
+        let limiter = self
+            .policy
+            .mutation_rate
+            .map(|rate| Arc::new(MutationLimiter::new(rate)));
+        let parent = Parent {
+            llm: llm.clone(),
+            settings: settings.clone(),
+            counter: counter.clone(),
+            telemetry: telemetry.clone(),
+            hooks: hooks.clone(),
+            workflows: workflows.clone(),
+            limiter: limiter.clone(),
+        };
+        let can_clarify = settings.planning.enabled || settings.ask_user;
         let unclarifiable: Vec<String> = self
             .tool_settings
             .iter()
@@ -442,11 +480,19 @@ impl AgentBuilder {
                 )
             })
             .collect();
-        let registry = Arc::new(ToolRegistry::new(
+        let (mut tools, agents, tool_settings, descriptions) = (
             self.tools,
+            self.agents,
             self.tool_settings,
             self.descriptions,
-        ));
+        );
+        let registry = Arc::new_cyclic(|registry| {
+            for (name, agent) in agents {
+                let tool = SubAgentTool::new(&name, agent, parent.clone(), registry.clone());
+                tools.push(Arc::new(tool));
+            }
+            ToolRegistry::new(tools, tool_settings, descriptions)
+        });
         let listed = futures::future::join_all(
             self.sources
                 .into_iter()
@@ -459,8 +505,8 @@ impl AgentBuilder {
         warnings.extend(unclarifiable);
         for builtin in ["write_plan", "ask_user"] {
             let offered = match builtin {
-                "write_plan" => self.settings.planning.enabled,
-                _ => self.settings.ask_user,
+                "write_plan" => settings.planning.enabled,
+                _ => settings.ask_user,
             };
             if offered && catalog.get(builtin).is_some() {
                 warnings.push(format!(
@@ -468,7 +514,7 @@ impl AgentBuilder {
                 ));
             }
         }
-        for (name, workflow) in &self.workflows {
+        for (name, workflow) in workflows.iter() {
             for pattern in &workflow.tools {
                 let single = WorkflowSettings {
                     tools: vec![pattern.clone()],
@@ -488,17 +534,14 @@ impl AgentBuilder {
             services: RunServices {
                 llm,
                 tools: registry,
-                settings: Arc::new(self.settings),
-                counter: self.counter.unwrap_or_else(|| Arc::new(EstimatedTokens)),
-                telemetry: self.telemetry.unwrap_or_else(|| Arc::new(NoTelemetry)),
-                hooks: Arc::new(self.hooks),
+                settings,
+                counter,
+                telemetry,
+                hooks,
             },
             store: self.store,
-            workflows: Arc::new(self.workflows),
-            limiter: self
-                .policy
-                .mutation_rate
-                .map(|rate| Arc::new(MutationLimiter::new(rate))),
+            workflows,
+            limiter,
             warnings: Arc::new(warnings),
         })
     }

@@ -30,6 +30,7 @@ mod registry;
 mod session_run;
 mod settings;
 mod store;
+mod subagent;
 mod telemetry;
 mod tokens;
 mod tool;
@@ -60,6 +61,7 @@ pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,
     StepRecord, Store, StoreError,
 };
+pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};

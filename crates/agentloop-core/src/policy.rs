@@ -147,6 +147,8 @@ pub struct RunPolicy {
     pub limiter: Option<Arc<MutationLimiter>>,
     /// Whose budget mutating calls take: the entity, else the user.
     pub limit_key: String,
+    /// Set in a sub-agent's run: its name and its allowlist (empty: every tool but agents).
+    pub agent: Option<(String, WorkflowSettings)>,
 }
 
 /// Why the policy refuses a call.
@@ -186,6 +188,7 @@ impl RunPolicy {
             workflow,
             limiter,
             limit_key,
+            agent: None,
         })
     }
 
@@ -199,6 +202,20 @@ impl RunPolicy {
                 error: format!("{name} is not one of the tools of the workflow {workflow:?}"),
                 hint: "Use the tools you are offered, or tell the user this cannot be done here.",
             });
+        }
+        if let Some((agent, allowlist)) = &self.agent {
+            if name.starts_with(crate::subagent::AGENT_TOOL_PREFIX) {
+                return Some(Refusal {
+                    error: format!("the {agent} agent cannot hand work to other agents"),
+                    hint: "Do the task with your own tools.",
+                });
+            }
+            if !allowlist.tools.is_empty() && !allowlist.allows(name) {
+                return Some(Refusal {
+                    error: format!("{name} is not one of the tools of the {agent} agent"),
+                    hint: "Use the tools you are offered.",
+                });
+            }
         }
         if self.read_only && entry.is_mutating() {
             return Some(Refusal {
@@ -277,6 +294,51 @@ mod tests {
         assert!(workflow.allows("projects.update"));
         assert!(!workflow.allows("kb.delete"));
         assert!(!workflow.allows("project.update"));
+    }
+
+    #[test]
+    fn a_sub_agent_is_held_to_its_allowlist_and_never_calls_agents() {
+        use crate::{catalog::ToolCatalog, tool::FnTool};
+        let tools: Vec<Arc<dyn crate::tool::Tool>> = ["kb.search", "kb.delete", "agent.other"]
+            .into_iter()
+            .map(|name| {
+                Arc::new(FnTool::new(name, "", serde_json::json!({}), |_, _| async {
+                    Ok(crate::tool::ToolOutput::text(""))
+                })) as Arc<dyn crate::tool::Tool>
+            })
+            .collect();
+        let catalog = ToolCatalog::new(tools, &BTreeMap::new());
+        let refused = |policy: &RunPolicy, name: &str| {
+            policy
+                .refusal(catalog.get(name).unwrap())
+                .map(|refusal| refusal.error)
+        };
+        let mut policy = RunPolicy::default();
+        assert_eq!(refused(&policy, "agent.other"), None);
+        policy.agent = Some((
+            "researcher".into(),
+            WorkflowSettings {
+                tools: vec!["kb.search".into()],
+            },
+        ));
+        assert_eq!(refused(&policy, "kb.search"), None);
+        assert!(
+            refused(&policy, "kb.delete")
+                .unwrap()
+                .contains("not one of the tools")
+        );
+        assert!(
+            refused(&policy, "agent.other")
+                .unwrap()
+                .contains("other agents")
+        );
+        policy.agent = Some(("researcher".into(), WorkflowSettings::default()));
+        assert_eq!(
+            refused(&policy, "kb.delete"),
+            None,
+            "no allowlist: every tool"
+        );
+        assert!(refused(&policy, "agent.other").is_some());
     }
 
     #[test]

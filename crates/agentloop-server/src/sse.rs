@@ -25,7 +25,8 @@ const STORE_POLL: Duration = Duration::from_millis(500);
 const STORE_PATIENCE: Duration = Duration::from_secs(600);
 
 /// The response streaming `events`, ending after a `done` that ends the run (a run that paused
-/// and resumed has an earlier `done` with status `awaiting_input` in its history).
+/// and resumed has an earlier `done` with status `awaiting_input` in its history; a sub-agent's
+/// `done`, nested in the stream, ends only the sub-agent).
 pub fn response(
     events: impl Stream<Item = Event> + Send + 'static,
     keep_alive: Duration,
@@ -34,10 +35,11 @@ pub fn response(
         if *done {
             return futures::future::ready(None);
         }
-        *done = matches!(
-            event.kind,
-            agentloop_core::protocol::EventKind::Done { status, .. } if status.is_final()
-        );
+        *done = event.parent_run_id.is_none()
+            && matches!(
+                event.kind,
+                agentloop_core::protocol::EventKind::Done { status, .. } if status.is_final()
+            );
         futures::future::ready(Some(event))
     });
     let frames = until_done.map(|event| Ok::<_, Infallible>(frame(&event)));

@@ -6,7 +6,9 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use agentloop_core::{AgentSettings, PolicySettings, ToolSettings, WorkflowSettings};
+use agentloop_core::{
+    AgentSettings, PolicySettings, SubAgentSettings, ToolSettings, WorkflowSettings,
+};
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
 use agentloop_server::ServerConfig;
@@ -28,6 +30,8 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub tools: BTreeMap<String, ToolSettings>,
     pub workflows: BTreeMap<String, WorkflowSettings>,
+    /// `[agents.NAME]`: sub-agents the main agent calls as the tool `agent.NAME`.
+    pub agents: BTreeMap<String, SubAgentSettings>,
 }
 
 /// Where the configuration came from.
@@ -143,6 +147,9 @@ impl Config {
         for (tool, settings) in &self.tools {
             settings.validate(tool)?;
         }
+        for (name, agent) in &self.agents {
+            agent.validate(name)?;
+        }
         for (name, workflow) in &self.workflows {
             if workflow.tools.is_empty() {
                 return Err(format!(
@@ -250,6 +257,54 @@ mod tests {
         );
         assert!(config.workflows["estimates"].allows("projects.update_quote_totals"));
         assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn planning_review_clarification_and_sub_agents_are_configured() {
+        let config = parse(
+            r#"
+            [agent]
+            ask_user = true
+
+            [agent.planning]
+            enabled = true
+            model = "small-model"
+
+            [agent.review]
+            every_n_tool_calls = 3
+
+            [tools."kb.fetch"]
+            requires_clarity = true
+
+            [agents.researcher]
+            description = "Finds facts"
+            system_prompt = "You research."
+            tools = ["kb.*"]
+            max_iterations = 4
+            "#,
+        )
+        .unwrap();
+        assert!(config.agent.ask_user && config.agent.planning.enabled);
+        assert_eq!(config.agent.planning.model.as_deref(), Some("small-model"));
+        assert_eq!(config.agent.review.every_n_tool_calls, Some(3));
+        assert!(config.tools["kb.fetch"].requires_clarity);
+        let researcher = &config.agents["researcher"];
+        assert_eq!(researcher.tools, ["kb.*"]);
+        assert_eq!(researcher.max_iterations, Some(4));
+        assert_eq!(researcher.timeout_s, 300.0);
+        assert_eq!(config.validate(), Ok(()));
+
+        let bad = parse("[agents.\"two words\"]\n").unwrap();
+        assert!(bad.validate().unwrap_err().contains("agents.two words"));
+        let bad = parse("[agents.x]\nmax_iterations = 0\n").unwrap();
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("agents.x.max_iterations")
+        );
+        let bad = parse("[agent.review]\nevery_n_tool_calls = 0\n").unwrap();
+        assert!(bad.validate().unwrap_err().contains("every_n_tool_calls"));
+        assert!(parse("[agents.x]\nprompt = \"typo\"\n").is_err());
     }
 
     #[test]

@@ -100,6 +100,9 @@ impl Runtime {
         for (name, workflow) in &config.workflows {
             builder = builder.workflow(name.clone(), workflow.clone());
         }
+        for (name, agent) in &config.agents {
+            builder = builder.sub_agent(name.clone(), agent.clone());
+        }
         builder = builder
             .policy(config.policy.clone())
             .tool_descriptions(descriptions);

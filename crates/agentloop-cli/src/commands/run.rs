@@ -146,6 +146,10 @@ impl Printer {
         let mut waiting = None;
         while let Some(event) = events.next().await {
             self.print(&event)?;
+            if event.parent_run_id.is_some() {
+                // A sub-agent's events are shown; only the run's own decide how it ended.
+                continue;
+            }
             match event.kind {
                 EventKind::InputRequired {
                     kind,
@@ -173,6 +177,10 @@ impl Printer {
         if self.json {
             writeln!(stdout, "{}", serde_json::to_string(event)?)?;
             stdout.flush()?;
+            return Ok(());
+        }
+        if event.parent_run_id.is_some() {
+            self.view.show_nested(&event.kind);
             return Ok(());
         }
         if let EventKind::FinalResponse { delta } = &event.kind {

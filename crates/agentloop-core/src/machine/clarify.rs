@@ -89,7 +89,7 @@ impl RunMachine {
                 result: Some(answer.to_string()),
                 error: None,
             });
-            self.count_call();
+            self.count_call(false);
             self.guidance.log.clarifications.push(Clarification {
                 question,
                 answer: answer.to_string(),

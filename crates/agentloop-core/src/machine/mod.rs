@@ -371,7 +371,7 @@ impl RunMachine {
         if !self.pending_approvals().is_empty() {
             if answer.answer.is_some() {
                 return Err(
-                    "the run waits for decisions on its tool calls (approve, deny), not for an                      answer"
+                    "the run waits for decisions on its tool calls (approve, deny), not for an answer"
                         .to_string(),
                 );
             }
@@ -703,6 +703,25 @@ impl RunMachine {
         })
     }
 
+    /// The tools a plan may count on, and whether each waits for a clear request: the catalog's
+    /// tools the run may use (also those gated until clarification), then `ask_user`.
+    fn plannable_specs(&self) -> impl Iterator<Item = (ToolSpec, bool)> + '_ {
+        self.catalog
+            .entries()
+            .iter()
+            .filter(|entry| {
+                !self.withdrawn.contains(entry.name())
+                    && self.input.policy.refusal(entry).is_none()
+                    && Builtin::find(entry.name(), &self.settings).is_none()
+            })
+            .map(|entry| (entry.spec(), entry.settings.requires_clarity))
+            .chain(
+                Builtin::all_offered(&self.settings)
+                    .filter(|builtin| *builtin != Builtin::WritePlan)
+                    .map(|builtin| (builtin.spec(), false)),
+            )
+    }
+
     /// Everything the model is offered: the catalog's tools, then the built-in ones.
     fn offered_specs(&self) -> impl Iterator<Item = ToolSpec> + '_ {
         self.offered_entries()
@@ -710,10 +729,13 @@ impl RunMachine {
             .chain(Builtin::all_offered(&self.settings).map(Builtin::spec))
     }
 
-    /// A call that ran (or was answered), for `tools_used` and the review's count.
-    fn count_call(&mut self) {
+    /// A call that ran (or was answered), for `tools_used`; the review counts the calls of
+    /// real tools only (`write_plan` and `ask_user` are bookkeeping, not progress).
+    fn count_call(&mut self, reviewed: bool) {
         self.tools_used += 1;
-        self.guidance.calls_since_review += 1;
+        if reviewed {
+            self.guidance.calls_since_review += 1;
+        }
     }
 }
 

@@ -108,7 +108,7 @@ impl RunMachine {
         };
         slot.side_effects = result.side_effects.clone();
         if ran {
-            self.count_call();
+            self.count_call(true);
         }
         self.emit(event);
         for effect in result.side_effects {
@@ -408,7 +408,7 @@ impl RunMachine {
             },
             Builtin::WritePlan => match self.write_plan(&parsed) {
                 Ok(text) => {
-                    self.count_call();
+                    self.count_call(false);
                     let mut record = refused_record(
                         &call,
                         &arguments,

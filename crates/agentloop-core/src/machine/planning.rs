@@ -143,12 +143,18 @@ impl RunMachine {
     /// The instruction of the planning call: the plan's shape, and the tools it can count on.
     fn plan_instruction(&self) -> String {
         let mut tools = String::new();
-        for spec in self.offered_specs() {
-            if spec.name == "write_plan" {
-                continue;
-            }
+        for (spec, gated) in self.plannable_specs() {
             let first_line = spec.description.lines().next().unwrap_or_default();
-            tools.push_str(&format!("- {}: {}\n", spec.name, one_line(first_line, 160)));
+            tools.push_str(&format!(
+                "- {}: {}{}\n",
+                spec.name,
+                one_line(first_line, 160),
+                if gated {
+                    " (only once the request is clear)"
+                } else {
+                    ""
+                }
+            ));
         }
         if tools.is_empty() {
             tools.push_str("(none)\n");

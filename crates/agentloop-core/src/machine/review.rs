@@ -104,10 +104,24 @@ impl RunMachine {
         match verdict.action {
             Action::Continue => self.next_iteration(),
             Action::Replan => {
+                let question = verdict
+                    .plan
+                    .as_ref()
+                    .filter(|plan| plan.needs_clarification)
+                    .and_then(|plan| plan.clarification_question.clone());
                 if let Some(plan) = verdict.plan {
                     self.set_plan(plan);
                 }
-                self.next_iteration()
+                match question {
+                    // The new plan needs the user first (at the cap, the summary asks).
+                    Some(question) if !at_cap => self.ask(question, "review"),
+                    Some(question) => {
+                        self.guidance.finalize_note =
+                            Some(format!("End the answer by asking the user: {question}"));
+                        self.next_iteration()
+                    }
+                    None => self.next_iteration(),
+                }
             }
             Action::AskUser => {
                 let question = verdict.question.unwrap_or_default();

@@ -448,3 +448,42 @@ fn the_step_limit_gets_one_review_before_the_summary() {
         reason: FinalizeReason::MaxIterations
     }));
 }
+
+#[test]
+fn a_replan_that_needs_the_user_asks_first() {
+    let mut m = reviewed(1);
+    m.start();
+    let batch = tools(m.on_model_reply(calls_owned(&[search("c1", "a")])));
+    model(succeed_all(&mut m, &batch));
+    let verdict = json!({"action": "replan", "reason": "two Alexes", "plan":
+        {"goal": "g", "sub_tasks": [], "needs_clarification": true,
+         "clarification_question": "Alex Kim or Alex Roe?"}});
+    let outcome = finished(m.on_model_reply(text(&verdict.to_string())));
+    assert_eq!(outcome.status, RunStatus::AwaitingInput);
+    assert_eq!(m.question().as_deref(), Some("Alex Kim or Alex Roe?"));
+    assert_eq!(outcome.plan.unwrap().goal, "g");
+}
+
+#[test]
+fn plan_updates_and_questions_do_not_count_toward_a_review() {
+    let mut m = guided(|settings| {
+        settings.planning.enabled = true;
+        settings.review.every_n_tool_calls = Some(1);
+    });
+    m.start();
+    m.on_model_reply(text(PLAN));
+    let update = json!({"sub_tasks": [{"id": "1", "status": "done"}]}).to_string();
+    let step = model(m.on_model_reply(calls(&[("w1", "write_plan", &update)])));
+    assert_eq!(
+        step.purpose,
+        CallPurpose::Step,
+        "no review after a plan update"
+    );
+    let batch = tools(m.on_model_reply(calls_owned(&[search("c1", "a")])));
+    let review = model(succeed_all(&mut m, &batch));
+    assert_eq!(
+        review.purpose,
+        CallPurpose::Review,
+        "a real tool call is progress"
+    );
+}
