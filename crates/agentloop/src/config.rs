@@ -308,6 +308,36 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_configurations_parse_and_validate() {
+        // The reference in the README, every key of it.
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("```toml\n[llm]")
+            .expect("the README has the config reference");
+        let block = &readme[start + "```toml\n".len()..];
+        let block = &block[..block.find("```").unwrap()];
+        let config = parse(block).unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        assert!(config.agent.planning.model.is_some() && config.agents.contains_key("researcher"));
+        // The quick start's example, with its optional sections turned on.
+        let example = include_str!("../../../examples/agentloop.toml");
+        let enabled: String = example
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest) if rest.starts_with('[') || rest.contains(" = ") => {
+                    rest.split("  #").next().unwrap_or(rest).to_string()
+                }
+                _ => line.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config = parse(&enabled).unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        assert!(config.agent.planning.enabled);
+        assert_eq!(config.agents["calculator"].tools, ["everything.get-sum"]);
+    }
+
+    #[test]
     fn unknown_keys_are_named_with_their_line() {
         let error = parse("[agent]\nmax_iterations = 3\nmax_iteration = 4\n").unwrap_err();
         let message = error.to_string();
