@@ -310,3 +310,46 @@ async fn run_asks_for_approval_on_the_terminal() {
         assert_eq!(executed.len(), ran, "{typed:?}: {executed:?}");
     }
 }
+
+#[tokio::test]
+async fn run_asks_a_clarification_question_on_the_terminal() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("ask_user", json!({"question": "Which Alex do you mean?"})),
+        Reply::text("Alex Kim says Q4 was strong."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &llm.base_url(), "[agent]\nask_user = true\n");
+    let output = agentloop_with_input(
+        dir.path(),
+        &["run", "What does Alex say about Q4?"],
+        "Alex Kim\n",
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let steps = stderr(&output);
+    assert!(steps.contains("? Which Alex do you mean?"), "{steps}");
+    assert_eq!(stdout(&output), "Alex Kim says Q4 was strong.\n");
+    // The answer reached the model as the result of its question.
+    let requests = llm.requests();
+    let answer = &requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"];
+    assert_eq!(answer, &json!(json!({"answer": "Alex Kim"}).to_string()));
+
+    // Without an answer (end of input) the run stays paused and says how to answer it.
+    let llm = ScriptedLlm::start(vec![Reply::tool_call(
+        "ask_user",
+        json!({"question": "Which Alex?"}),
+    )])
+    .await;
+    write_config(dir.path(), &llm.base_url(), "[agent]\nask_user = true\n");
+    let output = agentloop_with_input(dir.path(), &["run", "What does Alex say?"], "").await;
+    assert!(!output.status.success());
+    let steps = stderr(&output);
+    assert!(steps.contains("stays paused"), "{steps}");
+    assert!(steps.contains("/input"), "{steps}");
+}
