@@ -208,17 +208,12 @@ impl Agent {
 
     /// The rules of a run with `context` (an error names an unknown workflow).
     pub fn policy_for(&self, context: &RunContext) -> Result<RunPolicy, String> {
-        let limit_key = context
-            .entity_id
-            .clone()
-            .or_else(|| context.user_id.clone())
-            .unwrap_or_else(|| crate::session_run::DEFAULT_USER.to_string());
         RunPolicy::for_run(
             context.read_only,
             context.workflow.as_deref(),
             &self.workflows,
             self.limiter.clone(),
-            limit_key,
+            crate::policy::limit_key(context.entity_id.as_deref(), context.user_id.as_deref()),
         )
     }
 

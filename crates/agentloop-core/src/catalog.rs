@@ -52,30 +52,36 @@ impl CatalogEntry {
     /// Checks arguments against the tool's JSON Schema; the error lists every problem with the
     /// path where it was found.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
-        let problems: Vec<String> = validator
-            .iter_errors(arguments)
-            .map(|error| {
-                let path = error.instance_path().to_string();
-                if path.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("at {path}: {error}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
+        match &self.validator {
+            Some(validator) => check_schema(validator, arguments),
+            None => Ok(()),
         }
     }
 
     /// The tool as offered to the model.
     pub fn spec(&self) -> ToolSpec {
         self.spec.clone()
+    }
+}
+
+/// Checks `value` against a compiled JSON Schema; the error lists every problem with the path
+/// where it was found, in words a model can act on.
+pub(crate) fn check_schema(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            if path.is_empty() {
+                error.to_string()
+            } else {
+                format!("at {path}: {error}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }
 

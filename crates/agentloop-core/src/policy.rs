@@ -138,6 +138,14 @@ impl fmt::Debug for MutationLimiter {
     }
 }
 
+/// Whose budget a run's mutating calls take: the entity, else the user, else the local user.
+pub(crate) fn limit_key(entity_id: Option<&str>, user_id: Option<&str>) -> String {
+    entity_id
+        .or(user_id)
+        .unwrap_or(crate::session_run::DEFAULT_USER)
+        .to_string()
+}
+
 /// The rules of one run.
 #[derive(Debug, Clone, Default)]
 pub struct RunPolicy {

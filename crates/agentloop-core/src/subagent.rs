@@ -162,17 +162,12 @@ impl SubAgentTool {
 
     /// The rules of the sub-agent's run: the caller's, narrowed to the agent's allowlist.
     fn policy(&self, context: &ToolContext) -> Result<RunPolicy, ToolError> {
-        let limit_key = context
-            .entity_id
-            .clone()
-            .or_else(|| context.user_id.clone())
-            .unwrap_or_else(|| crate::session_run::DEFAULT_USER.to_string());
         let mut policy = RunPolicy::for_run(
             context.read_only,
             context.workflow.as_deref(),
             &self.parent.workflows,
             self.parent.limiter.clone(),
-            limit_key,
+            crate::policy::limit_key(context.entity_id.as_deref(), context.user_id.as_deref()),
         )
         .map_err(ToolError::Failed)?;
         policy.agent = Some((

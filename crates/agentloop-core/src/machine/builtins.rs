@@ -98,15 +98,7 @@ impl Builtin {
             .validator
             .as_ref()
             .map_err(|error| format!("internal error: the schema does not compile: {error}"))?;
-        let problems: Vec<String> = validator
-            .iter_errors(arguments)
-            .map(|error| error.to_string())
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        crate::catalog::check_schema(validator, arguments)
     }
 }
 

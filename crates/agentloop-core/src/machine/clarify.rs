@@ -3,12 +3,12 @@
 //! or from the model's `ask_user` call; the answer joins the conversation (as the `ask_user`
 //! result, or as the user's reply to the question) and the trace.
 
-use agentloop_protocol::{ChatMessage, EventKind, InputKind, MessageKind, ToolStatus};
+use agentloop_protocol::{ChatMessage, InputKind, MessageKind};
 use serde_json::json;
 
 use super::{
     RunMachine, Step,
-    batch::{SlotState, refused_record},
+    batch::SlotState,
     guidance::{Clarification, PendingQuestion},
 };
 
@@ -71,34 +71,18 @@ impl RunMachine {
                 continue;
             };
             let question = question.clone();
-            let slot = &self.batch.slots[index];
-            let mut record = refused_record(
-                &slot.call,
-                &slot.arguments,
-                self.iteration,
-                ToolStatus::Success,
-                String::new(),
-            );
-            record.error = None;
-            record.result = Some(answer.to_string());
-            self.emit(EventKind::ToolExecuted {
-                call_id: record.call_id.clone(),
-                tool: record.tool.clone(),
-                status: ToolStatus::Success,
-                duration_ms: 0,
-                result: Some(answer.to_string()),
-                error: None,
-            });
-            self.count_call(false);
+            let (call, arguments) = {
+                let slot = &self.batch.slots[index];
+                (slot.call.clone(), slot.arguments.clone())
+            };
+            let message = json!({"answer": answer}).to_string();
+            let state = self.answered_here(&call, &arguments, answer.to_string(), None, message);
+            self.batch.slots[index].state = state;
             self.guidance.log.clarifications.push(Clarification {
                 question,
                 answer: answer.to_string(),
                 source: "ask_user".to_string(),
             });
-            self.batch.slots[index].state = SlotState::Resolved {
-                record: Box::new(record),
-                message: json!({"answer": answer}).to_string(),
-            };
         }
         self.release_batch()
     }

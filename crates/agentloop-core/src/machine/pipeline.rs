@@ -408,33 +408,12 @@ impl RunMachine {
             },
             Builtin::WritePlan => match self.write_plan(&parsed) {
                 Ok(text) => {
-                    self.count_call(false);
-                    let mut record = refused_record(
-                        &call,
-                        &arguments,
-                        self.iteration,
-                        ToolStatus::Success,
-                        String::new(),
-                    );
-                    record.error = None;
-                    record.result = Some(text.clone());
-                    record.structured_result = self
+                    let plan = self
                         .guidance
                         .plan
                         .as_ref()
                         .and_then(|plan| serde_json::to_value(plan).ok());
-                    self.emit(EventKind::ToolExecuted {
-                        call_id: call.id.clone(),
-                        tool: call.name.clone(),
-                        status: ToolStatus::Success,
-                        duration_ms: 0,
-                        result: Some(text.clone()),
-                        error: None,
-                    });
-                    SlotState::Resolved {
-                        record: Box::new(record),
-                        message: text,
-                    }
+                    self.answered_here(&call, &arguments, text.clone(), plan, text)
                 }
                 Err(problem) => {
                     let error = format!("the plan was not changed: {problem}");
@@ -449,6 +428,41 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
+        }
+    }
+
+    /// A call the loop answered itself (a built-in tool): a success with `result`, recorded and
+    /// reported now; `message` is what the model reads.
+    pub(super) fn answered_here(
+        &mut self,
+        call: &ToolCall,
+        arguments: &Value,
+        result: String,
+        structured: Option<Value>,
+        message: String,
+    ) -> SlotState {
+        self.count_call(false);
+        let mut record = refused_record(
+            call,
+            arguments,
+            self.iteration,
+            ToolStatus::Success,
+            String::new(),
+        );
+        record.error = None;
+        record.result = Some(result.clone());
+        record.structured_result = structured;
+        self.emit(EventKind::ToolExecuted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status: ToolStatus::Success,
+            duration_ms: 0,
+            result: Some(result),
+            error: None,
+        });
+        SlotState::Resolved {
+            record: Box::new(record),
+            message,
         }
     }
 

@@ -40,6 +40,10 @@ impl RunMachine {
     /// Asks the model for a plan before the first step.
     pub(super) fn begin_planning(&mut self) -> Step {
         self.phase = Phase::AwaitingPlan;
+        self.plan_request()
+    }
+
+    fn plan_request(&self) -> Step {
         let model = self.settings.planning.model.clone();
         Step::CallModel(self.json_request(CallPurpose::Plan, model, self.plan_instruction()))
     }
@@ -48,21 +52,8 @@ impl RunMachine {
         let text = reply.content.unwrap_or_default();
         let plan = match parse_plan(&text) {
             Ok(plan) => plan,
+            Err(problem) if self.keep_for_retry(text, &problem) => return self.plan_request(),
             Err(problem) => {
-                if self.guidance.retry.is_none() {
-                    self.guidance.retry = Some(JsonRetry {
-                        reply: text,
-                        problem,
-                    });
-                    let model = self.settings.planning.model.clone();
-                    let instruction = self.plan_instruction();
-                    return Step::CallModel(self.json_request(
-                        CallPurpose::Plan,
-                        model,
-                        instruction,
-                    ));
-                }
-                self.guidance.retry = None;
                 self.guidance.log.notes.push(format!(
                     "No plan: the planner's reply was invalid twice ({}); the run went on without \
                      a plan.",
@@ -169,6 +160,19 @@ impl RunMachine {
              request is ambiguous in a way that changes what to do (which person, which project, \
              which period) and the conversation does not settle it."
         )
+    }
+
+    /// A JSON reply (plan or verdict) that did not validate. The first time it is kept, to be
+    /// shown to the model with the problem (`true`: ask again); the second time it is given up.
+    pub(super) fn keep_for_retry(&mut self, reply: String, problem: &str) -> bool {
+        if self.guidance.retry.take().is_some() {
+            return false;
+        }
+        self.guidance.retry = Some(JsonRetry {
+            reply,
+            problem: problem.to_string(),
+        });
+        true
     }
 
     /// A call whose reply must be one JSON object (a plan, a review): the stable system prompt,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::{
     Phase, RunMachine, Step,
-    guidance::{JsonRetry, ReviewEntry, render_plan},
+    guidance::{ReviewEntry, render_plan},
     planning::check_plan,
     schemas::{self, Schema},
     text::{one_line, records_digest},
@@ -76,15 +76,8 @@ impl RunMachine {
         let text = reply.content.unwrap_or_default();
         let verdict = match parse_verdict(&text) {
             Ok(verdict) => verdict,
+            Err(problem) if self.keep_for_retry(text, &problem) => return self.review_request(),
             Err(problem) => {
-                if self.guidance.retry.is_none() {
-                    self.guidance.retry = Some(JsonRetry {
-                        reply: text,
-                        problem,
-                    });
-                    return self.review_request();
-                }
-                self.guidance.retry = None;
                 self.guidance.log.notes.push(format!(
                     "A review was skipped: the reviewer's reply was invalid twice ({}).",
                     one_line(&problem, 300)

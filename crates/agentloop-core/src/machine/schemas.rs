@@ -120,22 +120,7 @@ pub(crate) fn validate(schema: Schema, value: &Value) -> Result<(), String> {
     let validator = validator
         .as_ref()
         .map_err(|error| format!("internal error: the schema does not compile: {error}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(value)
-        .map(|error| {
-            let path = error.instance_path().to_string();
-            if path.is_empty() {
-                error.to_string()
-            } else {
-                format!("at {path}: {error}")
-            }
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
+    crate::catalog::check_schema(validator, value)
 }
 
 #[cfg(test)]
