@@ -214,16 +214,20 @@ impl RunMachine {
             .collect();
         let system = Arc::new(ChatMessage::system(input.system_prompt.clone()));
         let system_tokens = message_tokens(counter.as_ref(), &system);
+        let spec_tokens = |spec: &ToolSpec| {
+            counter.count(&spec.name)
+                + counter.count(&spec.description)
+                + counter.count(&spec.parameters.to_string())
+        };
+        // Built-in tools last: one of them hides a catalog tool of the same name.
         let tool_tokens = catalog
             .entries()
             .iter()
-            .map(|entry| {
-                let spec = entry.spec();
-                let tokens = counter.count(&spec.name)
-                    + counter.count(&spec.description)
-                    + counter.count(&spec.parameters.to_string());
-                (entry.name().to_string(), tokens)
-            })
+            .map(|entry| (entry.name().to_string(), spec_tokens(&entry.spec())))
+            .chain(
+                Builtin::all_offered(&settings)
+                    .map(|builtin| (builtin.name().to_string(), spec_tokens(&builtin.spec()))),
+            )
             .collect();
         let mut machine = Self {
             input,
@@ -650,18 +654,14 @@ impl RunMachine {
                     .copied()
                     .unwrap_or_default();
             }
-            let builtins: Vec<ToolSpec> = Builtin::all_offered(&self.settings)
-                .map(Builtin::spec)
-                .collect();
-            for spec in &builtins {
-                tools_tokens += counter.count(&spec.name)
-                    + counter.count(&spec.description)
-                    + counter.count(&spec.parameters.to_string());
+            for builtin in Builtin::all_offered(&self.settings) {
+                tools_tokens += self
+                    .tool_tokens
+                    .get(builtin.name())
+                    .copied()
+                    .unwrap_or_default();
             }
-            self.offered_entries()
-                .map(|entry| entry.spec())
-                .chain(builtins)
-                .collect()
+            self.offered_specs().collect()
         } else {
             Vec::new()
         };
