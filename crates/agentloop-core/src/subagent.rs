@@ -180,6 +180,20 @@ impl SubAgentTool {
     }
 }
 
+/// A sub-agent's reports: its LLM and tool calls count like any others, but its end is not the
+/// end of a run of the service (its caller's is).
+struct Nested(Arc<dyn Telemetry>);
+
+impl Telemetry for Nested {
+    fn llm_call(&self, report: &crate::telemetry::LlmCallReport) {
+        self.0.llm_call(report);
+    }
+
+    fn tool_call(&self, run_id: Uuid, record: &agentloop_protocol::ToolExecutionRecord) {
+        self.0.tool_call(run_id, record);
+    }
+}
+
 /// Sends a sub-agent's events to the caller's driver.
 struct Relay(Option<tokio::sync::mpsc::UnboundedSender<Event>>);
 
@@ -233,7 +247,7 @@ impl Tool for SubAgentTool {
             tools: registry,
             settings: self.settings.clone(),
             counter: self.parent.counter.clone(),
-            telemetry: self.parent.telemetry.clone(),
+            telemetry: Arc::new(Nested(self.parent.telemetry.clone())),
             hooks: self.parent.hooks.clone(),
         };
         let mut emitter = Emitter::new(run_id, Arc::new(Relay(context.events.clone())));

@@ -5,7 +5,15 @@
 
 mod common;
 
-use agentloop::{EventKind, RunStatus, Store, ToolStatus};
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use agentloop::{
+    EventKind, RunOutcome, RunStatus, Runtime, Store, ToolStatus,
+    core::{LlmCallReport, Telemetry},
+};
 use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm};
 use common::*;
 use serde_json::json;
@@ -19,6 +27,23 @@ model = "research-model"
 max_iterations = 3
 "#;
 
+/// Counts what the runs report.
+#[derive(Default)]
+struct Counts {
+    llm_calls: AtomicUsize,
+    runs_finished: AtomicUsize,
+}
+
+impl Telemetry for Counts {
+    fn llm_call(&self, _report: &LlmCallReport) {
+        self.llm_calls.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn run_finished(&self, _outcome: &RunOutcome) {
+        self.runs_finished.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 #[tokio::test]
 async fn a_sub_agent_call_nests_its_events_and_answers_as_the_tool_result() {
     let llm = ScriptedLlm::start(vec![
@@ -31,7 +56,13 @@ async fn a_sub_agent_call_nests_its_events_and_answers_as_the_tool_result() {
         Reply::text("The researcher says X is 42.").with_usage(10, 1),
     ])
     .await;
-    let runtime = runtime(&llm, None, RESEARCHER).await;
+    let counts = Arc::new(Counts::default());
+    let telemetry = counts.clone();
+    let runtime = Runtime::start_with(&config(&llm, None, RESEARCHER), |agent| {
+        agent.telemetry(telemetry)
+    })
+    .await
+    .unwrap();
     let (events, outcome) = run(&runtime, "What is X?").await;
 
     assert_eq!(outcome.status, RunStatus::Completed);
@@ -44,6 +75,9 @@ async fn a_sub_agent_call_nests_its_events_and_answers_as_the_tool_result() {
         "the sub-agent's tokens count"
     );
     assert_eq!(outcome.usage.completion_tokens, 22);
+    // Every LLM call is reported once; the sub-agent's end is not a run of its own.
+    assert_eq!(counts.llm_calls.load(Ordering::SeqCst), 4);
+    assert_eq!(counts.runs_finished.load(Ordering::SeqCst), 1);
     assert_eq!(
         statuses(&outcome.records),
         [("agent.researcher", "success")]
