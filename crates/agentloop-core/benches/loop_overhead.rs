@@ -12,14 +12,19 @@ use std::sync::{
 };
 
 use agentloop_core::{
-    Agent, EventSink, FnTool, Llm, LlmError, ModelReply, ModelRequest, RunRequest, TextSink,
-    ToolOutput,
+    Agent, AgentSettings, CallPurpose, EventSink, FnTool, Llm, LlmError, ModelReply, ModelRequest,
+    RunRequest, TextSink, ToolOutput,
     protocol::{Event, Role, ToolCall},
 };
 use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+const PLAN: &str = r#"{"goal": "Look up the records", "sub_tasks": [
+    {"id": "1", "description": "Look each record up", "status": "pending", "depends_on": []},
+    {"id": "2", "description": "Report them", "status": "pending", "depends_on": ["1"]}],
+    "needs_clarification": false, "clarification_question": null}"#;
 
 /// Asks for `tools_per_reply` calls on each of `steps` iterations, then answers.
 struct InstantLlm {
@@ -34,6 +39,13 @@ impl Llm for InstantLlm {
         request: &ModelRequest,
         on_text: TextSink<'_>,
     ) -> Result<ModelReply, LlmError> {
+        if request.purpose == CallPurpose::Plan {
+            return Ok(ModelReply {
+                content: Some(PLAN.into()),
+                finish_reason: Some("stop".into()),
+                ..ModelReply::default()
+            });
+        }
         let done = request
             .messages
             .iter()
@@ -72,7 +84,15 @@ impl EventSink for CountingSink {
     }
 }
 
-fn agent(runtime: &tokio::runtime::Runtime, steps: usize, tools_per_reply: usize) -> Agent {
+fn agent(
+    runtime: &tokio::runtime::Runtime,
+    steps: usize,
+    tools_per_reply: usize,
+    planning: bool,
+) -> Agent {
+    let mut settings = AgentSettings::default();
+    settings.max_iterations = steps as u32 + 1;
+    settings.planning.enabled = planning;
     let lookup = FnTool::new(
         "bench.lookup",
         "Looks a record up",
@@ -99,7 +119,7 @@ fn agent(runtime: &tokio::runtime::Runtime, steps: usize, tools_per_reply: usize
                     tools_per_reply,
                 }))
                 .tool(lookup)
-                .max_iterations(steps as u32 + 1)
+                .settings(settings)
                 .build(),
         )
         .unwrap_or_else(|error| panic!("agent: {error}"))
@@ -114,12 +134,14 @@ fn bench(c: &mut Criterion) {
         .unwrap_or_else(|error| panic!("runtime: {error}"));
     let sink = Arc::new(CountingSink(AtomicU64::new(0)));
     let mut group = c.benchmark_group("loop_overhead");
-    for (name, steps, tools) in [
-        ("answer_only_run", 0, 0),
-        ("per_iteration_1_tool", 10, 1),
-        ("per_iteration_4_parallel_tools", 10, 4),
+    for (name, steps, tools, planning) in [
+        ("answer_only_run", 0, 0, false),
+        ("per_iteration_1_tool", 10, 1, false),
+        ("per_iteration_4_parallel_tools", 10, 4, false),
+        // The plan call once, then the <Plan>/<ToolCallHistory> block on every step.
+        ("per_iteration_1_tool_with_a_plan", 10, 1, true),
     ] {
-        let agent = agent(&runtime, steps, tools);
+        let agent = agent(&runtime, steps, tools, planning);
         // Throughput in iterations (LLM calls that asked for tools), so criterion prints the
         // time per iteration; for the answer-only run, per run.
         group.throughput(Throughput::Elements(steps.max(1) as u64));
