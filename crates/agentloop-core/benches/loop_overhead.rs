@@ -13,7 +13,7 @@ use std::sync::{
 
 use agentloop_core::{
     Agent, AgentSettings, CallPurpose, EventSink, FnTool, Llm, LlmError, ModelReply, ModelRequest,
-    RunRequest, TextSink, ToolOutput,
+    PlanningSettings, RunRequest, TextSink, ToolOutput,
     protocol::{Event, Role, ToolCall},
 };
 use async_trait::async_trait;
@@ -90,9 +90,14 @@ fn agent(
     tools_per_reply: usize,
     planning: bool,
 ) -> Agent {
-    let mut settings = AgentSettings::default();
-    settings.max_iterations = steps as u32 + 1;
-    settings.planning.enabled = planning;
+    let settings = AgentSettings {
+        max_iterations: steps as u32 + 1,
+        planning: PlanningSettings {
+            enabled: planning,
+            model: None,
+        },
+        ..AgentSettings::default()
+    };
     let lookup = FnTool::new(
         "bench.lookup",
         "Looks a record up",
