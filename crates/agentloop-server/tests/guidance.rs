@@ -5,22 +5,13 @@
 
 mod common;
 
-use agentloop_test_support::scripted_llm::Reply;
+use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm};
 use common::*;
 use serde_json::{Value, json};
 
 const UNCLEAR: &str = r#"{"goal": "Report what Alex said about Q4", "sub_tasks": [
     {"id": "1", "description": "Find Alex's notes on Q4"}],
     "needs_clarification": true, "clarification_question": "Which Alex do you mean?"}"#;
-
-fn names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
-        .collect()
-}
 
 fn contents(request: &Value) -> Vec<(String, String)> {
     request["messages"]
@@ -68,7 +59,7 @@ async fn an_ambiguous_request_pauses_with_a_question_and_resumes_with_the_answer
     let session_id = paused[0].data["session_id"].as_str().unwrap().to_string();
     // The planner was offered no tools; nothing ran yet.
     assert_eq!(server.llm.requests().len(), 1);
-    assert!(names(&server.llm.requests()[0]).is_empty());
+    assert!(ScriptedLlm::offered_tools(&server.llm.requests()[0]).is_empty());
 
     let run: Value = server
         .get(&format!("/v1/runs/{run_id}"), &key)
@@ -137,7 +128,7 @@ async fn an_ambiguous_request_pauses_with_a_question_and_resumes_with_the_answer
             ("user".to_string(), "Alex Kim from sales".to_string()),
         ]
     );
-    assert!(names(step).contains(&"test__echo".to_string()));
+    assert!(ScriptedLlm::offered_tools(step).contains(&"test__echo".to_string()));
 
     // The session keeps the exchange, in order.
     let session: Value = server
@@ -190,7 +181,7 @@ async fn gated_tools_appear_only_after_the_user_answered_ask_user() {
     .await;
     let required = paused.iter().find(|e| e.event == "input_required").unwrap();
     assert_eq!(required.data["question"], "Which quarter?");
-    let before = names(&server.llm.requests()[0]);
+    let before = ScriptedLlm::offered_tools(&server.llm.requests()[0]);
     assert!(before.contains(&"ask_user".to_string()));
     assert!(!before.contains(&"test__echo".to_string()), "{before:?}");
 
@@ -215,7 +206,7 @@ async fn gated_tools_appear_only_after_the_user_answered_ask_user() {
     assert_eq!(asked.data["result"], "Q4");
     assert_eq!(resumed.last().unwrap().data["status"], "completed");
     let after = &server.llm.requests()[1];
-    assert!(names(after).contains(&"test__echo".to_string()));
+    assert!(ScriptedLlm::offered_tools(after).contains(&"test__echo".to_string()));
     let answer = after["messages"]
         .as_array()
         .unwrap()

@@ -35,12 +35,7 @@ async fn the_loop_lists_and_calls_the_reference_everything_server() {
         .collect()
         .await
         .unwrap();
-    let offered: Vec<String> = llm.requests()[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tool| tool["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let offered = ScriptedLlm::offered_tools(&llm.requests()[0]);
     assert!(
         offered.contains(&"everything__echo".to_string()),
         "{offered:?}"
@@ -109,12 +104,7 @@ async fn the_reference_filesystem_server_in_a_read_only_context() {
         });
     let (_, outcome) = runtime.agent().run(request).collect().await.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
-    let offered: Vec<String> = llm.requests()[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tool| tool["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let offered = ScriptedLlm::offered_tools(&llm.requests()[0]);
     assert!(
         offered.contains(&"fs__read_text_file".to_string()),
         "{offered:?}"

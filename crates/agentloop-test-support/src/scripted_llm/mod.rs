@@ -104,6 +104,16 @@ impl ScriptedLlm {
         self.shared.script().requests.clone()
     }
 
+    /// The names of the tools offered in a recorded request body (`tools[].function.name`).
+    pub fn offered_tools(request: &Value) -> Vec<String> {
+        request["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Appends a reply to the script.
     pub fn push(&self, reply: Reply) {
         self.shared.script().replies.push_back(reply);

@@ -85,12 +85,7 @@ pub fn tool_messages(request: &Value) -> Vec<(String, String)> {
 
 /// The names of the tools offered in a recorded LLM request body.
 pub fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
-        .collect()
+    ScriptedLlm::offered_tools(request)
 }
 
 pub fn statuses(records: &[ToolExecutionRecord]) -> Vec<(&str, &str)> {
