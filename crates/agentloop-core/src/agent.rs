@@ -498,12 +498,8 @@ impl AgentBuilder {
         let catalog = registry.catalog();
         warnings.extend(catalog.warnings().iter().cloned());
         warnings.extend(unclarifiable);
-        for builtin in ["write_plan", "ask_user"] {
-            let offered = match builtin {
-                "write_plan" => settings.planning.enabled,
-                _ => settings.ask_user,
-            };
-            if offered && catalog.get(builtin).is_some() {
+        for builtin in crate::machine::builtin_tools(&settings) {
+            if catalog.get(builtin).is_some() {
                 warnings.push(format!(
                     "tool {builtin} is hidden by the built-in tool of the same name"
                 ));
@@ -539,5 +535,78 @@ impl AgentBuilder {
             limiter,
             warnings: Arc::new(warnings),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        llm::{LlmError, ModelReply, ModelRequest, TextSink},
+        tool::{FnTool, ToolOutput},
+    };
+
+    struct NoLlm;
+
+    #[async_trait]
+    impl Llm for NoLlm {
+        async fn complete(
+            &self,
+            _request: &ModelRequest,
+            _on_text: TextSink<'_>,
+        ) -> Result<ModelReply, LlmError> {
+            Err(LlmError::Protocol("not used".into()))
+        }
+    }
+
+    fn tool(name: &str) -> FnTool {
+        FnTool::new(name, "", json!({"type": "object"}), |_, _| async {
+            Ok(ToolOutput::text(""))
+        })
+    }
+
+    #[tokio::test]
+    async fn what_can_never_work_as_configured_is_reported_when_building() {
+        let mut settings = AgentSettings::default();
+        settings.planning.enabled = true;
+        let agent = Agent::builder()
+            .llm(Arc::new(NoLlm))
+            .settings(settings)
+            .tool(tool("write_plan"))
+            .tool(tool("ask_user"))
+            .build()
+            .await
+            .unwrap();
+        let warnings = agent.warnings().join("\n");
+        assert!(
+            warnings.contains("tool write_plan is hidden by the built-in tool"),
+            "{warnings}"
+        );
+        assert!(
+            !warnings.contains("ask_user"),
+            "ask_user is off: {warnings}"
+        );
+
+        let agent = Agent::builder()
+            .llm(Arc::new(NoLlm))
+            .tool(tool("kb.fetch"))
+            .tool_settings(
+                "kb.fetch",
+                ToolSettings {
+                    requires_clarity: true,
+                    ..ToolSettings::default()
+                },
+            )
+            .build()
+            .await
+            .unwrap();
+        let warnings = agent.warnings().join("\n");
+        assert!(
+            warnings.contains("tools.\"kb.fetch\" requires_clarity, but nothing can clarify"),
+            "{warnings}"
+        );
     }
 }

@@ -47,6 +47,12 @@ use builtins::Builtin;
 use guidance::Guidance;
 use view::Viewed;
 
+/// The names of the built-in tools runs under `settings` are offered (`write_plan`,
+/// `ask_user`); they hide catalog tools of the same name.
+pub(crate) fn builtin_tools(settings: &AgentSettings) -> impl Iterator<Item = &'static str> + '_ {
+    Builtin::all_offered(settings).map(Builtin::name)
+}
+
 /// Who a run is for and under which rules.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunContext {
