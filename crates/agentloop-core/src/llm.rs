@@ -117,14 +117,33 @@ pub enum LlmError {
     },
     #[error("the LLM did not answer within {seconds} s (llm.timeout_s)")]
     Timeout { seconds: f64 },
-    #[error("the LLM stream ended before the reply was complete (no finish_reason was sent)")]
+    /// The stream ended in good order but without a `finish_reason`: the reply may miss text
+    /// or half a tool call.
+    #[error(
+        "the LLM's reply was cut: the stream ended before the reply was complete (no \
+         finish_reason was sent)"
+    )]
     TruncatedStream,
+    /// The LLM answered, then the connection broke inside the body (a stream cut mid-delta, a
+    /// body shorter than its `Content-Length`): the server was reached, so this is no
+    /// `Unreachable`.
+    #[error(
+        "the LLM at {url} answered, but its reply was cut before it was complete ({detail}). \
+         The server was reached: look at its logs, or at a proxy between agentloop and it (a \
+         read timeout, a body size limit)"
+    )]
+    CutReply { url: String, detail: String },
     #[error("the LLM sent a reply agentloop cannot read: {0}")]
     Protocol(String),
 }
 
 impl LlmError {
     /// Worth another attempt with the same request.
+    ///
+    /// A cut reply is not: the client already retried the cuts it safely could (those before
+    /// any text was shown; tool calls never run from half a reply). One that still ends the
+    /// call either showed text, which another attempt would show twice, or was cut on every
+    /// attempt, which the same request will not change.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -142,7 +161,7 @@ impl LlmError {
             LlmError::RateLimited { .. } => "llm_rate_limited",
             LlmError::Server { .. } => "llm_server_error",
             LlmError::Timeout { .. } => "llm_timeout",
-            LlmError::TruncatedStream => "llm_truncated_stream",
+            LlmError::TruncatedStream | LlmError::CutReply { .. } => "llm_truncated_stream",
             LlmError::Protocol(_) => "llm_protocol_error",
         }
     }

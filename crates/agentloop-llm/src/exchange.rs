@@ -24,8 +24,11 @@ pub(crate) enum AttemptError {
         message: String,
         retry_after: Option<Duration>,
     },
-    /// The connection broke after it was made (reset, closed early) before any text was shown.
+    /// The connection broke before an answer came (reset, closed before the status line).
     Connection { detail: String },
+    /// The answer began, then its body broke off (a stream cut mid-delta, a body shorter than
+    /// its `Content-Length`) before any text was shown: the server was reached.
+    Cut { detail: String },
     /// Trying again would not help.
     Fatal(LlmError),
 }
@@ -34,7 +37,7 @@ impl AttemptError {
     pub fn is_retryable(&self) -> bool {
         match self {
             AttemptError::Status { status, .. } => *status == 429 || *status >= 500,
-            AttemptError::Connection { .. } => true,
+            AttemptError::Connection { .. } | AttemptError::Cut { .. } => true,
             AttemptError::Fatal(_) => false,
         }
     }
@@ -71,6 +74,14 @@ impl AttemptError {
                     detail
                 } else {
                     format!("{detail}; still failing after {retries} retries")
+                },
+            },
+            AttemptError::Cut { detail } => LlmError::CutReply {
+                url: url.to_owned(),
+                detail: if retries == 0 {
+                    detail
+                } else {
+                    format!("{detail}; still cut after {retries} retries")
                 },
             },
             AttemptError::Fatal(error) => error,
@@ -121,7 +132,7 @@ pub(crate) async fn exchange(
         return Err(status_error(status, response).await);
     }
     if is_event_stream(response.headers()) {
-        read_stream(response, on_text, shown).await
+        read_stream(response, url, on_text, shown).await
     } else {
         read_completion(response, on_text, shown).await
     }
@@ -166,6 +177,7 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
 
 async fn read_stream(
     response: Response,
+    url: &str,
     on_text: TextSink<'_>,
     shown: &mut bool,
 ) -> Result<ModelReply, AttemptError> {
@@ -175,7 +187,7 @@ async fn read_stream(
         let event = match event {
             Ok(event) => event,
             Err(EventStreamError::Transport(error)) => {
-                return Err(broken_stream(&error, *shown));
+                return Err(cut_stream(&error, url, *shown));
             }
             Err(error) => {
                 return Err(AttemptError::Fatal(LlmError::Protocol(format!(
@@ -208,14 +220,19 @@ async fn read_stream(
     assembler.finish().map_err(AttemptError::Fatal)
 }
 
-/// Once text was shown, a retry would show it twice; the reply is cut short instead.
-fn broken_stream(error: &reqwest::Error, shown: bool) -> AttemptError {
+/// Before any text was shown, a cut stream is tried again: nothing of it reached the user, and
+/// a tool call half received never runs. Once text was shown, a retry would show it twice; the
+/// reply ends cut short instead.
+fn cut_stream(error: &reqwest::Error, url: &str, shown: bool) -> AttemptError {
     let detail = error_chain(error);
     if shown {
         tracing::warn!(detail, "the LLM stream broke after text was shown");
-        AttemptError::Fatal(LlmError::TruncatedStream)
+        AttemptError::Fatal(LlmError::CutReply {
+            url: url.to_owned(),
+            detail,
+        })
     } else {
-        AttemptError::Connection { detail }
+        AttemptError::Cut { detail }
     }
 }
 
@@ -224,12 +241,9 @@ async fn read_completion(
     on_text: TextSink<'_>,
     shown: &mut bool,
 ) -> Result<ModelReply, AttemptError> {
-    let body = response
-        .bytes()
-        .await
-        .map_err(|error| AttemptError::Connection {
-            detail: error_chain(&error),
-        })?;
+    let body = response.bytes().await.map_err(|error| AttemptError::Cut {
+        detail: error_chain(&error),
+    })?;
     let completion: Completion = serde_json::from_slice(&body).map_err(|error| {
         AttemptError::Fatal(LlmError::Protocol(format!(
             "the completion is not valid JSON ({error}): {}",

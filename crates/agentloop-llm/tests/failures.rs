@@ -13,6 +13,16 @@ use common::{
 };
 use serde_json::json;
 
+/// A reply that broke off is reported as cut, never as a server that cannot be reached.
+fn assert_cut(error: &LlmError) {
+    assert!(matches!(error, LlmError::CutReply { .. }), "{error:?}");
+    assert_eq!(error.code(), "llm_truncated_stream");
+    let message = error.to_string();
+    assert!(message.contains("reply was cut"), "{message}");
+    assert!(!message.contains("cannot reach"), "{message}");
+    assert!(!error.is_retryable());
+}
+
 fn client_with_retries(llm: &ScriptedLlm, max_retries: u32) -> OpenAiClient {
     client_for(LlmConfig {
         max_retries,
@@ -209,6 +219,11 @@ async fn a_refused_connection_is_unreachable_at_once() {
         matches!(&error, LlmError::Unreachable { url, .. } if url.starts_with(&base_url)),
         "{error:?}"
     );
+    assert_eq!(error.code(), "llm_unreachable");
+    assert!(
+        error.to_string().contains("cannot reach the LLM"),
+        "{error}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "{:?}",
@@ -278,7 +293,7 @@ async fn a_stream_broken_after_text_is_not_retried() {
     .await;
     let client = client_for(config(server.base_url.clone(), true));
     let (pieces, result) = complete(&client, &ask("x")).await;
-    assert_eq!(result, Err(LlmError::TruncatedStream));
+    assert_cut(&result.unwrap_err());
     assert_eq!(pieces, ["Once upon"], "text was shown twice");
 }
 
@@ -316,4 +331,64 @@ async fn an_error_inside_the_stream_is_surfaced_with_its_message() {
         })
     );
     assert_eq!(pieces, ["Hi"]);
+}
+
+#[tokio::test]
+async fn a_stream_cut_inside_a_tool_call_delta_is_a_cut_reply_not_unreachable() {
+    let cut = Reply::tool_call("fs__read_file", json!({"path": "a"})).cut_mid_tool_call();
+    let llm = ScriptedLlm::start(vec![cut.clone(), cut]).await;
+    let (pieces, result) = complete(&client_with_retries(&llm, 1), &ask("x")).await;
+    let error = result.unwrap_err();
+    assert_cut(&error);
+    assert!(
+        error.to_string().contains("still cut after 1 retries"),
+        "{error}"
+    );
+    assert!(pieces.is_empty());
+    // Nothing was shown and half a tool call never runs: the cut was worth one retry.
+    assert_eq!(llm.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_cut_inside_a_tool_call_delta_is_retried_while_nothing_was_shown() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("fs__read_file", json!({"path": "a"})).cut_mid_tool_call(),
+        Reply::tool_call("fs__read_file", json!({"path": "a"})),
+    ])
+    .await;
+    let reply = complete(&client(&llm, true), &ask("x")).await.1.unwrap();
+    assert_eq!(reply.tool_calls.len(), 1);
+    assert_eq!(reply.tool_calls[0].arguments, r#"{"path":"a"}"#);
+    assert_eq!(llm.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_tool_call_cut_after_its_text_was_shown_is_not_retried() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("fs__read_file", json!({"path": "a"}))
+            .with_text("Let me look")
+            .cut_mid_tool_call(),
+        Reply::text("never served"),
+    ])
+    .await;
+    let (pieces, result) = complete(&client(&llm, true), &ask("x")).await;
+    assert_cut(&result.unwrap_err());
+    assert_eq!(pieces.concat(), "Let me look");
+    assert_eq!(llm.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_body_shorter_than_its_content_length_is_a_cut_reply_not_unreachable() {
+    for stream in [false, true] {
+        let short =
+            Reply::tool_call("fs__read_file", json!({"path": "a"})).shorter_than_content_length();
+        let llm = ScriptedLlm::start(vec![short.clone(), short]).await;
+        let client = client_for(LlmConfig {
+            max_retries: 1,
+            ..config(llm.base_url(), stream)
+        });
+        let error = complete(&client, &ask("x")).await.1.unwrap_err();
+        assert_cut(&error);
+        assert_eq!(llm.requests().len(), 2, "stream: {stream}");
+    }
 }

@@ -3,13 +3,16 @@
 
 use std::convert::Infallible;
 
-use axum::body::Body;
-use axum::http::header::CONTENT_TYPE;
+use axum::body::{Body, Bytes};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::reply::{Reply, ScriptedError, Usage};
+use super::reply::{Cut, Reply, ScriptedError, Usage};
+
+const EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
 
 /// What the request asked for and the identifiers this answer carries.
 pub(super) struct Answer<'a> {
@@ -25,10 +28,11 @@ pub(super) struct Answer<'a> {
 
 impl Answer<'_> {
     pub fn into_response(self) -> Response {
-        let mut response = match (&self.reply.error, self.stream) {
-            (Some(error), _) => error_response(error),
-            (None, true) => self.event_stream(),
-            (None, false) => (StatusCode::OK, axum::Json(self.completion())).into_response(),
+        let mut response = match (&self.reply.error, self.reply.cut, self.stream) {
+            (Some(error), _, _) => error_response(error),
+            (None, Some(cut), _) => self.cut_response(cut),
+            (None, None, true) => self.event_stream(),
+            (None, None, false) => (StatusCode::OK, axum::Json(self.completion())).into_response(),
         };
         for (name, value) in &self.reply.headers {
             if let (Ok(name), Ok(value)) = (
@@ -86,18 +90,54 @@ impl Answer<'_> {
         let events: Vec<Result<String, Infallible>> = self
             .chunks()
             .into_iter()
-            .map(|data| Ok(format!("data: {data}\n\n")))
+            .map(|data| Ok(event(&data)))
             .collect();
         let body = Body::from_stream(futures::stream::iter(events));
         (
             StatusCode::OK,
             [
-                (CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+                (CONTENT_TYPE, EVENT_STREAM),
                 (HeaderName::from_static("cache-control"), "no-cache"),
             ],
             body,
         )
             .into_response()
+    }
+
+    /// The answer's status and headers, then part of its body, then the connection breaks.
+    fn cut_response(&self, cut: Cut) -> Response {
+        let (content_type, whole, tool_call_event) = if self.stream {
+            let mut whole = String::new();
+            let mut tool_call_event = None;
+            for data in self.chunks() {
+                let event = event(&data);
+                if tool_call_event.is_none() && data.contains("\"tool_calls\"") {
+                    tool_call_event = Some((whole.len(), event.len()));
+                }
+                whole.push_str(&event);
+            }
+            (EVENT_STREAM, whole, tool_call_event)
+        } else {
+            let whole = self.completion().to_string();
+            ("application/json", whole, None)
+        };
+        let sent = match (cut, tool_call_event) {
+            (Cut::MidToolCall, Some((start, length))) => start + length / 2,
+            _ => whole.len() / 2,
+        };
+        let whole = Bytes::from(whole);
+        let mut response = (
+            StatusCode::OK,
+            [(CONTENT_TYPE, content_type)],
+            broken_body(whole.slice(..sent)),
+        )
+            .into_response();
+        if cut == Cut::ShortOfContentLength {
+            response
+                .headers_mut()
+                .insert(CONTENT_LENGTH, HeaderValue::from(whole.len()));
+        }
+        response
     }
 
     /// The `data:` payloads, in order: role, text pieces, tool call pieces, finish, usage,
@@ -161,6 +201,25 @@ impl Answer<'_> {
         }
         chunk
     }
+}
+
+fn event(data: &str) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// `head`, then an error that makes hyper drop the connection: a chunked body gets no end, a
+/// body with a `Content-Length` stays short of it.
+fn broken_body(head: Bytes) -> Body {
+    let broken = futures::stream::once(async {
+        // hyper writes out what it buffered while the body waits; an error at once would drop
+        // the head with the connection.
+        tokio::task::yield_now().await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the script cuts the answer here",
+        ))
+    });
+    Body::from_stream(futures::stream::once(async { Ok(head) }).chain(broken))
 }
 
 pub(super) fn error_response(error: &ScriptedError) -> Response {

@@ -15,6 +15,17 @@ pub struct Reply {
     pub(super) usage: Usage,
     pub(super) delay: Option<Duration>,
     pub(super) truncated: bool,
+    pub(super) cut: Option<Cut>,
+}
+
+/// Where the server breaks the connection off inside the body of an answer it began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// Streamed: inside the first tool call delta's event (not streamed: halfway through the
+    /// body), without the end of a chunked body.
+    MidToolCall,
+    /// `Content-Length` announces the whole body; half of it is sent.
+    ShortOfContentLength,
 }
 
 #[derive(Clone, Debug)]
@@ -52,6 +63,7 @@ impl Reply {
             usage: DEFAULT_USAGE,
             delay: None,
             truncated: false,
+            cut: None,
         }
     }
 
@@ -132,6 +144,21 @@ impl Reply {
     /// `[DONE]`. Has no effect on a non-streamed reply.
     pub fn truncated(mut self) -> Reply {
         self.truncated = true;
+        self
+    }
+
+    /// Breaks the connection inside the first tool call delta's event: the client has any text
+    /// and half of that event when the body breaks off (no end of the chunked body, no
+    /// finish_reason). Not streamed, or without tool calls, the body breaks off halfway.
+    pub fn cut_mid_tool_call(mut self) -> Reply {
+        self.cut = Some(Cut::MidToolCall);
+        self
+    }
+
+    /// Announces the whole body in `Content-Length`, sends half of it, then closes the
+    /// connection, streamed or not.
+    pub fn shorter_than_content_length(mut self) -> Reply {
+        self.cut = Some(Cut::ShortOfContentLength);
         self
     }
 
