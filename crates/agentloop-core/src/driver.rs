@@ -13,13 +13,13 @@ use crate::{
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
-        PausedRun, RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome,
-        ToolResult,
+        RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome, ToolResult,
     },
     registry::ToolRegistry,
     settings::AgentSettings,
     settings::ToolSettings,
-    store::{RunEnd, StepRecord, Store, StoreError},
+    step_writer::StepWriter,
+    store::Store,
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
     tool::{Tool, ToolContext},
@@ -90,6 +90,11 @@ impl Emitter {
     pub fn last_seq(&self) -> u64 {
         self.last_seq
     }
+
+    /// Takes back the places given to events after `last_seq` that were never sent.
+    pub(crate) fn rewind(&mut self, last_seq: u64) {
+        self.last_seq = last_seq.min(self.last_seq);
+    }
 }
 
 /// What a run needs from its agent.
@@ -111,6 +116,9 @@ pub struct Persistence {
     pub store: Arc<dyn Store>,
     /// False when the run must leave no trace in its session (`save_chat: false`).
     pub save_messages: bool,
+    /// How long a step the store refuses is tried again before the run ends failed
+    /// (`[agent] store_retry_s`).
+    pub retry: std::time::Duration,
 }
 
 /// Runs `machine` to its end. Each step's changes are saved (when `persistence` is given)
@@ -136,23 +144,12 @@ pub async fn drive_from(
     cancel: CancellationToken,
     persistence: Option<Persistence>,
 ) -> RunOutcome {
-    let mut writer = StepWriter {
-        persistence,
-        deltas: Vec::new(),
-        telemetry: services.telemetry.clone(),
-    };
+    let mut writer = StepWriter::new(persistence, services.telemetry.clone());
     loop {
         if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
-            tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run");
-            // Saving stops here; the events still reach the client.
-            writer.persistence = None;
-            if !matches!(step, Step::Finished(_)) {
-                step = machine.fail(
-                    "store_unavailable",
-                    format!("the run could not be saved, so it was stopped: {error}"),
-                );
-                continue;
-            }
+            tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run; it ends failed");
+            step = machine.fail_unsaved(&error.to_string(), emitter.last_seq() > 0);
+            continue;
         }
         if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
             step = machine.cancel();
@@ -224,83 +221,6 @@ pub async fn drive_from(
     }
 }
 
-/// Saves each step, then emits its events.
-struct StepWriter {
-    persistence: Option<Persistence>,
-    /// Live text events already sent, waiting to be saved with the next step.
-    deltas: Vec<Event>,
-    telemetry: Arc<dyn Telemetry>,
-}
-
-impl StepWriter {
-    fn keep_delta(&mut self, event: &Event) {
-        if self.persistence.is_some() {
-            self.deltas.push(event.clone());
-        }
-    }
-
-    /// Takes what the machine changed, saves it, then sends its events (also when saving
-    /// failed: the client must still learn what happened).
-    async fn commit(
-        &mut self,
-        machine: &mut RunMachine,
-        emitter: &mut Emitter,
-        step: &Step,
-    ) -> Result<(), StoreError> {
-        let changes = machine.take_changes();
-        for record in &changes.records {
-            self.telemetry.tool_call(machine.run_id(), record);
-        }
-        let events: Vec<Event> = changes
-            .events
-            .into_iter()
-            .map(|kind| emitter.number(kind))
-            .collect();
-        let saved = match &self.persistence {
-            Some(persistence) => {
-                let mut to_save = std::mem::take(&mut self.deltas);
-                to_save.extend(events.iter().cloned());
-                let end = match step {
-                    Step::Finished(outcome) => Some(RunEnd {
-                        status: outcome.status,
-                        answer_message_id: outcome.message_id,
-                        failure: outcome.failure.clone(),
-                        finalize_reason: outcome.finalize_reason,
-                        finished_at: crate::clock::now(),
-                        snapshot: machine.snapshot().and_then(|snapshot| {
-                            let paused = PausedRun {
-                                snapshot,
-                                last_seq: emitter.last_seq(),
-                            };
-                            serde_json::to_value(paused).ok()
-                        }),
-                    }),
-                    _ => None,
-                };
-                let record = StepRecord {
-                    run_id: machine.run_id(),
-                    session_id: machine.input().session_id,
-                    messages: if persistence.save_messages {
-                        changes.messages
-                    } else {
-                        Vec::new()
-                    },
-                    records: changes.records,
-                    events: to_save,
-                    progress: changes.progress,
-                    end,
-                };
-                persistence.store.save_step(&record).await
-            }
-            None => Ok(()),
-        };
-        for event in events {
-            emitter.send(event);
-        }
-        saved
-    }
-}
-
 /// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
 /// alone. Results are fed back, saved and reported as they arrive.
 async fn run_tools(
@@ -361,7 +281,8 @@ async fn run_tools(
         // A call that ended is saved, and reported, before the rest of the batch ends.
         let pending = Step::CallTools(Vec::new());
         if let Err(error) = writer.commit(machine, emitter, &pending).await {
-            tracing::error!(run_id = %machine.run_id(), %error, "cannot save a tool result");
+            tracing::error!(run_id = %machine.run_id(), %error, "cannot save a tool result; the run ends failed");
+            return machine.fail_unsaved(&error.to_string(), emitter.last_seq() > 0);
         }
     }
     machine.fail(

@@ -70,6 +70,7 @@ pub(crate) async fn run_with_store(
     let persistence = Persistence {
         store,
         save_messages: save_chat,
+        retry: agent.settings().store_retry(),
     };
     let outcome = drive(
         machine,
@@ -273,6 +274,7 @@ impl Agent {
         let persistence = Persistence {
             store,
             save_messages: save_chat,
+            retry: self.settings().store_retry(),
         };
         let services = self.services().clone();
         let outcome = crate::driver::drive_from(

@@ -31,6 +31,9 @@ pub struct AgentSettings {
     /// How long starting waits for MCP servers; slower ones join when ready (each within its
     /// own `startup_timeout_s`), so a slow or dead server never holds a run longer.
     pub tools_wait_s: f64,
+    /// How long a step the store refuses (it is down or unreachable) is tried again before the
+    /// run ends failed with `store_unavailable`.
+    pub store_retry_s: f64,
     /// Offer the built-in `ask_user` tool: the model may pause the run to ask the user.
     pub ask_user: bool,
     /// `[agent.planning]`: a plan before the loop.
@@ -74,6 +77,7 @@ impl Default for AgentSettings {
             tool_timeout_s: 60.0,
             tool_descriptions: None,
             tools_wait_s: 10.0,
+            store_retry_s: 10.0,
             ask_user: false,
             planning: PlanningSettings::default(),
             review: ReviewSettings::default(),
@@ -120,11 +124,21 @@ impl AgentSettings {
                 self.tools_wait_s
             ));
         }
+        if !(self.store_retry_s.is_finite() && (0.0..=600.0).contains(&self.store_retry_s)) {
+            return Err(format!(
+                "agent.store_retry_s must be between 0 and 600 seconds (got {})",
+                self.store_retry_s
+            ));
+        }
         Ok(())
     }
 
     pub fn tool_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.tool_timeout_s)
+    }
+
+    pub fn store_retry(&self) -> Duration {
+        Duration::from_secs_f64(self.store_retry_s)
     }
 }
 

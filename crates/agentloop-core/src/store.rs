@@ -30,6 +30,14 @@ pub enum StoreError {
     NotFound(String),
 }
 
+impl StoreError {
+    /// Whether trying again later may succeed (the database is down or unreachable), as
+    /// opposed to a statement it refuses or data it cannot read.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
 /// A session to create.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewSession {

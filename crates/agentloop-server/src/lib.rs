@@ -17,13 +17,16 @@ mod sessions;
 mod sse;
 mod state;
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Router, body::Bytes, extract::DefaultBodyLimit, http::header, response::IntoResponse,
     routing::get,
 };
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::{
+    net::{TcpListener, TcpSocket},
+    sync::Notify,
+};
 use utoipa::{
     Modify, OpenApi,
     openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
@@ -121,6 +124,9 @@ pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves `state` on `listener` until `shutdown` resolves; then stops accepting, asks every
 /// run to stop at its next safe point, and waits (at most `server.shutdown_grace_s`) for them
 /// to be saved. Returns false when some run did not end in time.
+///
+/// The grace period starts with the shutdown signal: before it, the server runs for as long as
+/// the process does.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -130,18 +136,32 @@ pub async fn serve(
     let grace = state.config.shutdown_grace();
     let app = router(state);
     let stopping = runs.clone();
+    let signalled = Arc::new(Notify::new());
+    let on_signal = signalled.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing the runs in progress");
         stopping.shutdown();
+        // A stored permit: the waiter below may start waiting after this.
+        on_signal.notify_one();
     });
-    // Connections (SSE streams included) end as their runs end; the runs get `grace`.
-    match tokio::time::timeout(grace + Duration::from_secs(5), server).await {
-        Ok(result) => result?,
-        Err(_) => tracing::warn!("connections still open after the grace period; closing"),
+    // Connections (SSE streams included) end as their runs end; the runs get `grace`, and the
+    // connections a few seconds more to send the runs' last events.
+    let connections_closed = async {
+        signalled.notified().await;
+        tokio::time::sleep(grace + CONNECTION_GRACE).await;
+    };
+    tokio::select! {
+        result = server => result?,
+        () = connections_closed => {
+            tracing::warn!("connections still open after the grace period; closing");
+        }
     }
     Ok(runs.wait_idle(grace).await)
 }
+
+/// How long connections may stay open after the runs' grace period, to send their last events.
+const CONNECTION_GRACE: Duration = Duration::from_secs(5);
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.
 pub async fn shutdown_signal() {

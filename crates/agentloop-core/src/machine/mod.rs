@@ -469,6 +469,26 @@ impl RunMachine {
         self.finish(RunStatus::Failed, None, Some(failure))
     }
 
+    /// Ends the run failed with `store_unavailable` because its last step could not be saved.
+    /// Works in any phase, also after the run ended: an ending that was not saved did not
+    /// happen, so its answer (or its pause) is dropped from the run and the failure says
+    /// whether the model had answered. `announced` says whether the run's `run_started` event
+    /// reached the clients (it is part of the first step).
+    pub fn fail_unsaved(&mut self, error: &str, announced: bool) -> Step {
+        let unsaved_end = self.outcome.take();
+        let answered = unsaved_end.as_ref().is_some_and(|end| end.answer.is_some());
+        if let Some(end) = &unsaved_end {
+            self.turn
+                .retain(|m| Some(m.id) != end.message_id && m.kind != MessageKind::Trace);
+            self.taken_messages = self.taken_messages.min(self.turn.len());
+        }
+        let message = text::store_lost(error, answered);
+        if !announced {
+            self.phase = Phase::Created;
+        }
+        self.fail("store_unavailable", message)
+    }
+
     fn unexpected(&mut self, what: &str) -> Step {
         if let Some(outcome) = &self.outcome {
             return Step::Finished(Box::new(outcome.clone()));

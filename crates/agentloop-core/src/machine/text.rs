@@ -148,6 +148,19 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// Why a run ended when its steps could not be saved, and whether an answer was lost with them.
+pub fn store_lost(error: &str, answered: bool) -> String {
+    let answer = if answered {
+        "The model had answered, but the answer could not be saved, so it is not kept"
+    } else {
+        "No answer was written"
+    };
+    format!(
+        "the run could not be saved, so it was stopped: {error}. {answer}; ask again once the \
+         store is back (GET /healthz says when)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

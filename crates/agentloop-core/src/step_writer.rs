@@ -1,0 +1,191 @@
+//! Saving a run's steps: each step is stored, then its events are emitted ("saved, then
+//! emitted"). A step the store refuses is retried with backoff for a bounded time; if the store
+//! stays away, the step's events are never sent (a client is never told of what is not stored)
+//! and the run ends `failed` with `store_unavailable`. That ending is sent at once and saved
+//! when the store comes back, so the run does not stay `running` with its session held.
+
+use std::{sync::Arc, time::Duration};
+
+use agentloop_protocol::Event;
+use uuid::Uuid;
+
+use crate::{
+    driver::{Emitter, Persistence},
+    machine::{PausedRun, RunMachine, Step},
+    session_run::SESSION_LEASE,
+    store::{RunEnd, StepRecord, Store, StoreError},
+    telemetry::Telemetry,
+};
+
+/// The first wait before a step is saved again; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Saves each step, then emits its events.
+pub(crate) struct StepWriter {
+    persistence: Option<Persistence>,
+    /// Live text events already sent, waiting to be saved with the next step.
+    deltas: Vec<Event>,
+    telemetry: Arc<dyn Telemetry>,
+    /// Set once the store stayed away longer than the retry period: what could not be saved,
+    /// with only the events clients did receive.
+    lost: Option<StepRecord>,
+}
+
+impl StepWriter {
+    pub(crate) fn new(persistence: Option<Persistence>, telemetry: Arc<dyn Telemetry>) -> Self {
+        Self {
+            persistence,
+            deltas: Vec::new(),
+            telemetry,
+            lost: None,
+        }
+    }
+
+    /// Keeps a live event (already sent) to save it with the next step.
+    pub(crate) fn keep_delta(&mut self, event: &Event) {
+        if self.persistence.is_some() {
+            self.deltas.push(event.clone());
+        }
+    }
+
+    /// Takes what the machine changed, saves it, then sends its events. When the store cannot
+    /// take the step within the retry period, nothing of it is sent and the error is returned:
+    /// the caller ends the run with [`RunMachine::fail_unsaved`], whose step is then sent
+    /// whether or not it can be saved (the client must learn how its run ended).
+    pub(crate) async fn commit(
+        &mut self,
+        machine: &mut RunMachine,
+        emitter: &mut Emitter,
+        step: &Step,
+    ) -> Result<(), StoreError> {
+        let changes = machine.take_changes();
+        for record in &changes.records {
+            self.telemetry.tool_call(machine.run_id(), record);
+        }
+        let sent_before = emitter.last_seq();
+        let events: Vec<Event> = changes
+            .events
+            .into_iter()
+            .map(|kind| emitter.number(kind))
+            .collect();
+        let Some(persistence) = &self.persistence else {
+            send(emitter, events);
+            return Ok(());
+        };
+        let end = match step {
+            Step::Finished(outcome) => Some(RunEnd {
+                status: outcome.status,
+                answer_message_id: outcome.message_id,
+                failure: outcome.failure.clone(),
+                finalize_reason: outcome.finalize_reason,
+                finished_at: crate::clock::now(),
+                snapshot: machine.snapshot().and_then(|snapshot| {
+                    let paused = PausedRun {
+                        snapshot,
+                        last_seq: emitter.last_seq(),
+                    };
+                    serde_json::to_value(paused).ok()
+                }),
+            }),
+            _ => None,
+        };
+        let mut record = StepRecord {
+            run_id: machine.run_id(),
+            session_id: machine.input().session_id,
+            messages: if persistence.save_messages {
+                changes.messages
+            } else {
+                Vec::new()
+            },
+            records: changes.records,
+            events: std::mem::take(&mut self.deltas),
+            progress: changes.progress,
+            end,
+        };
+        if let Some(mut lost) = self.lost.take() {
+            // The run's failure after the store went away: sent now, saved when it can be,
+            // together with what the earlier steps could not save.
+            let kept: Vec<Uuid> = match step {
+                Step::Finished(outcome) => outcome.messages.iter().map(|m| m.id).collect(),
+                _ => Vec::new(),
+            };
+            lost.messages.retain(|message| kept.contains(&message.id));
+            merge(&mut lost, record);
+            lost.events.extend(events.iter().cloned());
+            send(emitter, events);
+            let store = persistence.store.clone();
+            let retry = persistence.retry;
+            if let Err(error) = save_with_retry(store.as_ref(), &lost, retry).await {
+                tracing::warn!(run_id = %lost.run_id, %error,
+                    "cannot save the end of a run whose store went away; trying again in the background");
+                tokio::spawn(save_late(store, lost));
+            }
+            return Ok(());
+        }
+        record.events.extend(events.iter().cloned());
+        match save_with_retry(persistence.store.as_ref(), &record, persistence.retry).await {
+            Ok(()) => {
+                send(emitter, events);
+                Ok(())
+            }
+            Err(error) => {
+                // Nothing of this step reaches a client; what was sent live stays in the record.
+                emitter.rewind(sent_before);
+                record.events.retain(|event| event.seq <= sent_before);
+                record.end = None;
+                self.lost = Some(record);
+                Err(error)
+            }
+        }
+    }
+}
+
+fn send(emitter: &Emitter, events: Vec<Event>) {
+    for event in events {
+        emitter.send(event);
+    }
+}
+
+/// Adds `later` to `earlier`: messages, records and events in order, `later`'s counters and end.
+fn merge(earlier: &mut StepRecord, later: StepRecord) {
+    earlier.messages.extend(later.messages);
+    earlier.records.extend(later.records);
+    earlier.events.extend(later.events);
+    earlier.progress = later.progress;
+    earlier.end = later.end;
+}
+
+/// Saves `record`, trying again with backoff while the store is unavailable, for at most
+/// `period`. A query the store refuses for another reason is not retried.
+async fn save_with_retry(
+    store: &dyn Store,
+    record: &StepRecord,
+    period: Duration,
+) -> Result<(), StoreError> {
+    let deadline = tokio::time::Instant::now() + period;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let error = match store.save_step(record).await {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        let now = tokio::time::Instant::now();
+        if !error.is_transient() || now >= deadline {
+            return Err(error);
+        }
+        tracing::warn!(run_id = %record.run_id, %error, "cannot save a step; trying again");
+        tokio::time::sleep(backoff.min(deadline - now)).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Keeps trying to save the failed end of a run for as long as its session lease would hold
+/// it, so that a store that comes back finds the run ended and its session free.
+async fn save_late(store: Arc<dyn Store>, record: StepRecord) {
+    match save_with_retry(store.as_ref(), &record, SESSION_LEASE).await {
+        Ok(()) => tracing::info!(run_id = %record.run_id, "saved the failed end of the run"),
+        Err(error) => tracing::error!(run_id = %record.run_id, %error,
+            "gave up saving the end of the run; it stays `running` in the store"),
+    }
+}

@@ -1,0 +1,189 @@
+//! A [`Store`] in front of a real one that can be told to fail: saves of steps that end a run,
+//! or every save, answer `StoreError::Unavailable` as a database that went away would, until
+//! the store is healed. Everything else goes to the real store.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+use std::time::Duration;
+
+use agentloop_core::{
+    NewRun, NewSession, SessionLock, StepRecord, Store, StoreError,
+    protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord},
+};
+use async_trait::async_trait;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Which saves fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// None: the real store answers.
+    Healthy,
+    /// Steps that end a run (or pause it).
+    FinalSteps,
+    /// Every step.
+    AllSteps,
+}
+
+pub struct FaultyStore {
+    inner: Arc<dyn Store>,
+    fault: std::sync::Mutex<Fault>,
+    /// Saves refused so far.
+    refused: AtomicUsize,
+    /// Set by the first refused save, for tests that wait for it.
+    tripped: AtomicBool,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<FaultyStore> {
+        Arc::new(FaultyStore {
+            inner,
+            fault: std::sync::Mutex::new(Fault::Healthy),
+            refused: AtomicUsize::new(0),
+            tripped: AtomicBool::new(false),
+        })
+    }
+
+    pub fn set(&self, fault: Fault) {
+        *self
+            .fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fault;
+    }
+
+    pub fn heal(&self) {
+        self.set(Fault::Healthy);
+    }
+
+    /// Saves refused so far.
+    pub fn refused(&self) -> usize {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Waits (at most `limit`) until a save was refused; false if none was.
+    pub async fn wait_tripped(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while !self.tripped.load(Ordering::SeqCst) {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    fn refuses(&self, step: &StepRecord) -> bool {
+        let fault = *self
+            .fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let refused = match fault {
+            Fault::Healthy => false,
+            Fault::FinalSteps => step.end.is_some(),
+            Fault::AllSteps => true,
+        };
+        if refused {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            self.tripped.store(true, Ordering::SeqCst);
+        }
+        refused
+    }
+}
+
+#[async_trait]
+impl Store for FaultyStore {
+    async fn create_session(&self, session: &NewSession) -> Result<SessionInfo, StoreError> {
+        self.inner.create_session(session).await
+    }
+
+    async fn session(&self, id: Uuid) -> Result<Option<SessionInfo>, StoreError> {
+        self.inner.session(id).await
+    }
+
+    async fn list_sessions(
+        &self,
+        user_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        self.inner.list_sessions(user_id, limit).await
+    }
+
+    async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
+        self.inner.delete_session(id).await
+    }
+
+    async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
+        self.inner.messages(session_id).await
+    }
+
+    async fn history(
+        &self,
+        session_id: Uuid,
+        dialogue_messages: usize,
+    ) -> Result<Vec<SessionMessage>, StoreError> {
+        self.inner.history(session_id, dialogue_messages).await
+    }
+
+    async fn lock_session(
+        &self,
+        session_id: Uuid,
+        run_id: Uuid,
+        lease: Duration,
+    ) -> Result<SessionLock, StoreError> {
+        self.inner.lock_session(session_id, run_id, lease).await
+    }
+
+    async fn renew_session_lock(
+        &self,
+        session_id: Uuid,
+        run_id: Uuid,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .renew_session_lock(session_id, run_id, lease)
+            .await
+    }
+
+    async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        self.inner.start_run(run).await
+    }
+
+    async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {
+        if self.refuses(step) {
+            return Err(StoreError::Unavailable(
+                "lost the database (injected by FaultyStore)".to_string(),
+            ));
+        }
+        self.inner.save_step(step).await
+    }
+
+    async fn paused_run(&self, id: Uuid) -> Result<Option<Value>, StoreError> {
+        self.inner.paused_run(id).await
+    }
+
+    async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError> {
+        self.inner.claim_paused_run(id).await
+    }
+
+    async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError> {
+        self.inner.run(id).await
+    }
+
+    async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError> {
+        self.inner.session_runs(session_id).await
+    }
+
+    async fn tool_executions(&self, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError> {
+        self.inner.tool_executions(run_id).await
+    }
+
+    async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError> {
+        self.inner.events(run_id, after_seq).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}

@@ -1,0 +1,206 @@
+//! A store that goes away under a run: "saved, then emitted" holds. A step that cannot be saved
+//! is retried for `agent.store_retry_s`; if the store stays away, nothing of that step is sent,
+//! the run ends `failed` with `store_unavailable` (saying whether an answer was lost), and that
+//! ending is saved once the store comes back, releasing the session.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use agentloop::{EventKind, RunRequest, RunStatus, Runtime, SqlStore, Store};
+use agentloop_test_support::{
+    faulty_store::{Fault, FaultyStore},
+    scripted_llm::{Reply, ScriptedLlm},
+};
+use serde_json::json;
+
+struct Setup {
+    runtime: Runtime,
+    faulty: Arc<FaultyStore>,
+    real: Arc<SqlStore>,
+    _dir: tempfile::TempDir,
+}
+
+/// A runtime whose agent saves through a [`FaultyStore`] in front of a SQLite file.
+async fn setup(llm: &ScriptedLlm, retry_s: f64) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agentloop.db", dir.path().display());
+    let real = Arc::new(SqlStore::connect(&url).await.unwrap());
+    let faulty = FaultyStore::new(real.clone() as Arc<dyn Store>);
+    let extra = format!("[agent]\nstore_retry_s = {retry_s}\n");
+    let config = common::config_with_store(llm, None, &url, &extra);
+    let store = faulty.clone() as Arc<dyn Store>;
+    let runtime = Runtime::start_with(&config, move |agent| agent.store(store))
+        .await
+        .unwrap();
+    Setup {
+        runtime,
+        faulty,
+        real,
+        _dir: dir,
+    }
+}
+
+/// Waits (at most 10 s) until `check` holds.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_answer_that_cannot_be_saved_is_never_reported_completed() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__echo", json!({"text": "hello"})),
+        Reply::text("the answer"),
+    ])
+    .await;
+    let setup = setup(&llm, 0.3).await;
+    setup.faulty.set(Fault::FinalSteps);
+
+    let (events, outcome) = setup
+        .runtime
+        .agent()
+        .run(RunRequest::new("echo hello"))
+        .collect()
+        .await
+        .unwrap();
+
+    assert_eq!(outcome.status, RunStatus::Failed);
+    let failure = outcome.failure.clone().unwrap();
+    assert_eq!(failure.code, "store_unavailable");
+    assert!(
+        failure.message.contains("had answered"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(outcome.answer, None);
+    assert!(setup.faulty.refused() >= 2, "the final step is tried again");
+    // The client never hears of the unsaved answer or of a completion.
+    assert!(
+        !events.iter().any(
+            |e| matches!(&e.kind, EventKind::Done { status, .. } if *status == RunStatus::Completed)
+        ),
+        "{:?}",
+        common::types(&events)
+    );
+    assert!(common::find(&events, "final_response").is_empty());
+    assert_eq!(
+        common::types(&events).last().copied(),
+        Some("done"),
+        "{:?}",
+        common::types(&events)
+    );
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "gapless"
+    );
+
+    // The store comes back: the failed end is saved, the session freed, and the stored log is
+    // exactly what the client received.
+    setup.faulty.heal();
+    let real = setup.real.clone();
+    let run_id = outcome.run_id;
+    eventually("the run is saved as failed", || {
+        let real = real.clone();
+        async move {
+            real.run(run_id)
+                .await
+                .unwrap()
+                .is_some_and(|run| run.status == RunStatus::Failed)
+        }
+    })
+    .await;
+    let session = setup
+        .real
+        .session(outcome.session_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.active_run_id, None, "the session is released");
+    let stored = setup.real.events(run_id, 0).await.unwrap();
+    assert_eq!(stored, events);
+    let messages = setup.real.messages(outcome.session_id).await.unwrap();
+    let texts: Vec<String> = messages
+        .iter()
+        .filter_map(|m| m.message.content.clone())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t == "echo hello"),
+        "the question is kept: {texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t == "the answer"), "{texts:?}");
+    // The mutating call that did run keeps its record.
+    assert_eq!(setup.real.tool_executions(run_id).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_store_back_within_the_retry_period_loses_nothing() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::text("the answer").with_delay(Duration::from_millis(50)),
+    ])
+    .await;
+    let setup = setup(&llm, 30.0).await;
+    setup.faulty.set(Fault::FinalSteps);
+    let faulty = setup.faulty.clone();
+    let healer = tokio::spawn(async move {
+        assert!(faulty.wait_tripped(Duration::from_secs(10)).await);
+        faulty.heal();
+    });
+
+    let (events, outcome) = setup
+        .runtime
+        .agent()
+        .run(RunRequest::new("hi"))
+        .collect()
+        .await
+        .unwrap();
+    healer.await.unwrap();
+
+    assert_eq!(
+        outcome.status,
+        RunStatus::Completed,
+        "{:?}",
+        outcome.failure
+    );
+    assert_eq!(outcome.answer.as_deref(), Some("the answer"));
+    assert!(setup.faulty.refused() >= 1);
+    let stored = setup.real.run(outcome.run_id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Completed);
+    assert_eq!(setup.real.events(outcome.run_id, 0).await.unwrap(), events);
+}
+
+#[tokio::test]
+async fn a_run_whose_first_step_cannot_be_saved_still_starts_and_ends_its_stream() {
+    let llm = ScriptedLlm::start(vec![Reply::text("never asked")]).await;
+    let setup = setup(&llm, 0.2).await;
+    setup.faulty.set(Fault::AllSteps);
+
+    let (events, outcome) = setup
+        .runtime
+        .agent()
+        .run(RunRequest::new("hi"))
+        .collect()
+        .await
+        .unwrap();
+
+    assert_eq!(outcome.status, RunStatus::Failed);
+    assert_eq!(
+        common::types(&events),
+        vec!["run_started", "error", "done"],
+        "a well-formed stream, with nothing unsaved in it"
+    );
+    assert!(
+        llm.requests().is_empty(),
+        "no LLM call before the question is saved"
+    );
+}
