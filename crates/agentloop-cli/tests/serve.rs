@@ -5,11 +5,7 @@
 
 mod common;
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use agentloop::{RunStatus, SqlStore, Store};
 use agentloop_test_support::{
@@ -35,32 +31,11 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
         ),
     )
     .unwrap();
-    let created = common::command(dir.path())
-        .args(["keys", "create", "--user", "ann"])
-        .output()
-        .unwrap();
-    let key = String::from_utf8(created.stdout)
-        .unwrap()
-        .trim()
-        .to_string();
+    let key = common::create_key(dir.path(), "ann").await;
 
-    let mut server = common::command(dir.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(server.stderr.take().unwrap());
-    let mut banner = String::new();
-    stderr.read_line(&mut banner).unwrap();
-    let address = banner
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_string();
-    assert!(
-        banner.contains("1 tools") || banner.contains("tools"),
-        "{banner}"
-    );
+    let served = common::Served::start(dir.path());
+    let address = served.address.clone();
+    assert!(served.banner.contains("tools"), "{}", served.banner);
 
     let client = reqwest::Client::new();
     let health: Value = client
@@ -94,17 +69,8 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
     }
     tokio::time::sleep(Duration::from_millis(150)).await;
 
-    let terminated = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(terminated.success());
-    let status = tokio::task::spawn_blocking(move || server.wait().unwrap())
-        .await
-        .unwrap();
+    let (status, rest) = served.terminate().await;
     assert!(status.success(), "exit status {status:?}");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert!(rest.contains("every run was saved"), "{rest}");
 
     let stream = reading.await.unwrap();
@@ -130,4 +96,41 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
             .as_str(),
         "success"
     );
+}
+
+/// The server runs until it is told to stop, however short its shutdown grace: a server with a
+/// grace of half a second, left alone for several times that plus the connections' extra
+/// seconds, still answers a run and still stops cleanly on SIGTERM.
+#[tokio::test]
+async fn serve_keeps_running_past_its_shutdown_grace() {
+    let llm = ScriptedLlm::start(vec![Reply::text("still here")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    common::write_config(
+        dir.path(),
+        &llm.base_url(),
+        "[server]\nshutdown_grace_s = 0.5\n",
+    );
+    let key = common::create_key(dir.path(), "ann").await;
+    let mut served = common::Served::start(dir.path());
+
+    // Before the fix the process exited by itself grace + 5 s after it started.
+    let left_alone = Duration::from_secs(8);
+    tokio::time::sleep(left_alone).await;
+    assert!(served.is_running(), "serve exited with no signal");
+
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/v1/runs", served.address))
+        .bearer_auth(&key)
+        .json(&json!({"query": "are you there?", "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["status"], "completed", "{answer}");
+    assert_eq!(answer["answer"], "still here");
+
+    let (status, rest) = served.terminate().await;
+    assert!(status.success(), "exit status {status:?}: {rest}");
 }

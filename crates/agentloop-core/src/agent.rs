@@ -49,6 +49,9 @@ pub struct RunRequest {
     /// Defaults to a new session id. With a store, the session is created when it does not
     /// exist yet.
     pub session_id: Option<Uuid>,
+    /// With a store: the session must exist already; a `session_id` that names no session is
+    /// refused (`session_not_found`) instead of being created (default false).
+    pub existing_session: bool,
     /// Defaults to a new run id.
     pub run_id: Option<Uuid>,
     /// Earlier messages of the conversation, oldest first. With a store and
@@ -72,6 +75,7 @@ impl Default for RunRequest {
         Self {
             query: String::new(),
             session_id: None,
+            existing_session: false,
             run_id: None,
             history: Vec::new(),
             save_chat: true,
@@ -249,7 +253,7 @@ impl Agent {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let mut emitter = Emitter::new(run_id, sink);
         match &self.store {
-            Some(store) => run_with_store(self, store.clone(), request, &mut emitter, cancel).await,
+            Some(_) => run_with_store(self, request, &mut emitter, cancel).await,
             None => {
                 let machine = self.prepare(request);
                 drive(machine, self.services.clone(), &mut emitter, cancel, None).await

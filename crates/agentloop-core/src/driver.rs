@@ -74,6 +74,11 @@ impl Emitter {
         }
     }
 
+    /// Where this emitter's events go.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        self.sink.clone()
+    }
+
     pub fn send(&self, event: Event) {
         self.sink.emit(event);
     }

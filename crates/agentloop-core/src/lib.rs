@@ -29,6 +29,7 @@ mod policy;
 mod registry;
 mod session_run;
 mod settings;
+mod step_writer;
 mod store;
 mod subagent;
 mod telemetry;
@@ -55,7 +56,7 @@ pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
 };
 pub use registry::ToolRegistry;
-pub use session_run::{DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE};
+pub use session_run::{BegunRun, DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE, StartError};
 pub use settings::{AgentSettings, PlanningSettings, ReviewSettings, ToolSettings};
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,

@@ -4,7 +4,6 @@
 
 use std::{sync::Arc, time::Duration};
 
-use agentloop_protocol::ChatMessage;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -23,139 +22,267 @@ pub const SESSION_LEASE: Duration = Duration::from_secs(90);
 /// The user a run belongs to when the request names none.
 pub const DEFAULT_USER: &str = "local";
 
+/// Why a run could not begin. Nothing of it was saved, and no session is held.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The session does not exist, or belongs to another user.
+    #[error("session {0} not found")]
+    SessionNotFound(Uuid),
+    /// Another run holds the session.
+    #[error(
+        "session {session_id} already has a run in progress ({run_id}); wait for it to finish \
+         or cancel it, then ask again"
+    )]
+    SessionBusy { session_id: Uuid, run_id: Uuid },
+    /// The run's context names a workflow the agent does not have.
+    #[error("{0}")]
+    UnknownWorkflow(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl StartError {
+    /// The code of the run's `error` event, as the API documents it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StartError::SessionNotFound(_) => "session_not_found",
+            StartError::SessionBusy { .. } => "session_busy",
+            StartError::UnknownWorkflow(_) => "unknown_workflow",
+            StartError::Store(_) => "store_unavailable",
+        }
+    }
+}
+
+/// A run that has begun: with a store, its session is created if new and held for it, its
+/// history read and its row written. Drive it with [`Agent::run_begun`]; a begun run that is
+/// dropped instead gives its session back.
+pub struct BegunRun {
+    request: RunRequest,
+    store: Option<Arc<dyn Store>>,
+    /// Holds the session until the run is driven (or this is dropped).
+    hold: Option<SessionHold>,
+}
+
+impl BegunRun {
+    pub fn run_id(&self) -> Uuid {
+        self.request.run_id.unwrap_or_default()
+    }
+
+    pub fn session_id(&self) -> Uuid {
+        self.request.session_id.unwrap_or_default()
+    }
+}
+
+/// A session taken for a run that has not been driven yet.
+struct SessionHold {
+    store: Arc<dyn Store>,
+    session_id: Uuid,
+    run_id: Uuid,
+}
+
+impl SessionHold {
+    /// The run goes on: from now on its last step releases the session.
+    fn keep(mut self) {
+        self.run_id = Uuid::nil();
+    }
+}
+
+impl Drop for SessionHold {
+    fn drop(&mut self) {
+        if self.run_id.is_nil() {
+            return;
+        }
+        let (store, session_id, run_id) = (self.store.clone(), self.session_id, self.run_id);
+        // No runtime means the process is ending; the lease then frees the session.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = store.unlock_session(session_id, run_id).await {
+                    tracing::warn!(%session_id, %run_id, %error, "cannot give the session back");
+                }
+            });
+        }
+    }
+}
+
+impl Agent {
+    /// Begins `request`: checks its context, and with a store creates the session if new,
+    /// takes it for the run (a second run of a session is refused, never interleaved), reads
+    /// its history and records the run. Nothing is emitted yet.
+    pub async fn begin(&self, mut request: RunRequest) -> Result<BegunRun, StartError> {
+        let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
+        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
+        self.policy_for(&request.context)
+            .map_err(StartError::UnknownWorkflow)?;
+        let Some(store) = self.store().cloned() else {
+            return Ok(BegunRun {
+                request,
+                store: None,
+                hold: None,
+            });
+        };
+        let user_id = request
+            .context
+            .user_id
+            .get_or_insert_with(|| DEFAULT_USER.to_string())
+            .clone();
+        let hold = take_session(store.clone(), &request, session_id, run_id, &user_id).await?;
+        // From here on, an error gives the session back (through `hold`).
+        let history = if request.include_history {
+            let limit = self.settings().history_messages;
+            store
+                .history(session_id, limit)
+                .await?
+                .into_iter()
+                .map(|stored| stored.message)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let run = NewRun {
+            id: run_id,
+            session_id,
+            user_id,
+            query: request.query.clone(),
+            model: request.model.clone(),
+            save_chat: request.save_chat,
+            context: json!({
+                "entity_id": request.context.entity_id,
+                "workflow": request.context.workflow,
+                "read_only": request.context.read_only,
+            }),
+            started_at: crate::clock::now(),
+        };
+        store.start_run(&run).await?;
+        if request.include_history {
+            request.history = history;
+        }
+        Ok(BegunRun {
+            request,
+            store: Some(store),
+            hold: Some(hold),
+        })
+    }
+
+    /// Drives a begun run to its end, saving each step (with a store) and sending its events
+    /// to `sink`.
+    pub async fn run_begun(
+        &self,
+        begun: BegunRun,
+        sink: Arc<dyn crate::driver::EventSink>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        let BegunRun {
+            request,
+            store,
+            hold,
+        } = begun;
+        let mut emitter = Emitter::new(request.run_id.unwrap_or_default(), sink);
+        let save_chat = request.save_chat;
+        let machine = self.prepare(request);
+        let Some(store) = store else {
+            return drive(machine, self.services().clone(), &mut emitter, cancel, None).await;
+        };
+        if let Some(hold) = hold {
+            hold.keep();
+        }
+        let _renewal =
+            LeaseRenewal::start(store.clone(), machine.input().session_id, machine.run_id());
+        let persistence = Persistence {
+            store,
+            save_messages: save_chat,
+            retry: self.settings().store_retry(),
+        };
+        drive(
+            machine,
+            self.services().clone(),
+            &mut emitter,
+            cancel,
+            Some(persistence),
+        )
+        .await
+    }
+}
+
 /// Runs `request` with `store`: see the module documentation.
 pub(crate) async fn run_with_store(
     agent: &Agent,
-    store: Arc<dyn Store>,
-    mut request: RunRequest,
+    request: RunRequest,
     emitter: &mut Emitter,
     cancel: CancellationToken,
 ) -> RunOutcome {
-    let session_id = request.session_id.unwrap_or_else(Uuid::now_v7);
-    request.session_id = Some(session_id);
-    let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
-    let user_id = request
-        .context
-        .user_id
-        .get_or_insert_with(|| DEFAULT_USER.to_string())
-        .clone();
-
-    let prepared = prepare(
-        agent,
-        store.as_ref(),
-        &request,
-        session_id,
-        run_id,
-        &user_id,
-    )
-    .await;
-    let history = match prepared {
-        Ok(history) => history,
-        Err((code, message)) => {
+    let unstarted = request.clone();
+    match agent.begin(request).await {
+        Ok(begun) => {
+            let sink = emitter.sink();
+            agent.run_begun(begun, sink, cancel).await
+        }
+        Err(error) => {
             // Nothing is saved: the run never started. Driving the ended machine only emits
             // its events (run_started, error, done).
-            let mut machine = agent.prepare(request);
-            let _ = machine.fail(code, message);
+            let mut machine = agent.prepare(unstarted);
+            let _ = machine.fail(error.code(), error.to_string());
             let services = agent.services().clone();
-            return drive(machine, services, emitter, CancellationToken::new(), None).await;
+            drive(machine, services, emitter, CancellationToken::new(), None).await
         }
-    };
-    if request.include_history {
-        request.history = history;
     }
-    let save_chat = request.save_chat;
-    let machine = agent.prepare(request);
-
-    let renewal = tokio::spawn(renew_lease(store.clone(), session_id, run_id));
-    let persistence = Persistence {
-        store,
-        save_messages: save_chat,
-        retry: agent.settings().store_retry(),
-    };
-    let outcome = drive(
-        machine,
-        agent.services().clone(),
-        emitter,
-        cancel,
-        Some(persistence),
-    )
-    .await;
-    renewal.abort();
-    outcome
 }
 
-/// Everything before the first LLM call: the session, its lock, the history and the run row.
-async fn prepare(
-    agent: &Agent,
-    store: &dyn Store,
+/// Creates the session if new and takes it for `run_id`.
+async fn take_session(
+    store: Arc<dyn Store>,
     request: &RunRequest,
     session_id: Uuid,
     run_id: Uuid,
     user_id: &str,
-) -> Result<Vec<ChatMessage>, (&'static str, String)> {
-    let unavailable = |error: StoreError| ("store_unavailable", error.to_string());
-    match store.session(session_id).await.map_err(unavailable)? {
+) -> Result<SessionHold, StartError> {
+    match store.session(session_id).await? {
         Some(session) if session.user_id != user_id => {
-            return Err((
-                "session_not_found",
-                format!("session {session_id} not found"),
-            ));
+            return Err(StartError::SessionNotFound(session_id));
         }
         Some(_) => {}
+        None if request.existing_session => {
+            return Err(StartError::SessionNotFound(session_id));
+        }
         None if request.save_chat => {
             let session = NewSession {
                 id: session_id,
                 user_id: user_id.to_string(),
                 title: title(&request.query),
             };
-            store.create_session(&session).await.map_err(unavailable)?;
+            store.create_session(&session).await?;
         }
         None => {}
     }
     match store
         .lock_session(session_id, run_id, SESSION_LEASE)
-        .await
-        .map_err(unavailable)?
+        .await?
     {
-        SessionLock::Acquired => {}
-        SessionLock::Busy { run_id: holder } => {
-            return Err((
-                "session_busy",
-                format!(
-                    "session {session_id} already has a run in progress ({holder}); wait for it \
-                     to finish or cancel it, then ask again"
-                ),
-            ));
-        }
-    }
-    let history = if request.include_history {
-        let limit = agent.settings().history_messages;
-        store
-            .history(session_id, limit)
-            .await
-            .map_err(unavailable)?
-            .into_iter()
-            .map(|stored| stored.message)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let run = NewRun {
-        id: run_id,
-        session_id,
-        user_id: user_id.to_string(),
-        query: request.query.clone(),
-        model: request.model.clone(),
-        save_chat: request.save_chat,
-        context: json!({
-            "entity_id": request.context.entity_id,
-            "workflow": request.context.workflow,
-            "read_only": request.context.read_only,
+        SessionLock::Acquired => Ok(SessionHold {
+            store,
+            session_id,
+            run_id,
         }),
-        started_at: crate::clock::now(),
-    };
-    store.start_run(&run).await.map_err(unavailable)?;
-    Ok(history)
+        SessionLock::Busy { run_id: holder } => Err(StartError::SessionBusy {
+            session_id,
+            run_id: holder,
+        }),
+    }
+}
+
+/// Renews a run's session lease while it lives; stops when dropped.
+struct LeaseRenewal(tokio::task::JoinHandle<()>);
+
+impl LeaseRenewal {
+    fn start(store: Arc<dyn Store>, session_id: Uuid, run_id: Uuid) -> LeaseRenewal {
+        LeaseRenewal(tokio::spawn(renew_lease(store, session_id, run_id)))
+    }
+}
+
+impl Drop for LeaseRenewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn renew_lease(store: Arc<dyn Store>, session_id: Uuid, run_id: Uuid) {
@@ -270,14 +397,14 @@ impl Agent {
         let run_id = machine.run_id();
         let session_id = machine.input().session_id;
         let mut emitter = Emitter::resuming(run_id, last_seq, sink);
-        let renewal = tokio::spawn(renew_lease(store.clone(), session_id, run_id));
+        let _renewal = LeaseRenewal::start(store.clone(), session_id, run_id);
         let persistence = Persistence {
             store,
             save_messages: save_chat,
             retry: self.settings().store_retry(),
         };
         let services = self.services().clone();
-        let outcome = crate::driver::drive_from(
+        crate::driver::drive_from(
             machine,
             step,
             services,
@@ -285,9 +412,7 @@ impl Agent {
             cancel,
             Some(persistence),
         )
-        .await;
-        renewal.abort();
-        outcome
+        .await
     }
 
     async fn restore_paused(

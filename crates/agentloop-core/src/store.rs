@@ -154,6 +154,9 @@ pub trait Store: Send + Sync {
         lease: Duration,
     ) -> Result<(), StoreError>;
 
+    /// Gives the session up if `run_id` still holds it (a run that could not begin).
+    async fn unlock_session(&self, session_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
+
     /// Records the start of a run (status `running`).
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError>;
 

@@ -97,6 +97,8 @@ impl RunBody {
         RunRequest {
             query: self.query,
             session_id: self.session_id,
+            // A client names a session it has; only the server makes new ones.
+            existing_session: self.session_id.is_some(),
             system_prompt: self.system_prompt,
             model: self.model,
             save_chat: self.save_chat,

@@ -98,6 +98,30 @@ impl From<agentloop_core::StoreError> for ApiError {
     }
 }
 
+impl From<agentloop_core::StartError> for ApiError {
+    fn from(error: agentloop_core::StartError) -> Self {
+        use agentloop_core::StartError;
+        match error {
+            StartError::SessionNotFound(id) => ApiError::not_found("session", id),
+            StartError::SessionBusy { .. } => {
+                let mut busy = ApiError::conflict("session_busy", error.to_string());
+                busy.retry_after = Some(SESSION_BUSY_RETRY_S);
+                busy
+            }
+            StartError::UnknownWorkflow(message) => {
+                ApiError::bad_request("invalid_body", format!("context.workflow: {message}"))
+                    .with_details(serde_json::json!({"field": "context.workflow"}))
+            }
+            StartError::Store(store) => store.into(),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+/// Seconds a client is told to wait before asking again in a session that has a run in
+/// progress: runs usually end within seconds.
+const SESSION_BUSY_RETRY_S: u64 = 2;
+
 impl ApiError {
     /// The response, for places that need a concrete type.
     pub fn into_response_owned(self) -> Response {

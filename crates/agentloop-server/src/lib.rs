@@ -9,6 +9,7 @@ mod auth;
 mod body;
 mod config;
 mod error;
+mod extract;
 mod live;
 mod metrics;
 mod runs;
@@ -45,7 +46,7 @@ pub use state::AppState;
     info(
         title = "agentloop",
         description = "Runs of a tool-calling agent over SSE or JSON. Every request but \
-                       /healthz, /metrics and /openapi.json needs `Authorization: Bearer KEY`."
+                       /healthz, /readyz, /livez, /metrics and /openapi.json needs `Authorization: Bearer KEY`."
     ),
     modifiers(&BearerKey),
     tags(
@@ -86,6 +87,8 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))
+        .routes(routes!(service::readyz))
+        .routes(routes!(service::livez))
         .routes(routes!(service::metrics))
         .split_for_parts();
     // Rendered once: the router (with what its handlers hold) is cloned for every connection.

@@ -123,9 +123,10 @@ impl LiveRuns {
         })
     }
 
-    /// Starts `request` for `user` in a task of its own, unless the user already has as many
-    /// runs in progress as allowed (429).
-    pub fn start(
+    /// Begins `request` for `user` and drives it in a task of its own. Refused before the run
+    /// exists: when the user already has as many runs in progress as allowed (429), and when
+    /// the run cannot begin (its session is busy, unknown or another user's; the store fails).
+    pub async fn start(
         self: &Arc<Self>,
         agent: &Agent,
         mut request: RunRequest,
@@ -134,13 +135,29 @@ impl LiveRuns {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
         let run = self.admit(run_id, session_id, 0, user)?;
+        let begun = match agent.begin(request).await {
+            Ok(begun) => begun,
+            Err(error) => {
+                self.discard(&run);
+                return Err(error.into());
+            }
+        };
         let agent = agent.clone();
         self.spawn(run.clone(), async move |live: Arc<LiveRun>, sink| {
-            agent
-                .run_with_sink(request, sink, live.cancel.clone())
-                .await
+            agent.run_begun(begun, sink, live.cancel.clone()).await
         });
         Ok(run)
+    }
+
+    /// Forgets a run that was admitted but never began.
+    fn discard(&self, run: &Arc<LiveRun>) {
+        let mut runs = self.lock_runs();
+        if runs
+            .get(&run.id)
+            .is_some_and(|current| Arc::ptr_eq(current, run))
+        {
+            runs.remove(&run.id);
+        }
     }
 
     /// Drives a paused run that got its answer, like a new run (same limits).

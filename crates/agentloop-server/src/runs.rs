@@ -12,7 +12,7 @@ use agentloop_core::{
 use axum::{
     Json,
     body::Bytes,
-    extract::{Path, State, rejection::BytesRejection},
+    extract::{State, rejection::BytesRejection},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
@@ -24,6 +24,7 @@ use crate::{
     auth::User,
     body::{InputBody, RunBody},
     error::{ApiError, ErrorBody, ErrorDetail},
+    extract::{PathId, query_value},
     live::LiveRun,
     sse,
     state::AppState,
@@ -141,44 +142,11 @@ async fn start(
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(&state, body)?;
     let body = RunBody::parse(&bytes)?;
-    if let Some(workflow) = &body.context.workflow
-        && !state.agent.workflows().contains_key(workflow)
-    {
-        let known: Vec<&str> = state.agent.workflows().keys().map(String::as_str).collect();
-        return Err(ApiError::bad_request(
-            "invalid_body",
-            format!(
-                "context.workflow: unknown workflow {workflow:?} (known: {})",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ),
-        )
-        .with_details(serde_json::json!({"field": "context.workflow"})));
-    }
-    if let Some(session_id) = body.session_id {
-        let session = state.store.session(session_id).await?;
-        match session {
-            Some(session) if session.user_id == user => {
-                if let Some(holder) = session.active_run_id {
-                    return Err(ApiError::conflict(
-                        "session_busy",
-                        format!(
-                            "session {session_id} has a run in progress ({holder}); wait for it \
-                             to finish or cancel it"
-                        ),
-                    ));
-                }
-            }
-            _ => return Err(ApiError::not_found("session", session_id)),
-        }
-    }
     let stream = body.stream;
     let run = state
         .runs
-        .start(&state.agent, body.into_request(&user), &user)?;
+        .start(&state.agent, body.into_request(&user), &user)
+        .await?;
     answer(&state, run, stream).await
 }
 
@@ -238,10 +206,10 @@ fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<B
 pub async fn run_input(
     State(state): State<AppState>,
     User(user): User,
-    Path(id): Path<String>,
+    id: PathId,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id("run", &id)?;
+    let id = id.parse("run")?;
     let bytes = body_bytes(&state, body)?;
     let input = InputBody::parse(&bytes)?;
     owned_run(&state, id, &user).await?;
@@ -334,9 +302,9 @@ fn result(outcome: &RunOutcome) -> RunResult {
 pub async fn get_run(
     State(state): State<AppState>,
     User(user): User,
-    Path(id): Path<String>,
+    id: PathId,
 ) -> Result<Json<RunDetails>, ApiError> {
-    let id = parse_id("run", &id)?;
+    let id = id.parse("run")?;
     let run = owned_run(&state, id, &user).await?;
     let execution_trace = state.store.tool_executions(id).await?;
     Ok(Json(RunDetails {
@@ -366,11 +334,11 @@ pub async fn get_run(
 pub async fn run_events(
     State(state): State<AppState>,
     User(user): User,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     query: axum::extract::RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = parse_id("run", &id)?;
+    let id = id.parse("run")?;
     let after = resume_point(&headers, query.0.as_deref())?;
     if let Some(run) = state.runs.get(id) {
         if run.user_id != user {
@@ -412,9 +380,9 @@ pub async fn run_events(
 pub async fn cancel_run(
     State(state): State<AppState>,
     User(user): User,
-    Path(id): Path<String>,
+    id: PathId,
 ) -> Result<(StatusCode, Json<CancelAnswer>), ApiError> {
-    let id = parse_id("run", &id)?;
+    let id = id.parse("run")?;
     match state.runs.get(id) {
         Some(run) if run.user_id == user && !run.is_finished() => {
             run.cancel();
@@ -463,27 +431,12 @@ async fn owned_run(state: &AppState, id: Uuid, user: &str) -> Result<RunInfo, Ap
     }
 }
 
-pub(crate) fn parse_id(what: &str, text: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(text).map_err(|_| {
-        ApiError::bad_request(
-            "invalid_id",
-            format!("{text:?} is not a {what} id (a UUID)"),
-        )
-    })
-}
-
 /// Where a client resumes: `Last-Event-ID`, else `?after=`, else the start.
 fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
-    let from_query = query.and_then(|query| {
-        query
-            .split('&')
-            .find_map(|pair| pair.strip_prefix("after="))
-            .map(str::to_string)
-    });
-    let given = headers
-        .get("last-event-id")
-        .map(|value| value.to_str().unwrap_or("?").to_string())
-        .or(from_query);
+    let given = match headers.get("last-event-id") {
+        Some(value) => Some(value.to_str().unwrap_or("?").to_string()),
+        None => query_value(query, "after")?,
+    };
     match given {
         None => Ok(0),
         Some(text) => text.trim().parse().map_err(|_| {

@@ -1,18 +1,14 @@
 //! `/v1/sessions`: a user's conversations.
 
 use agentloop_core::protocol::{RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::{
     auth::User,
     error::{ApiError, ErrorBody},
-    runs::parse_id,
+    extract::PathId,
     state::AppState,
 };
 
@@ -70,9 +66,9 @@ pub async fn list_sessions(
 pub async fn get_session(
     State(state): State<AppState>,
     User(user): User,
-    Path(id): Path<String>,
+    id: PathId,
 ) -> Result<Json<SessionDetails>, ApiError> {
-    let id = parse_id("session", &id)?;
+    let id = id.parse("session")?;
     let session = owned_session(&state, id, &user).await?;
     let messages = state.store.messages(id).await?;
     let mut runs = Vec::new();
@@ -106,9 +102,9 @@ pub async fn get_session(
 pub async fn delete_session(
     State(state): State<AppState>,
     User(user): User,
-    Path(id): Path<String>,
+    id: PathId,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id("session", &id)?;
+    let id = id.parse("session")?;
     let session = owned_session(&state, id, &user).await?;
     if let Some(run) = session.active_run_id {
         return Err(ApiError::conflict(

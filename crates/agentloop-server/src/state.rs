@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use agentloop_core::{Agent, KeyStore, Store};
 
-use crate::{config::ServerConfig, live::LiveRuns, metrics::Metrics};
+use crate::{config::ServerConfig, live::LiveRuns, metrics::Metrics, service::HealthCheck};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -14,6 +14,7 @@ pub struct AppState {
     pub runs: Arc<LiveRuns>,
     pub metrics: Arc<Metrics>,
     pub config: Arc<ServerConfig>,
+    pub health: Arc<HealthCheck>,
 }
 
 impl AppState {
@@ -31,6 +32,7 @@ impl AppState {
             runs: LiveRuns::new(config.max_runs_per_user),
             metrics,
             config: Arc::new(config),
+            health: Arc::default(),
         }
     }
 }

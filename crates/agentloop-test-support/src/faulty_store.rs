@@ -146,6 +146,10 @@ impl Store for FaultyStore {
             .await
     }
 
+    async fn unlock_session(&self, session_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
+        self.inner.unlock_session(session_id, run_id).await
+    }
+
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
         self.inner.start_run(run).await
     }

@@ -51,3 +51,72 @@ pub fn stdout(output: &Output) -> String {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// `agentloop serve --listen 127.0.0.1:0` in `dir`, started, with the address of its banner.
+pub struct Served {
+    pub child: std::process::Child,
+    pub address: String,
+    pub banner: String,
+    pub stderr: std::io::BufReader<std::process::ChildStderr>,
+}
+
+impl Served {
+    pub fn start(dir: &Path) -> Served {
+        use std::io::BufRead;
+        let mut child = command(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut banner = String::new();
+        stderr.read_line(&mut banner).unwrap();
+        let address = banner
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {banner:?}"))
+            .to_string();
+        Served {
+            child,
+            address,
+            banner,
+            stderr,
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns the status and the rest of stderr.
+    pub async fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let terminated = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(terminated.success());
+        tokio::task::spawn_blocking(move || {
+            let status = self.child.wait().unwrap();
+            let mut rest = String::new();
+            std::io::Read::read_to_string(&mut self.stderr, &mut rest).unwrap();
+            (status, rest)
+        })
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Makes a key for `user` in `dir`'s store; returns the key.
+pub async fn create_key(dir: &Path, user: &str) -> String {
+    let created = agentloop(dir, &["keys", "create", "--user", user]).await;
+    assert!(created.status.success(), "{}", stderr(&created));
+    stdout(&created).trim().to_string()
+}

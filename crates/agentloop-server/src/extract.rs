@@ -1,0 +1,83 @@
+//! What handlers read from the path and the query, with malformed input answered in the JSON
+//! error format like every other bad request.
+
+use axum::{
+    extract::{FromRequestParts, Path},
+    http::request::Parts,
+};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// The `{id}` segment of a path, percent-decoded; one that is not UTF-8 is a 400 with the
+/// JSON error body (axum's own rejection is plain text).
+pub struct PathId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(id)) => Ok(PathId(id)),
+            Err(rejection) => Err(ApiError::bad_request(
+                "invalid_id",
+                format!(
+                    "the id in the path cannot be read: {}",
+                    rejection.body_text()
+                ),
+            )),
+        }
+    }
+}
+
+impl PathId {
+    /// The id as a UUID, or 400 naming what it should have been.
+    pub fn parse(&self, what: &str) -> Result<Uuid, ApiError> {
+        Uuid::parse_str(&self.0).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_id",
+                format!("{:?} is not a {what} id (a UUID)", self.0),
+            )
+        })
+    }
+}
+
+/// The value of `name` in a query string, percent-decoded (`?after=%35` is `5`).
+pub fn query_value(query: Option<&str>, name: &str) -> Result<Option<String>, ApiError> {
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).map_err(|error| {
+        ApiError::bad_request(
+            "invalid_query",
+            format!("the query string cannot be read: {error}"),
+        )
+    })?;
+    Ok(pairs
+        .into_iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn query_values_are_percent_decoded() {
+        assert_eq!(
+            query_value(Some("after=%35"), "after").unwrap().as_deref(),
+            Some("5")
+        );
+        assert_eq!(
+            query_value(Some("x=1&after=12"), "after")
+                .unwrap()
+                .as_deref(),
+            Some("12")
+        );
+        assert_eq!(query_value(Some("x=1"), "after").unwrap(), None);
+        assert_eq!(query_value(None, "after").unwrap(), None);
+    }
+}

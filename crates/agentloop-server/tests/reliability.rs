@@ -1,0 +1,167 @@
+//! What operators meet: concurrent runs on one session, the health of the store, and requests
+//! that are malformed in the path or the query.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::time::Duration;
+
+use agentloop_test_support::scripted_llm::Reply;
+use common::{TestServer, error_of, read_sse_until};
+use serde_json::{Value, json};
+
+/// A second run on a session that has one in progress is refused with 409 before it exists:
+/// no run id, no stored run, nothing counted as a failed run.
+#[tokio::test]
+async fn a_busy_session_refuses_a_second_run_with_409_and_retry_after() {
+    let server = TestServer::start(
+        vec![
+            Reply::tool_call("test__sleep", json!({"ms": 3000})),
+            Reply::text("done"),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let first = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "sleep"}))
+        .send()
+        .await
+        .unwrap();
+    let started = read_sse_until(first, "tool_selected").await;
+    let session_id = started[0].data["session_id"].as_str().unwrap().to_string();
+
+    let second = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "me too", "session_id": session_id, "stream": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        second
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("2")
+    );
+    let (status, error) = error_of(second).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (409, Some("session_busy"))
+    );
+
+    let runs: Value = server
+        .get(&format!("/v1/sessions/{session_id}"), &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    let metrics = server
+        .client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.contains("status=\"failed\""),
+        "a refused run is not a failed run:\n{metrics}"
+    );
+}
+
+/// Two requests racing for one idle session: exactly one runs, the other is refused with 409.
+#[tokio::test]
+async fn two_runs_racing_for_one_session_start_exactly_one() {
+    let server = TestServer::start(
+        vec![
+            Reply::text("first"),
+            Reply::text("a").with_delay(Duration::from_millis(500)),
+            Reply::text("b").with_delay(Duration::from_millis(500)),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let opened: Value = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "open", "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session_id = opened["session_id"].as_str().unwrap().to_string();
+
+    let ask = |query: &'static str| {
+        server
+            .post("/v1/runs", &key)
+            .json(&json!({"query": query, "session_id": session_id, "stream": false}))
+            .send()
+    };
+    let (a, b) = tokio::join!(ask("a"), ask("b"));
+    let mut statuses = vec![a.unwrap().status().as_u16(), b.unwrap().status().as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, vec![200, 409]);
+}
+
+/// `?after=` is percent-decoded like any query value, and an id that is not UTF-8 gets the
+/// JSON error format, not plain text.
+#[tokio::test]
+async fn malformed_paths_and_encoded_queries_get_json_answers() {
+    let server = TestServer::start(vec![Reply::text("hello")], "").await;
+    let key = server.key("ann").await;
+    let run: Value = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "hi", "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = run["run_id"].as_str().unwrap();
+
+    let all = common::read_sse(
+        server
+            .get(&format!("/v1/runs/{run_id}/events"), &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let encoded = common::read_sse(
+        server
+            .get(&format!("/v1/runs/{run_id}/events?after=%32"), &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(encoded.len(), all.len() - 2, "after=%32 is after=2");
+    assert_eq!(encoded[0].id, "3");
+
+    for path in ["/v1/runs/%FF%FE", "/v1/sessions/%C3%28"] {
+        let response = server.get(path, &key).send().await.unwrap();
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/json"),
+            "{path}"
+        );
+        let (status, error) = error_of(response).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (400, Some("invalid_id")),
+            "{path}"
+        );
+    }
+}
