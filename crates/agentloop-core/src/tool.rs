@@ -2,6 +2,7 @@
 
 use std::{fmt, future::Future, pin::Pin, sync::Arc};
 
+use agentloop_protocol::{SourceHealth, SourceTransport};
 use async_trait::async_trait;
 use serde_json::Value;
 use uuid::Uuid;
@@ -204,5 +205,13 @@ pub trait ToolSource: Send + Sync {
     /// agent then asks `tools()` again. `None` for a source whose tools never change.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
+    }
+
+    /// How the source is doing now: cheap, it is read for every health check. The registry
+    /// offers the source's tools only while it is up, so a source whose state changes (an MCP
+    /// server that stopped and is being restarted) moves [`ToolSource::changes`] with it. The
+    /// default: always up.
+    fn status(&self) -> SourceHealth {
+        SourceHealth::up(SourceTransport::Other)
     }
 }

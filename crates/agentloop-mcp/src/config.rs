@@ -10,6 +10,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 const DEFAULT_STARTUP_TIMEOUT_S: f64 = 30.0;
+const DEFAULT_MAX_RESTARTS: u32 = 10;
+const DEFAULT_RESTART_BACKOFF_S: f64 = 0.5;
+const DEFAULT_RESTART_BACKOFF_MAX_S: f64 = 30.0;
 
 /// Headers the MCP transport sets itself: a value from the configuration would break the
 /// protocol (`content-type` included, because the client only sets it when it is absent).
@@ -47,10 +50,33 @@ pub struct McpServerConfig {
     /// list its tools.
     #[serde(default = "default_startup_timeout_s")]
     pub startup_timeout_s: f64,
+    /// How many restarts in a row agentloop makes before it gives up on a server that keeps
+    /// stopping (over HTTP: new sessions it tries to open once the server cannot be reached);
+    /// 0 never restarts it. A server that stays up for a minute starts the count again.
+    #[serde(default = "default_max_restarts")]
+    pub max_restarts: u32,
+    /// How long to wait before the first restart; each failed one doubles it.
+    #[serde(default = "default_restart_backoff_s")]
+    pub restart_backoff_s: f64,
+    /// The longest wait between two restarts.
+    #[serde(default = "default_restart_backoff_max_s")]
+    pub restart_backoff_max_s: f64,
 }
 
 fn default_startup_timeout_s() -> f64 {
     DEFAULT_STARTUP_TIMEOUT_S
+}
+
+fn default_max_restarts() -> u32 {
+    DEFAULT_MAX_RESTARTS
+}
+
+fn default_restart_backoff_s() -> f64 {
+    DEFAULT_RESTART_BACKOFF_S
+}
+
+fn default_restart_backoff_max_s() -> f64 {
+    DEFAULT_RESTART_BACKOFF_MAX_S
 }
 
 impl McpServerConfig {
@@ -79,6 +105,9 @@ impl McpServerConfig {
             url: None,
             headers: BTreeMap::new(),
             startup_timeout_s: DEFAULT_STARTUP_TIMEOUT_S,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            restart_backoff_s: DEFAULT_RESTART_BACKOFF_S,
+            restart_backoff_max_s: DEFAULT_RESTART_BACKOFF_MAX_S,
         }
     }
 
@@ -108,6 +137,15 @@ impl McpServerConfig {
 
     pub fn with_startup_timeout_s(mut self, seconds: f64) -> Self {
         self.startup_timeout_s = seconds;
+        self
+    }
+
+    /// Restarts a server that stopped at most `max_restarts` times in a row, waiting
+    /// `backoff_s` before the first and doubling up to `backoff_max_s`.
+    pub fn with_restarts(mut self, max_restarts: u32, backoff_s: f64, backoff_max_s: f64) -> Self {
+        self.max_restarts = max_restarts;
+        self.restart_backoff_s = backoff_s;
+        self.restart_backoff_max_s = backoff_max_s;
         self
     }
 
@@ -150,6 +188,21 @@ impl McpServerConfig {
             return Err(format!(
                 "mcp_servers.{name}.startup_timeout_s must be a positive number of seconds, got {}",
                 self.startup_timeout_s
+            ));
+        }
+        if self.restart_backoff().is_none() {
+            return Err(format!(
+                "mcp_servers.{name}.restart_backoff_s must be a positive number of seconds, got {}",
+                self.restart_backoff_s
+            ));
+        }
+        if self.restart_backoff_max().is_none()
+            || self.restart_backoff_max_s < self.restart_backoff_s
+        {
+            return Err(format!(
+                "mcp_servers.{name}.restart_backoff_max_s must be a number of seconds at least \
+                 restart_backoff_s ({}), got {}",
+                self.restart_backoff_s, self.restart_backoff_max_s
             ));
         }
         Ok(())
@@ -209,11 +262,25 @@ impl McpServerConfig {
 
     /// The startup timeout, or `None` when `startup_timeout_s` is not a usable duration.
     pub(crate) fn startup_timeout(&self) -> Option<Duration> {
-        if self.startup_timeout_s > 0.0 {
-            Duration::try_from_secs_f64(self.startup_timeout_s).ok()
-        } else {
-            None
-        }
+        positive_duration(self.startup_timeout_s)
+    }
+
+    /// The wait before the first restart, or `None` when it is not a usable duration.
+    pub(crate) fn restart_backoff(&self) -> Option<Duration> {
+        positive_duration(self.restart_backoff_s)
+    }
+
+    /// The longest wait between restarts, or `None` when it is not a usable duration.
+    pub(crate) fn restart_backoff_max(&self) -> Option<Duration> {
+        positive_duration(self.restart_backoff_max_s)
+    }
+}
+
+fn positive_duration(seconds: f64) -> Option<Duration> {
+    if seconds > 0.0 {
+        Duration::try_from_secs_f64(seconds).ok()
+    } else {
+        None
     }
 }
 
@@ -263,6 +330,9 @@ mod tests {
         let config = parse(r#"command = "npx""#).unwrap();
         assert_eq!(config, McpServerConfig::new("npx"));
         assert_eq!(config.startup_timeout_s, 30.0);
+        assert_eq!(config.max_restarts, 10);
+        assert_eq!(config.restart_backoff_s, 0.5);
+        assert_eq!(config.restart_backoff_max_s, 30.0);
     }
 
     #[test]
@@ -274,6 +344,9 @@ mod tests {
             env = { TOKEN = "x" }
             cwd = "/srv"
             startup_timeout_s = 2.5
+            max_restarts = 3
+            restart_backoff_s = 0.1
+            restart_backoff_max_s = 2
             "#,
         )
         .unwrap();
@@ -281,7 +354,8 @@ mod tests {
             .with_args(["server.js", "stdio"])
             .with_env("TOKEN", "x")
             .with_cwd("/srv")
-            .with_startup_timeout_s(2.5);
+            .with_startup_timeout_s(2.5)
+            .with_restarts(3, 0.1, 2.0);
         assert_eq!(config, expected);
     }
 
@@ -425,6 +499,26 @@ mod tests {
                 .unwrap_err()
                 .contains("mcp_servers.files.env")
         );
+
+        for (config, key) in [
+            (
+                McpServerConfig::new("x").with_restarts(3, 0.0, 30.0),
+                "mcp_servers.files.restart_backoff_s",
+            ),
+            (
+                McpServerConfig::new("x").with_restarts(3, f64::NAN, 30.0),
+                "mcp_servers.files.restart_backoff_s",
+            ),
+            (
+                McpServerConfig::new("x").with_restarts(3, 2.0, 1.0),
+                "mcp_servers.files.restart_backoff_max_s",
+            ),
+        ] {
+            let message = config.validate("files").unwrap_err();
+            assert!(message.contains(key), "{key}: {message}");
+        }
+        let never = McpServerConfig::new("x").with_restarts(0, 1.0, 1.0);
+        assert_eq!(never.validate("files"), Ok(()));
 
         assert_eq!(McpServerConfig::new("x").validate("my_files-2"), Ok(()));
     }

@@ -1,12 +1,10 @@
-//! A session with a server over streamable HTTP, opened again once when the server forgets it.
+//! A session with a server over streamable HTTP, opened again once when the server forgets it,
+//! and by the supervisor when the server could not be reached.
 
 use std::{
     collections::HashMap,
     future::Future,
-    sync::{
-        Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
@@ -20,6 +18,7 @@ use rmcp::{
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
+use tokio::sync::watch;
 
 use crate::{
     McpError, McpServerConfig,
@@ -45,8 +44,9 @@ pub(crate) struct HttpLink {
     session: Mutex<Session>,
     /// Held while a new session is opened, so that calls failing together open one.
     reopening: tokio::sync::Mutex<()>,
-    /// Whether the last request got an answer.
-    reachable: AtomicBool,
+    /// Why the server could not be reached, until a request gets an answer again; `None` while
+    /// the last request got one.
+    unreachable: watch::Sender<Option<String>>,
 }
 
 struct Session {
@@ -108,7 +108,7 @@ impl HttpLink {
                 last_failure: None,
             }),
             reopening: tokio::sync::Mutex::new(()),
-            reachable: AtomicBool::new(true),
+            unreachable: watch::Sender::new(None),
         };
         let service = link.open_session().await.map_err(|error| {
             let reason = match HttpFailure::of_handshake(&error) {
@@ -141,7 +141,31 @@ impl HttpLink {
 
     /// Whether the link is open and the server answered the last request.
     pub(crate) fn is_running(&self) -> bool {
-        self.lock_session().service.is_some() && self.reachable.load(Ordering::Relaxed)
+        self.lock_session().service.is_some() && self.unreachable.borrow().is_none()
+    }
+
+    /// How many sessions replaced the first one.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock_session().generation
+    }
+
+    /// Resolves with why, once a request finds the server unreachable (at once if the last one
+    /// did).
+    pub(crate) async fn unreachable(&self) -> String {
+        let mut unreachable = self.unreachable.subscribe();
+        let why = match unreachable.wait_for(Option::is_some).await {
+            Ok(why) => why.clone(),
+            // The sender lives as long as `self`.
+            Err(_) => None,
+        };
+        why.unwrap_or_else(|| "it cannot be reached".to_owned())
+    }
+
+    /// Opens a new session in place of one the server can no longer be reached through (it went
+    /// away, and may be back); the error says why not.
+    pub(crate) async fn renew(&self) -> Result<(), String> {
+        let _reopening = self.reopening.lock().await;
+        self.open_new_session().await.map(drop)
     }
 
     /// Runs one request; when the server forgot the session, opens a new one and runs the
@@ -202,6 +226,22 @@ impl HttpLink {
                 return Err(ToolError::Unavailable(why));
             }
         }
+        let failure = match self.open_new_session().await {
+            Ok(peer) => return Ok(peer),
+            Err(failure) => failure,
+        };
+        let why = format!(
+            "MCP server '{}' at {} forgot its session and a new one could not be opened: \
+             {failure}",
+            self.server, self.url
+        );
+        self.lock_session().last_failure = Some(why.clone());
+        Err(ToolError::Unavailable(why))
+    }
+
+    /// Opens a new session and puts it in place of the current one; the caller holds
+    /// `reopening`. The error says why the server did not accept one.
+    async fn open_new_session(&self) -> Result<Peer<RoleClient>, String> {
         let opened = tokio::time::timeout(self.handshake_timeout, self.open_session()).await;
         let mut session = self.lock_session();
         session.attempts += 1;
@@ -214,20 +254,21 @@ impl HttpLink {
                 session.generation += 1;
                 session.last_failure = None;
                 drop(session);
-                self.reachable.store(true, Ordering::Relaxed);
+                self.unreachable.send_replace(None);
                 // The new session may offer other tools than the one it replaces.
                 self.changes.bump();
                 tracing::info!(server = %self.server, "opened a new MCP session");
                 return Ok(peer);
             }
             // Shut down while the new session opened: it goes with the rest.
-            Ok(Ok(_)) => return Err(self.shut_down()),
+            Ok(Ok(_)) => return Err("it was shut down".to_owned()),
             Ok(Err(error)) => match HttpFailure::of_handshake(&error) {
                 Some(failure) => {
+                    let advice = failure.advice(&self.server);
                     if matches!(failure, HttpFailure::Unreachable(_)) {
-                        self.reachable.store(false, Ordering::Relaxed);
+                        self.unreachable.send_replace(Some(advice.clone()));
                     }
-                    failure.advice(&self.server)
+                    advice
                 }
                 None => describe_handshake_error(&error),
             },
@@ -236,17 +277,13 @@ impl HttpLink {
                 self.handshake_timeout.as_secs_f64()
             ),
         };
-        let why = format!(
-            "MCP server '{}' at {} forgot its session and a new one could not be opened: \
-             {failure}",
-            self.server, self.url
-        );
-        session.last_failure = Some(why.clone());
-        Err(ToolError::Unavailable(why))
+        session.last_failure = Some(failure.clone());
+        Err(failure)
     }
 
     fn answered<T>(&self, value: T) -> T {
-        self.reachable.store(true, Ordering::Relaxed);
+        self.unreachable
+            .send_if_modified(|unreachable| unreachable.take().is_some());
         value
     }
 
@@ -254,10 +291,11 @@ impl HttpLink {
         let (server, url) = (&self.server, &self.url);
         match (HttpFailure::of_request(&error), error) {
             (Some(HttpFailure::Unreachable(why)), _) => {
-                self.reachable.store(false, Ordering::Relaxed);
-                ToolError::Unavailable(format!(
+                let message = format!(
                     "MCP server '{server}' at {url} cannot be reached: {why}; is it running?"
-                ))
+                );
+                self.unreachable.send_replace(Some(message.clone()));
+                ToolError::Unavailable(message)
             }
             (Some(HttpFailure::Refused(status)), _) => ToolError::Unavailable(format!(
                 "MCP server '{server}' at {url} refused the request ({status}); check \
@@ -270,9 +308,15 @@ impl HttpLink {
                 ))
             }
             (_, ServiceError::McpError(error)) => ToolError::Failed(error.message.into_owned()),
-            (_, ServiceError::TransportClosed) => ToolError::Unavailable(format!(
-                "the connection to MCP server '{server}' at {url} closed before it answered"
-            )),
+            (_, ServiceError::TransportClosed) => {
+                // The session's client task ended (its event stream could not be resumed): only
+                // a new session reaches the server again.
+                let message = format!(
+                    "the connection to MCP server '{server}' at {url} closed before it answered"
+                );
+                self.unreachable.send_replace(Some(message.clone()));
+                ToolError::Unavailable(message)
+            }
             (_, error) => ToolError::Failed(format!(
                 "the request to MCP server '{server}' at {url} failed: {error}"
             )),

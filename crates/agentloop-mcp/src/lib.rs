@@ -3,7 +3,9 @@
 //! Each `[mcp_servers.NAME]` table of `agentloop.toml` becomes an [`McpServerConfig`];
 //! [`McpSource::connect`] starts the server as a child process speaking MCP over stdio, or
 //! connects to it over streamable HTTP, and offers its tools to the loop as `NAME.tool`. When
-//! the server changes its tools, [`agentloop_core::ToolSource::changes`] moves. `rmcp` stays
+//! the server changes its tools, [`agentloop_core::ToolSource::changes`] moves. A server that
+//! stops is restarted with backoff (a new HTTP session is opened once it answers again), and
+//! [`agentloop_core::ToolSource::status`] says how it is doing. `rmcp` stays
 //! behind these types: it has broken its API across major versions, and no other crate should
 //! have to follow it.
 
@@ -20,6 +22,7 @@ mod result;
 mod source;
 mod stderr;
 mod stdio;
+mod supervisor;
 mod tool;
 
 pub use config::McpServerConfig;

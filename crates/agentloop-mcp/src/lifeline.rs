@@ -104,7 +104,7 @@ impl Lifeline {
         let mut message = format!(
             "MCP server '{}' is not running: {}",
             self.server,
-            report.why.as_deref().unwrap_or("its connection closed")
+            report.why()
         );
         if !report.stderr.is_empty() {
             message.push_str("; last stderr lines:");
@@ -122,6 +122,16 @@ pub(crate) struct DeathReport {
 }
 
 impl DeathReport {
+    /// Why the server stopped, in a few words (`it exited with status 3`).
+    pub(crate) fn why(&self) -> &str {
+        self.why.as_deref().unwrap_or("its connection closed")
+    }
+
+    /// The last lines of its stderr, oldest first.
+    pub(crate) fn stderr(&self) -> &[String] {
+        &self.stderr
+    }
+
     /// The report without why the server stopped, for when agentloop itself stopped it.
     pub(crate) fn without_reason(self) -> Self {
         Self { why: None, ..self }

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
-use agentloop_core::{Tool, ToolError, ToolSource};
+use agentloop_core::{Tool, ToolError, ToolSource, protocol::SourceHealth};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
@@ -13,11 +13,16 @@ use crate::{
     http::HttpLink,
     process,
     stdio::StdioLink,
+    supervisor::supervise,
     tool::McpTool,
 };
 
 /// A connected MCP server: its tools are named `NAME.tool`. Dropping it stops a server started
 /// as a child process, and ends the session with a server reached over HTTP.
+///
+/// A server that stops is started again (over HTTP: a new session is opened once it can be
+/// reached), as `[mcp_servers.NAME]` says; [`ToolSource::status`] tells how it is doing, and
+/// [`ToolSource::changes`] moves whenever that changes.
 pub struct McpSource {
     name: String,
     connection: Arc<Connection>,
@@ -40,14 +45,17 @@ impl McpSource {
                 "mcp_servers.{name}.startup_timeout_s is not a usable duration"
             )));
         };
-        match (&config.command, &config.url) {
+        let source = match (&config.command, &config.url) {
             (Some(program), None) => connect_stdio(name, program, config, timeout).await,
             (None, Some(url)) => connect_http(name, url, config, timeout).await,
             // `validate` refused both of these already.
             _ => Err(McpError::InvalidConfig(format!(
                 "mcp_servers.{name} needs exactly one of command and url"
             ))),
-        }
+        }?;
+        // Ends when the source is shut down or dropped.
+        tokio::spawn(supervise(source.connection.clone(), config.clone()));
+        Ok(source)
     }
 
     /// Whether the server can be used: its process still runs, or, over HTTP, the session is
@@ -86,13 +94,37 @@ async fn connect_stdio(
     timeout: Duration,
 ) -> Result<McpSource, McpError> {
     let changes = Changes::new();
-    let (transport, lifeline) = process::spawn(name, program, config)?;
-    let started = async {
-        let link = StdioLink::handshake(name, transport, lifeline.clone(), changes.clone()).await?;
-        start(name, Connection::new(name, changes, Link::Stdio(link))).await
+    let started = tokio::time::Instant::now();
+    let link = launch_stdio(name, program, config, changes.clone()).await?;
+    let lifeline = link.lifeline().clone();
+    let listed = start(name, Connection::stdio(name, changes, link));
+    match tokio::time::timeout(timeout.saturating_sub(started.elapsed()), listed).await {
+        Ok(listed) => listed,
+        Err(_elapsed) => Err(McpError::StartupTimeout {
+            server: name.to_owned(),
+            seconds: config.startup_timeout_s,
+            details: lifeline.report().await.without_reason().as_details(),
+        }),
+    }
+}
+
+/// Starts the server's process and completes the MCP handshake within `startup_timeout_s`:
+/// at the start, and for each restart.
+pub(crate) async fn launch_stdio(
+    name: &str,
+    program: &str,
+    config: &McpServerConfig,
+    changes: Changes,
+) -> Result<StdioLink, McpError> {
+    let Some(timeout) = config.startup_timeout() else {
+        return Err(McpError::InvalidConfig(format!(
+            "mcp_servers.{name}.startup_timeout_s is not a usable duration"
+        )));
     };
-    match tokio::time::timeout(timeout, started).await {
-        Ok(started) => started,
+    let (transport, lifeline) = process::spawn(name, program, config)?;
+    let handshake = StdioLink::handshake(name, transport, lifeline.clone(), changes);
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(handshake) => handshake,
         Err(_elapsed) => Err(McpError::StartupTimeout {
             server: name.to_owned(),
             seconds: config.startup_timeout_s,
@@ -111,7 +143,11 @@ async fn connect_http(
     let changes = Changes::new();
     let started = async {
         let link = HttpLink::connect(name, url, config, timeout, changes.clone()).await?;
-        start(name, Connection::new(name, changes, Link::Http(link))).await
+        start(
+            name,
+            Connection::new(name, changes, Link::Http(Box::new(link))),
+        )
+        .await
     };
     match tokio::time::timeout(timeout, started).await {
         Ok(started) => started,
@@ -137,8 +173,8 @@ async fn start(name: &str, connection: Connection) -> Result<McpSource, McpError
     if let Err(error) = source.list(&mut listed).await {
         let details = match (source.connection.link(), &error) {
             // An unavailable server's message already tells why it stopped.
-            (Link::Stdio(link), ToolError::Failed(_)) => {
-                link.lifeline().report().await.as_details()
+            (Link::Stdio(slot), ToolError::Failed(_)) => {
+                slot.current().lifeline().report().await.as_details()
             }
             _ => String::new(),
         };
@@ -197,6 +233,12 @@ impl ToolSource for McpSource {
     /// shut down or dropped, so that whoever waits for changes can stop.
     fn changes(&self) -> Option<watch::Receiver<u64>> {
         Some(self.connection.changes().subscribe())
+    }
+
+    /// Up, restarting (after it stopped or could not be reached) or down (shut down, or every
+    /// restart failed), with how often it was restarted.
+    fn status(&self) -> SourceHealth {
+        self.connection.status()
     }
 }
 

@@ -1,8 +1,9 @@
-//! A session with a server started as a child process, over its stdio.
+//! A session with a server started as a child process, over its stdio; the process of the
+//! moment, replaced when the server is restarted.
 
 use std::{
     future::Future,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
 use agentloop_core::ToolError;
@@ -14,6 +15,56 @@ use crate::{
     lifeline::Lifeline,
     process::ChildTransport,
 };
+
+/// The link to the server's current process: the supervisor puts a new one in place of a dead
+/// one, and calls always go to the one of the moment.
+pub(crate) struct StdioSlot {
+    slot: Mutex<Slot>,
+}
+
+struct Slot {
+    link: Arc<StdioLink>,
+    /// Set by shutdown: no new process may take the place of the old one after it.
+    closed: bool,
+}
+
+impl StdioSlot {
+    pub(crate) fn new(link: StdioLink) -> Self {
+        Self {
+            slot: Mutex::new(Slot {
+                link: Arc::new(link),
+                closed: false,
+            }),
+        }
+    }
+
+    pub(crate) fn current(&self) -> Arc<StdioLink> {
+        self.lock().link.clone()
+    }
+
+    /// Puts the link to a restarted process in place; gives it back when the slot was closed
+    /// meanwhile, for the caller to stop.
+    pub(crate) fn replace(&self, link: Arc<StdioLink>) -> Result<(), Arc<StdioLink>> {
+        let mut slot = self.lock();
+        if slot.closed {
+            return Err(link);
+        }
+        slot.link = link;
+        Ok(())
+    }
+
+    /// Closes the slot and returns the link of the moment, to stop it.
+    pub(crate) fn close(&self) -> Arc<StdioLink> {
+        let mut slot = self.lock();
+        slot.closed = true;
+        slot.link.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        // Both fields are only ever replaced whole.
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 pub(crate) struct StdioLink {
     server: String,

@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 
-use agentloop_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSource};
+use agentloop_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, protocol::SourceState};
 use agentloop_mcp::{McpServerConfig, McpSource};
 use agentloop_test_support::mcp::{
     LOG_ENV, read_test_mcp_log, test_mcp_server_config_toml, test_mcp_server_path,
@@ -194,7 +194,10 @@ async fn calls_run_concurrently_over_one_connection() {
 async fn a_dead_server_fails_its_calls_at_once_with_why() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.jsonl");
-    let source = connect(Some(&log)).await;
+    // Not restarted, so that the calls below surely meet the dead server (supervision.rs
+    // tests restarts).
+    let config = config(Some(&log)).with_restarts(0, 0.5, 30.0);
+    let source = McpSource::connect("test", &config).await.unwrap();
     let crash = tool(&source, "test.crash").await;
     let echo = tool(&source, "test.echo").await;
 
@@ -215,6 +218,11 @@ async fn a_dead_server_fails_its_calls_at_once_with_why() {
     };
     assert!(message.contains("'test'"), "{message}");
     assert!(message.contains("exited with status 3"), "{message}");
+    let status = source.status();
+    assert!(
+        matches!(&status.state, SourceState::Down { reason } if reason.contains("restarts are off")),
+        "{status:?}"
+    );
 
     // The echo never reached the dead server.
     let tools: Vec<Value> = read_test_mcp_log(&log)

@@ -9,6 +9,7 @@ mod message;
 mod plan;
 mod record;
 mod session;
+mod source;
 
 pub use event::{
     Event, EventKind, FinalizeReason, InputKind, InputRequest, PendingCall, RunStatus, Usage,
@@ -17,3 +18,4 @@ pub use message::{ChatMessage, Role, ToolCall};
 pub use plan::{Plan, SubTask, SubTaskStatus};
 pub use record::{ToolExecutionRecord, ToolStatus};
 pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};
+pub use source::{SourceHealth, SourceState, SourceStatus, SourceTransport};

@@ -6,7 +6,10 @@ use std::{
     time::Duration,
 };
 
-use agentloop_core::{Agent, AgentBuilder, AgentError, Llm, LlmError, Store, StoreError};
+use agentloop_core::{
+    Agent, AgentBuilder, AgentError, Llm, LlmError, Store, StoreError,
+    protocol::{SourceHealth, SourceState, SourceTransport},
+};
 use agentloop_llm::{JsonToolCalling, OpenAiClient, ToolCalling, token_counter_for};
 use agentloop_mcp::{McpError, McpSource};
 use agentloop_store::SqlStore;
@@ -88,7 +91,11 @@ impl Runtime {
             .collect();
         let store = Arc::new(SqlStore::connect(&config.store.url).await?);
         let wait = Duration::from_secs_f64(config.agent.tools_wait_s);
-        let (servers, late, mut warnings) = wait_for_servers(connecting, wait).await;
+        let (servers, late, left_out) = wait_for_servers(connecting, wait).await;
+        let mut warnings: Vec<String> = left_out
+            .iter()
+            .map(|(name, error)| format!("MCP server {name} is left out: {error}"))
+            .collect();
         let mut builder = Agent::builder()
             .llm(llm)
             .store(store.clone() as Arc<dyn Store>)
@@ -118,12 +125,24 @@ impl Runtime {
         }
         let agent = customize(builder).build().await?;
         warnings.extend(agent.warnings().iter().cloned());
+        // Servers that are not (yet) in the agent's tools are reported too (`/healthz`).
+        let transport = |name: &str| match config.mcp_servers.get(name) {
+            Some(server) if server.is_http() => SourceTransport::Http,
+            _ => SourceTransport::Stdio,
+        };
+        for (name, reason) in left_out {
+            let state = SourceState::Down { reason };
+            note_source(&agent, &name, transport(&name), state);
+        }
         let servers = Arc::new(Mutex::new(servers));
         for (name, task) in late {
+            let transport = transport(&name);
+            note_source(&agent, &name, transport, SourceState::Starting);
             warnings.push(format!(
                 "MCP server {name} is still starting; its tools join when it is ready"
             ));
-            tokio::spawn(join_later(name, task, agent.clone(), servers.clone()));
+            let joining = join_later(name, transport, task, agent.clone(), servers.clone());
+            tokio::spawn(joining);
         }
         Ok(Runtime {
             agent,
@@ -164,33 +183,53 @@ impl Runtime {
 async fn wait_for_servers(
     connecting: Vec<Connecting>,
     wait: Duration,
-) -> (Vec<Arc<McpSource>>, Vec<Connecting>, Vec<String>) {
+) -> (Vec<Arc<McpSource>>, Vec<Connecting>, Vec<(String, String)>) {
     let deadline = tokio::time::Instant::now() + wait;
     let mut ready = Vec::new();
     let mut late = Vec::new();
-    let mut warnings = Vec::new();
+    let mut left_out = Vec::new();
     for (name, mut task) in connecting {
         match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(Ok(Ok(source))) => ready.push(Arc::new(source)),
-            Ok(Ok(Err(error))) => warnings.push(format!("MCP server {name} is left out: {error}")),
-            Ok(Err(crashed)) => warnings.push(format!("MCP server {name} is left out: {crashed}")),
+            Ok(Ok(Err(error))) => left_out.push((name, error.to_string())),
+            Ok(Err(crashed)) => left_out.push((name, crashed.to_string())),
             Err(_) => late.push((name, task)),
         }
     }
-    (ready, late, warnings)
+    (ready, late, left_out)
+}
+
+/// Reports a server that is not among the agent's tool sources (yet).
+fn note_source(agent: &Agent, name: &str, transport: SourceTransport, state: SourceState) {
+    agent.services().tools.note_source(
+        name,
+        SourceHealth {
+            transport,
+            state,
+            restarts: 0,
+        },
+    );
 }
 
 /// Adds the tools of a server that became ready after the start.
 async fn join_later(
     name: String,
+    transport: SourceTransport,
     task: JoinHandle<Result<McpSource, McpError>>,
     agent: Agent,
     servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
 ) {
-    let source = match task.await {
-        Ok(Ok(source)) => Arc::new(source),
-        Ok(Err(error)) => return tracing::warn!(server = %name, %error, "MCP server left out"),
-        Err(crashed) => return tracing::warn!(server = %name, %crashed, "MCP server left out"),
+    let reason = match task.await {
+        Ok(Ok(source)) => Ok(Arc::new(source)),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(crashed) => Err(crashed.to_string()),
+    };
+    let source = match reason {
+        Ok(source) => source,
+        Err(reason) => {
+            tracing::warn!(server = %name, error = %reason, "MCP server left out");
+            return note_source(&agent, &name, transport, SourceState::Down { reason });
+        }
     };
     servers
         .lock()

@@ -1,10 +1,13 @@
-//! `agentloop tools`: what each MCP server offers.
+//! `agentloop tools`: how each MCP server is doing (up, or down and why) and what it offers.
 
 use std::process::ExitCode;
 
 use std::collections::BTreeMap;
 
-use agentloop::{McpSource, ToolCatalog, ToolSettings, ToolSource};
+use agentloop::{
+    McpServerConfig, McpSource, ToolCatalog, ToolSettings, ToolSource,
+    core::protocol::{SourceHealth, SourceState, SourceTransport},
+};
 use serde_json::json;
 
 use crate::{
@@ -26,7 +29,18 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
     if args.json {
         let failed: Vec<_> = failures
             .iter()
-            .map(|(name, error)| json!({"server": name, "error": error.to_string()}))
+            .map(|(name, error)| {
+                let mut failed = health_json(&SourceHealth {
+                    transport: transport(config.mcp_servers.get(name)),
+                    state: SourceState::Down {
+                        reason: error.to_string(),
+                    },
+                    restarts: 0,
+                });
+                failed["server"] = json!(name);
+                failed["error"] = json!(error.to_string());
+                failed
+            })
             .collect();
         println!(
             "{}",
@@ -37,7 +51,7 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
             print_server(server);
         }
         for (name, error) in &failures {
-            eprintln!("{name}: not available: {error}");
+            eprintln!("{name}: down: {error}");
         }
     }
     futures::future::join_all(servers.iter().map(|server| server.shutdown())).await;
@@ -54,9 +68,14 @@ async fn describe(
     server: &McpSource,
     settings: &BTreeMap<String, ToolSettings>,
 ) -> serde_json::Value {
+    let mut described = health_json(&server.status());
+    described["server"] = json!(server.name());
     let tools = match server.tools().await {
         Ok(tools) => tools,
-        Err(error) => return json!({"server": server.name(), "error": error.to_string()}),
+        Err(error) => {
+            described["error"] = json!(error.to_string());
+            return described;
+        }
     };
     let catalog = ToolCatalog::new(tools, settings);
     let tools: Vec<_> = catalog
@@ -72,16 +91,36 @@ async fn describe(
             })
         })
         .collect();
-    json!({"server": server.name(), "tools": tools})
+    described["tools"] = json!(tools);
+    described
+}
+
+/// `transport`, `state` (with `reason` when it is not up) and `restarts`, as `/healthz` has
+/// them.
+fn health_json(health: &SourceHealth) -> serde_json::Value {
+    serde_json::to_value(health).unwrap_or_else(|_| json!({}))
+}
+
+fn transport(config: Option<&McpServerConfig>) -> SourceTransport {
+    match config {
+        Some(config) if config.is_http() => SourceTransport::Http,
+        Some(_) => SourceTransport::Stdio,
+        None => SourceTransport::Other,
+    }
 }
 
 fn print_server(server: &serde_json::Value) {
     let name = server["server"].as_str().unwrap_or_default();
+    let transport = server["transport"].as_str().unwrap_or_default();
+    let state = server["state"].as_str().unwrap_or_default();
     let Some(tools) = server["tools"].as_array() else {
-        println!("{name}: {}", server["error"].as_str().unwrap_or("no tools"));
+        println!(
+            "{name} ({transport}, {state}): {}",
+            server["error"].as_str().unwrap_or("no tools")
+        );
         return;
     };
-    println!("{name} ({} tools)", tools.len());
+    println!("{name} ({transport}, {state}, {} tools)", tools.len());
     let width = tools
         .iter()
         .filter_map(|tool| tool["name"].as_str())
