@@ -183,10 +183,9 @@ pub trait Store: Send + Sync {
     /// The events of a run with `seq > after_seq`, in order.
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError>;
 
-    /// Whether the store answers (for health checks).
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
+    /// Whether the store answers a trivial query, failing within a couple of seconds when it
+    /// does not (for health checks). No default: a store that cannot tell is not healthy.
+    async fn ping(&self) -> Result<(), StoreError>;
 }
 
 /// An API key as the store knows it: never the key itself, only what identifies it.

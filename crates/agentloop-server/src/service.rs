@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentloop_core::Store;
+use agentloop_core::{Store, protocol::SourceStatus};
 use axum::{
     Json,
     extract::State,
@@ -21,6 +21,9 @@ pub struct Health {
     /// Runs in progress on this instance.
     pub active_runs: usize,
     pub store: StoreHealth,
+    /// Each tool source (MCP server) and its state. A source that is down does not make the
+    /// instance unready: runs go on without its tools, and it is restarted meanwhile.
+    pub tool_sources: Vec<SourceStatus>,
 }
 
 /// Whether the store answered its last check.
@@ -126,6 +129,7 @@ async fn health(state: &AppState) -> Response {
         status: if ok { "ok" } else { "unavailable" }.to_string(),
         active_runs: state.runs.active(),
         store,
+        tool_sources: state.agent.services().tools.source_statuses(),
     };
     let status = if ok {
         StatusCode::OK

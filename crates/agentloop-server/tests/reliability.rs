@@ -165,3 +165,32 @@ async fn malformed_paths_and_encoded_queries_get_json_answers() {
         );
     }
 }
+
+/// Readiness lists each tool source with its state; liveness checks nothing.
+#[tokio::test]
+async fn readiness_reports_the_store_and_each_tool_source() {
+    let server = TestServer::start(vec![], "").await;
+    for path in ["/readyz", "/healthz"] {
+        let response = server
+            .client
+            .get(format!("{}{path}", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["store"]["status"], "ok", "{body}");
+        let sources = body["tool_sources"].as_array().unwrap();
+        assert_eq!(sources.len(), 1, "{body}");
+        assert_eq!(sources[0]["name"], "test");
+        assert_eq!(sources[0]["state"], "up");
+        assert!(sources[0]["tools"].as_u64().unwrap() > 0, "{body}");
+    }
+    let live = server
+        .client
+        .get(format!("{}/livez", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+}
