@@ -1,6 +1,6 @@
 //! How values are written to the portable schema and read back: ids as text, times as
-//! milliseconds, JSON as text, counters as BIGINT. Anything unreadable becomes
-//! `StoreError::Corrupt` naming the table and column, never a panic.
+//! milliseconds, JSON as text, counters as BIGINT, free text through `text::encode`. Anything
+//! unreadable becomes `StoreError::Corrupt` naming the table and column, never a panic.
 
 use agentloop_core::StoreError;
 use chrono::{DateTime, Utc};
@@ -9,6 +9,9 @@ use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{Decode, Row, Type, any::Any};
 use uuid::Uuid;
+
+use crate::dialect::Backend;
+use crate::text;
 
 /// Times are kept to the millisecond: what is read back is truncated to it.
 pub(crate) fn millis(time: DateTime<Utc>) -> i64 {
@@ -35,11 +38,16 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T, what: &str) -> Result<Stri
 pub(crate) struct Cells<'r> {
     row: &'r AnyRow,
     table: &'static str,
+    backend: Backend,
 }
 
 impl<'r> Cells<'r> {
-    pub(crate) fn of(row: &'r AnyRow, table: &'static str) -> Self {
-        Self { row, table }
+    pub(crate) fn of(row: &'r AnyRow, table: &'static str, backend: Backend) -> Self {
+        Self {
+            row,
+            table,
+            backend,
+        }
     }
 
     fn get<T>(&self, column: &str) -> Result<T, StoreError>
@@ -59,12 +67,25 @@ impl<'r> Cells<'r> {
         ))
     }
 
+    /// Text the store wrote itself: an id, a name, JSON.
     pub(crate) fn text(&self, column: &str) -> Result<String, StoreError> {
         self.get(column)
     }
 
     pub(crate) fn optional_text(&self, column: &str) -> Result<Option<String>, StoreError> {
         self.get(column)
+    }
+
+    /// Text that came from outside (a user, the model, a tool) and may hold any character; it
+    /// was written with `Db::text`.
+    pub(crate) fn free_text(&self, column: &str) -> Result<String, StoreError> {
+        Ok(text::decode(self.backend, self.text(column)?))
+    }
+
+    pub(crate) fn optional_free_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .optional_text(column)?
+            .map(|stored| text::decode(self.backend, stored)))
     }
 
     pub(crate) fn integer(&self, column: &str) -> Result<i64, StoreError> {

@@ -1,6 +1,9 @@
 //! Opening a database from its URL, and bringing its schema up to date.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentloop_core::StoreError;
@@ -10,13 +13,27 @@ use sqlx::migrate::{Migrate, Migrator};
 use sqlx::{Connection, Executor};
 
 use crate::config::unsupported_url_message;
-use crate::db::Db;
+use crate::db::{Db, DbFile};
 use crate::dialect::Backend;
 use crate::errors::from_migrate;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
+
+/// How long a store call waits for a connection (a free one, or a new one) before it fails:
+/// with the database down, a request fails in seconds instead of hanging.
+pub(crate) const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long opening a PostgreSQL connection at start may take: a host that accepts TCP but
+/// never answers (a wrong port, a proxy with nothing behind it) would otherwise hang the start
+/// for ever.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// PostgreSQL ends a statement running longer than this (lock waits included), so that one
+/// stuck statement cannot hold a connection and its locks for ever. Our statements take
+/// milliseconds; migrations run without it. A `statement_timeout` in the URL's `options` wins.
+const POSTGRES_SESSION: &str = "SET statement_timeout = '15s'";
 
 /// busy_timeout comes first so that switching to WAL waits for a concurrent opener instead of
 /// failing. WAL lets readers proceed while a run writes; NORMAL is durable enough under WAL (a
@@ -32,6 +49,8 @@ struct Target {
     /// Where the database is, for messages: the path, or the URL without its password.
     location: String,
     in_memory: bool,
+    /// The file of a SQLite database (absolute).
+    file: Option<PathBuf>,
 }
 
 impl Target {
@@ -43,6 +62,7 @@ impl Target {
                 url: url.to_owned(),
                 location: without_password(url),
                 in_memory: false,
+                file: None,
             }),
             None => Err(StoreError::Unavailable(unsupported_url_message(url))),
         }
@@ -62,6 +82,16 @@ impl Target {
             ),
         })
     }
+
+    fn no_answer(&self) -> StoreError {
+        StoreError::Unavailable(format!(
+            "cannot connect to the PostgreSQL database at {}: no answer within {} s; check that \
+             the host and port are those of a PostgreSQL server (not another service, or a \
+             proxy or firewall that holds connections), or set store.url (or DATABASE_URL)",
+            self.location,
+            CONNECT_TIMEOUT.as_secs()
+        ))
+    }
 }
 
 fn sqlite_target(url: &str) -> Target {
@@ -76,6 +106,10 @@ fn sqlite_target(url: &str) -> Target {
         (false, true) => format!("{url}?mode=rwc"),
         (false, false) => format!("{url}&mode=rwc"),
     };
+    let file = (!in_memory).then(|| {
+        let path = PathBuf::from(percent_decoded(path));
+        std::path::absolute(&path).unwrap_or(path)
+    });
     Target {
         backend: Backend::Sqlite,
         url,
@@ -85,7 +119,33 @@ fn sqlite_target(url: &str) -> Target {
             path.to_owned()
         },
         in_memory,
+        file,
     }
+}
+
+/// The path sqlx opens: it percent-decodes the URL's path (`%3F` for a `?` in a file name).
+/// Anything that does not decode is kept as written.
+fn percent_decoded(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).unwrap_or_else(|_| path.to_owned())
 }
 
 fn without_password(url: &str) -> String {
@@ -108,15 +168,39 @@ pub(crate) async fn open(url: &str) -> Result<Db, StoreError> {
     // Idempotent: sqlx guards it with a Once of its own.
     sqlx::any::install_default_drivers();
     let target = Target::parse(url)?;
+    let existed = target.file.as_deref().map(Path::exists);
+    let rollback_on_acquire = target.in_memory.then(|| Arc::new(AtomicBool::new(false)));
     probe(&target).await?;
-    let pool = pool_options(&target)
+    let pool = pool_options(&target, rollback_on_acquire.clone())
         .connect(&target.url)
         .await
         .map_err(|error| target.cannot_connect(&error))?;
+    let file = match &target.file {
+        Some(path) => Some(DbFile::opened(path.clone()).map_err(|error| {
+            StoreError::Unavailable(format!(
+                "cannot find the SQLite database {} just opened: {error}; check its directory",
+                path.display()
+            ))
+        })?),
+        None => None,
+    };
+    if let (Some(file), Some(false)) = (&file, existed) {
+        // A store that silently starts empty looks like lost sessions: say so where the
+        // operator looks first.
+        tracing::warn!(
+            path = %file.path.display(),
+            "created a new, empty SQLite store at {}: no database file was there; if sessions \
+             were expected, the file was deleted or moved, or store.url (DATABASE_URL) points \
+             to another place",
+            file.path.display()
+        );
+    }
     Ok(Db {
         pool,
         backend: target.backend,
         location: target.location,
+        file,
+        rollback_on_acquire,
     })
 }
 
@@ -126,31 +210,65 @@ async fn probe(target: &Target) -> Result<(), StoreError> {
     if target.in_memory {
         return Ok(());
     }
-    let connection = AnyConnection::connect(&target.url)
-        .await
-        .map_err(|error| target.cannot_connect(&error))?;
+    let connecting = AnyConnection::connect(&target.url);
+    let connection = match target.backend {
+        // A local file answers, or fails, at once.
+        Backend::Sqlite => connecting.await,
+        Backend::Postgres => match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+            Ok(connected) => connected,
+            Err(_) => return Err(target.no_answer()),
+        },
+    }
+    .map_err(|error| target.cannot_connect(&error))?;
     if let Err(error) = connection.close().await {
         tracing::debug!(%error, "closing the probe connection failed");
     }
     Ok(())
 }
 
-fn pool_options(target: &Target) -> AnyPoolOptions {
-    let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(30));
+fn pool_options(target: &Target, rollback_on_acquire: Option<Arc<AtomicBool>>) -> AnyPoolOptions {
+    let options = AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT);
     match (target.backend, target.in_memory) {
         // Every connection to `sqlite::memory:` opens a database of its own, and the database
-        // vanishes with its last connection: keep exactly one, for ever.
+        // vanishes with its last connection: keep exactly one, for ever. A transaction dropped
+        // unfinished on it cannot close it (see `Tx`): it is rolled back before the next use.
         (Backend::Sqlite, true) => options
             .max_connections(1)
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
-            .after_connect(|connection, _| Box::pin(sqlite_pragmas(connection))),
+            .after_connect(|connection, _| Box::pin(sqlite_pragmas(connection)))
+            .before_acquire(move |connection, _| {
+                let rollback = rollback_on_acquire
+                    .as_ref()
+                    .is_some_and(|flag| flag.swap(false, Ordering::AcqRel));
+                Box::pin(async move {
+                    if rollback {
+                        // Fails when SQLite already rolled back by itself: clean either way.
+                        if let Err(error) = connection.execute("ROLLBACK").await {
+                            tracing::debug!(%error, "rolling back an abandoned transaction");
+                        }
+                    }
+                    Ok(true)
+                })
+            }),
         // SQLite has one writer at a time anyway; a few connections let reads overlap a write.
         (Backend::Sqlite, false) => options
             .max_connections(4)
             .after_connect(|connection, _| Box::pin(sqlite_pragmas(connection))),
-        (Backend::Postgres, _) => options.max_connections(10),
+        (Backend::Postgres, _) => {
+            let url_sets_its_own = target.url.contains("statement_timeout");
+            options
+                .max_connections(10)
+                .after_connect(move |connection, _| {
+                    Box::pin(async move {
+                        if !url_sets_its_own {
+                            connection.execute(POSTGRES_SESSION).await?;
+                        }
+                        Ok(())
+                    })
+                })
+        }
     }
 }
 
@@ -165,6 +283,15 @@ pub(crate) async fn apply_migrations(db: &Db) -> Result<Vec<String>, StoreError>
         Backend::Postgres => &POSTGRES_MIGRATIONS,
     };
     let mut connection = db.pool.acquire().await.map_err(|error| db.error(error))?;
+    if db.backend == Backend::Postgres {
+        // A migration may rewrite a large table, or wait for another process's migration.
+        // The connection is closed afterwards, taking this setting with it.
+        connection
+            .execute("SET statement_timeout = 0")
+            .await
+            .map_err(|error| db.error(error))?;
+        connection.close_on_drop();
+    }
     let applied = migrate_locked(migrator, &mut connection)
         .await
         .map_err(|error| from_migrate(&error, &db.location));
@@ -212,6 +339,17 @@ mod tests {
         assert!(!target.in_memory);
         let target = sqlite_target("sqlite:x.db?cache=shared");
         assert_eq!(target.url, "sqlite:x.db?cache=shared&mode=rwc");
+    }
+
+    #[test]
+    fn the_file_is_the_one_sqlx_opens() {
+        let target = sqlite_target("sqlite://data/a%3Fb%20c.db?mode=rwc");
+        let file = target.file.unwrap();
+        assert!(file.is_absolute(), "{file:?}");
+        assert!(file.ends_with("data/a?b c.db"), "{file:?}");
+        assert_eq!(percent_decoded("100%"), "100%");
+        assert_eq!(percent_decoded("%zz%41"), "%zzA");
+        assert_eq!(sqlite_target("sqlite::memory:").file, None);
     }
 
     #[test]

@@ -1,14 +1,26 @@
 //! Turning sqlx's errors into `StoreError`s that tell the user what to fix.
+//!
+//! `Unavailable` means "not now": the database cannot be reached, or cannot take a write for a
+//! reason outside the statement (a full disk, an I/O error, a lock held elsewhere, a server
+//! shutting down), so the same call may succeed later. `Query` is a statement the database
+//! refuses, which would fail again.
 
 use agentloop_core::StoreError;
+use sqlx::error::DatabaseError;
 use sqlx::migrate::MigrateError;
+use sqlx::sqlite::SqliteError;
+
+use crate::connect::ACQUIRE_TIMEOUT;
+
+const SET_THE_URL: &str = "or set store.url (or DATABASE_URL)";
 
 pub(crate) fn from_sqlx(error: &sqlx::Error, location: &str) -> StoreError {
+    if let Some(advice) = unavailable_advice(error) {
+        return StoreError::Unavailable(format!(
+            "the database at {location} is unavailable: {error}; {advice}"
+        ));
+    }
     match error {
-        _ if is_unreachable(error) => StoreError::Unavailable(format!(
-            "lost the database at {location}: {error}; check that it is running and reachable, \
-             or set store.url (or DATABASE_URL)"
-        )),
         sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
             StoreError::Corrupt(error.to_string())
         }
@@ -17,17 +29,61 @@ pub(crate) fn from_sqlx(error: &sqlx::Error, location: &str) -> StoreError {
     }
 }
 
-/// The database could not be reached or stopped answering, as opposed to refusing a statement.
-fn is_unreachable(error: &sqlx::Error) -> bool {
-    matches!(
-        error,
+/// What to check when the database could not be reached, stopped answering, or cannot take a
+/// write for now; `None` when the statement itself was refused.
+fn unavailable_advice(error: &sqlx::Error) -> Option<String> {
+    let reachable = format!("check that it is running and reachable, {SET_THE_URL}");
+    match error {
         sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::Configuration(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    )
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::Configuration(_)
+        | sqlx::Error::WorkerCrashed => Some(reachable),
+        sqlx::Error::PoolTimedOut => Some(format!(
+            "no connection could be had within {} s (every one busy, or none could be opened); \
+             {reachable}",
+            ACQUIRE_TIMEOUT.as_secs()
+        )),
+        sqlx::Error::PoolClosed => Some("the store was closed (agentloop is stopping)".into()),
+        sqlx::Error::Database(database) => database_advice(database.as_ref()).map(str::to_owned),
+        _ => None,
+    }
+}
+
+fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
+    let code = error.code()?;
+    if error.try_downcast_ref::<SqliteError>().is_some() {
+        // Extended result codes: the primary code is the low byte.
+        let primary = code.parse::<i32>().ok()? & 0xff;
+        return match primary {
+            // SQLITE_BUSY, SQLITE_LOCKED
+            5 | 6 => Some(
+                "another connection or process held the database locked for too long; check \
+                 for another agentloop (or a tool) using the same file",
+            ),
+            // SQLITE_READONLY
+            8 => Some(
+                "the file cannot be written; check its permissions and those of its directory, \
+                 and that the file was not deleted or replaced",
+            ),
+            // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
+            10 | 13 | 14 => Some(
+                "check free disk space, that the file and its directory are still there and \
+                 writable, and the system log for disk errors",
+            ),
+            _ => None,
+        };
+    }
+    // PostgreSQL SQLSTATE classes: 08 connection exception, 53 insufficient resources (disk,
+    // memory, connections), 57 operator intervention (shutdown, statement timeout), 58 system
+    // error (I/O).
+    match code.get(..2)? {
+        "08" | "57" => Some("check that the server is running and reachable, and its log"),
+        "53" | "58" => {
+            Some("check the server's free disk space, memory and connection limit, and its log")
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn from_migrate(error: &MigrateError, location: &str) -> StoreError {

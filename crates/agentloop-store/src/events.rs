@@ -6,7 +6,7 @@ use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
-use crate::columns::{Cells, count, millis, now, to_json};
+use crate::columns::{count, millis, now, to_json};
 use crate::db::Db;
 
 const WIDTH: usize = 5;
@@ -69,6 +69,6 @@ pub(crate) async fn after(db: &Db, run_id: Uuid, after_seq: u64) -> Result<Vec<E
         .await
         .map_err(|error| db.error(error))?;
     rows.iter()
-        .map(|row| Cells::of(row, "run_events").json("payload"))
+        .map(|row| db.cells(row, "run_events").json("payload"))
         .collect()
 }

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use crate::columns::{Cells, millis, now};
+use crate::columns::{millis, now};
 use crate::db::Db;
 use crate::sessions::add_user;
 
@@ -38,14 +38,14 @@ pub(crate) async fn create(db: &Db, user_id: &str) -> Result<NewApiKey, StoreErr
          VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(info.id.as_str())
-    .bind(user_id)
+    .bind(db.text(user_id))
     .bind(hash(&secret))
     .bind(info.prefix.as_str())
     .bind(millis(info.created_at))
     .execute(&mut *tx)
     .await
     .map_err(|error| db.error(error))?;
-    tx.commit().await.map_err(|error| db.error(error))?;
+    tx.commit().await?;
     Ok(NewApiKey { info, secret })
 }
 
@@ -61,7 +61,7 @@ pub(crate) async fn authenticate(db: &Db, secret: &str) -> Result<Option<String>
         .fetch_optional(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    row.map(|row| Cells::of(&row, "api_keys").text("user_id"))
+    row.map(|row| db.cells(&row, "api_keys").free_text("user_id"))
         .transpose()
 }
 
@@ -83,7 +83,7 @@ pub(crate) async fn revoke(db: &Db, id_or_secret: &str) -> Result<Option<ApiKeyI
         .fetch_optional(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    row.as_ref().map(key_info).transpose()
+    row.as_ref().map(|row| key_info(db, row)).transpose()
 }
 
 pub(crate) async fn list(db: &Db, user_id: Option<&str>) -> Result<Vec<ApiKeyInfo>, StoreError> {
@@ -92,21 +92,21 @@ pub(crate) async fn list(db: &Db, user_id: Option<&str>) -> Result<Vec<ApiKeyInf
     let query = match user_id {
         Some(user_id) => db
             .query(&format!("{SELECT_KEY} WHERE user_id = $1 {order}"))
-            .bind(user_id),
+            .bind(db.text(user_id)),
         None => db.query(&format!("{SELECT_KEY} {order}")),
     };
     let rows = query
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    rows.iter().map(key_info).collect()
+    rows.iter().map(|row| key_info(db, row)).collect()
 }
 
-fn key_info(row: &AnyRow) -> Result<ApiKeyInfo, StoreError> {
-    let cells = Cells::of(row, "api_keys");
+fn key_info(db: &Db, row: &AnyRow) -> Result<ApiKeyInfo, StoreError> {
+    let cells = db.cells(row, "api_keys");
     Ok(ApiKeyInfo {
         id: cells.text("id")?,
-        user_id: cells.text("user_id")?,
+        user_id: cells.free_text("user_id")?,
         prefix: cells.text("prefix")?,
         created_at: cells.time("created_at")?,
         revoked_at: cells.optional_time("revoked_at")?,

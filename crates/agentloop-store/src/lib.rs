@@ -30,6 +30,7 @@ mod runs;
 mod sessions;
 mod step;
 mod store;
+mod text;
 
 pub use config::{DEFAULT_STORE_URL, StoreConfig};
 pub use store::SqlStore;

@@ -7,7 +7,7 @@ use agentloop_core::{SessionLock, StoreError};
 use sqlx::AnyConnection;
 use uuid::Uuid;
 
-use crate::columns::{Cells, millis, now};
+use crate::columns::{millis, now};
 use crate::db::{Db, changed};
 
 /// A take fails, then the holder releases before we read who holds it: try again, a few times.
@@ -49,7 +49,10 @@ pub(crate) async fn lock(
             // No row: a run that does not save the chat, on a session nobody else can join.
             return Ok(SessionLock::Acquired);
         };
-        if let Some(holder) = Cells::of(&holder, "sessions").optional_uuid("active_run_id")? {
+        if let Some(holder) = db
+            .cells(&holder, "sessions")
+            .optional_uuid("active_run_id")?
+        {
             return Ok(SessionLock::Busy { run_id: holder });
         }
     }

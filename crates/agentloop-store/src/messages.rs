@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
-use crate::columns::{Cells, json_text, millis, to_json};
+use crate::columns::{json_text, millis, to_json};
 use crate::db::Db;
 
 const COLUMNS: &str =
@@ -30,7 +30,7 @@ pub(crate) struct MessageRow {
 }
 
 impl MessageRow {
-    pub(crate) fn encode(message: &SessionMessage) -> Result<Self, StoreError> {
+    pub(crate) fn encode(db: &Db, message: &SessionMessage) -> Result<Self, StoreError> {
         let chat = &message.message;
         let tool_calls = match chat.tool_calls.is_empty() {
             true => None,
@@ -46,9 +46,9 @@ impl MessageRow {
             run_id: message.run_id.map(|id| id.to_string()),
             kind: message.kind.as_str(),
             role: chat.role.as_str(),
-            content: chat.content.clone(),
+            content: db.optional_text(chat.content.as_deref()),
             tool_calls,
-            tool_call_id: chat.tool_call_id.clone(),
+            tool_call_id: db.optional_text(chat.tool_call_id.as_deref()),
             metadata,
             created_at: millis(message.created_at),
         })
@@ -94,7 +94,7 @@ pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    rows.iter().map(decode).collect()
+    rows.iter().map(|row| decode(db, row)).collect()
 }
 
 /// From the `dialogue_messages`-th most recent dialogue message on, traces left out; everything
@@ -123,11 +123,11 @@ pub(crate) async fn history(
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    rows.iter().map(decode).collect()
+    rows.iter().map(|row| decode(db, row)).collect()
 }
 
-fn decode(row: &AnyRow) -> Result<SessionMessage, StoreError> {
-    let cells = Cells::of(row, "messages");
+fn decode(db: &Db, row: &AnyRow) -> Result<SessionMessage, StoreError> {
+    let cells = db.cells(row, "messages");
     let tool_calls: Option<Vec<ToolCall>> = cells.optional_json("tool_calls")?;
     Ok(SessionMessage {
         id: cells.uuid("id")?,
@@ -136,9 +136,9 @@ fn decode(row: &AnyRow) -> Result<SessionMessage, StoreError> {
         kind: cells.name("kind")?,
         message: ChatMessage {
             role: cells.name("role")?,
-            content: cells.optional_text("content")?,
+            content: cells.optional_free_text("content")?,
             tool_calls: tool_calls.unwrap_or_default(),
-            tool_call_id: cells.optional_text("tool_call_id")?,
+            tool_call_id: cells.optional_free_text("tool_call_id")?,
         },
         metadata: cells.optional_json("metadata")?.unwrap_or(Value::Null),
         created_at: cells.time("created_at")?,

@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
-use crate::columns::{Cells, count, json_text, millis, to_json};
+use crate::columns::{count, json_text, millis, to_json};
 use crate::db::Db;
 
 const COLUMNS: &str = "call_id, iteration, tool, arguments, started_at, duration_ms, status, \
@@ -30,24 +30,27 @@ pub(crate) struct RecordRow {
 
 /// One row per call: PostgreSQL refuses an upsert that touches the same row twice, so a call
 /// written twice in one step keeps its first place and its last fields here already.
-pub(crate) fn encode(records: &[ToolExecutionRecord]) -> Result<Vec<RecordRow>, StoreError> {
+pub(crate) fn encode(
+    db: &Db,
+    records: &[ToolExecutionRecord],
+) -> Result<Vec<RecordRow>, StoreError> {
     let mut rows: Vec<RecordRow> = Vec::with_capacity(records.len());
     for record in records {
         let row = RecordRow {
-            call_id: record.call_id.clone(),
+            call_id: db.text(&record.call_id),
             iteration: i64::from(record.iteration),
-            tool: record.tool.clone(),
+            tool: db.text(&record.tool),
             arguments: json_text(&record.arguments),
             started_at: millis(record.started_at),
             duration_ms: count(record.duration_ms),
             status: record.status.as_str(),
-            result: record.result.clone(),
+            result: db.optional_text(record.result.as_deref()),
             structured_result: record
                 .structured_result
                 .as_ref()
                 .map(|value| to_json(value, "a structured tool result"))
                 .transpose()?,
-            error: record.error.clone(),
+            error: db.optional_text(record.error.as_deref()),
         };
         match rows
             .iter_mut()
@@ -106,21 +109,21 @@ pub(crate) async fn of_run(db: &Db, run_id: Uuid) -> Result<Vec<ToolExecutionRec
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    rows.iter().map(decode).collect()
+    rows.iter().map(|row| decode(db, row)).collect()
 }
 
-fn decode(row: &AnyRow) -> Result<ToolExecutionRecord, StoreError> {
-    let cells = Cells::of(row, "tool_executions");
+fn decode(db: &Db, row: &AnyRow) -> Result<ToolExecutionRecord, StoreError> {
+    let cells = db.cells(row, "tool_executions");
     Ok(ToolExecutionRecord {
-        call_id: cells.text("call_id")?,
+        call_id: cells.free_text("call_id")?,
         iteration: cells.counter("iteration")?,
-        tool: cells.text("tool")?,
+        tool: cells.free_text("tool")?,
         arguments: cells.json("arguments")?,
         started_at: cells.time("started_at")?,
         duration_ms: cells.counter("duration_ms")?,
         status: cells.name("status")?,
-        result: cells.optional_text("result")?,
+        result: cells.optional_free_text("result")?,
         structured_result: cells.optional_json("structured_result")?,
-        error: cells.optional_text("error")?,
+        error: cells.optional_free_text("error")?,
     })
 }

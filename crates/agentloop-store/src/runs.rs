@@ -6,7 +6,7 @@ use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use crate::columns::{Cells, count, json_text, millis};
+use crate::columns::{count, json_text, millis};
 use crate::db::{Db, changed};
 
 const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
@@ -21,9 +21,9 @@ pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     )
     .bind(run.id.to_string())
     .bind(run.session_id.to_string())
-    .bind(run.user_id.as_str())
-    .bind(run.query.as_str())
-    .bind(run.model.as_deref())
+    .bind(db.text(&run.user_id))
+    .bind(db.text(&run.query))
+    .bind(db.optional_text(run.model.as_deref()))
     .bind(RunStatus::Running.as_str())
     .bind(i64::from(run.save_chat))
     .bind(json_text(&run.context))
@@ -72,8 +72,8 @@ pub(crate) async fn record_progress(
             .bind(end.status.as_str())
             .bind(end.status.is_final().then(|| millis(end.finished_at)))
             .bind(end.answer_message_id.map(|id| id.to_string()))
-            .bind(failure.map(|failure| failure.code.as_str()))
-            .bind(failure.map(|failure| failure.message.as_str()))
+            .bind(db.optional_text(failure.map(|failure| failure.code.as_str())))
+            .bind(db.optional_text(failure.map(|failure| failure.message.as_str())))
             .bind(end.finalize_reason.map(|reason| reason.as_str()))
             .bind(snapshot);
     }
@@ -111,7 +111,7 @@ pub(crate) async fn paused(db: &Db, id: Uuid) -> Result<Option<serde_json::Value
     let Some(row) = row else {
         return Ok(None);
     };
-    let text: Option<String> = Cells::of(&row, "runs").optional_text("snapshot")?;
+    let text: Option<String> = db.cells(&row, "runs").optional_text("snapshot")?;
     text.map(|text| {
         serde_json::from_str(&text)
             .map_err(|error| StoreError::Corrupt(format!("runs.snapshot of run {id}: {error}")))
@@ -126,7 +126,7 @@ pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<RunInfo>, StoreError
         .fetch_optional(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    row.as_ref().map(decode).transpose()
+    row.as_ref().map(|row| decode(db, row)).transpose()
 }
 
 pub(crate) async fn of_session(db: &Db, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError> {
@@ -138,18 +138,18 @@ pub(crate) async fn of_session(db: &Db, session_id: Uuid) -> Result<Vec<RunInfo>
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    rows.iter().map(decode).collect()
+    rows.iter().map(|row| decode(db, row)).collect()
 }
 
-fn decode(row: &AnyRow) -> Result<RunInfo, StoreError> {
-    let cells = Cells::of(row, "runs");
+fn decode(db: &Db, row: &AnyRow) -> Result<RunInfo, StoreError> {
+    let cells = db.cells(row, "runs");
     Ok(RunInfo {
         id: cells.uuid("id")?,
         session_id: cells.uuid("session_id")?,
-        user_id: cells.text("user_id")?,
-        query: cells.text("query")?,
+        user_id: cells.free_text("user_id")?,
+        query: cells.free_text("query")?,
         status: cells.name("status")?,
-        model: cells.optional_text("model")?,
+        model: cells.optional_free_text("model")?,
         iterations: cells.counter("iterations")?,
         tools_used: cells.counter("tools_used")?,
         usage: Usage {
@@ -158,8 +158,8 @@ fn decode(row: &AnyRow) -> Result<RunInfo, StoreError> {
         },
         finalize_reason: cells.optional_name("finalize_reason")?,
         answer_message_id: cells.optional_uuid("answer_message_id")?,
-        error_code: cells.optional_text("error_code")?,
-        error_message: cells.optional_text("error_message")?,
+        error_code: cells.optional_free_text("error_code")?,
+        error_message: cells.optional_free_text("error_message")?,
         save_chat: cells.flag("save_chat")?,
         started_at: cells.time("started_at")?,
         finished_at: cells.optional_time("finished_at")?,

@@ -7,7 +7,7 @@ use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use crate::columns::{Cells, millis, now};
+use crate::columns::{millis, now};
 use crate::db::{Db, changed};
 
 const SELECT_SESSION: &str = "SELECT s.id, s.user_id, s.title, s.created_at, s.updated_at, \
@@ -24,13 +24,13 @@ pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo,
          VALUES ($1, $2, $3, $4, $4)",
     )
     .bind(session.id.to_string())
-    .bind(session.user_id.as_str())
-    .bind(session.title.as_str())
+    .bind(db.text(&session.user_id))
+    .bind(db.text(&session.title))
     .bind(millis(created_at))
     .execute(&mut *tx)
     .await
     .map_err(|error| db.error(error))?;
-    tx.commit().await.map_err(|error| db.error(error))?;
+    tx.commit().await?;
     Ok(SessionInfo {
         id: session.id,
         user_id: session.user_id.clone(),
@@ -50,7 +50,7 @@ pub(crate) async fn add_user(
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     db.query("INSERT INTO users (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
-        .bind(user_id)
+        .bind(db.text(user_id))
         .bind(millis(at))
         .execute(connection)
         .await
@@ -65,7 +65,7 @@ pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<SessionInfo>, StoreE
         .fetch_optional(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    row.as_ref().map(session_info).transpose()
+    row.as_ref().map(|row| session_info(db, row)).transpose()
 }
 
 pub(crate) async fn list(
@@ -80,7 +80,7 @@ pub(crate) async fn list(
             .query(&format!(
                 "{SELECT_SESSION} WHERE s.user_id = $1 {order} LIMIT $2"
             ))
-            .bind(user_id)
+            .bind(db.text(user_id))
             .bind(i64::from(limit)),
         None => db
             .query(&format!("{SELECT_SESSION} {order} LIMIT $1"))
@@ -90,7 +90,7 @@ pub(crate) async fn list(
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
-    rows.iter().map(session_info).collect()
+    rows.iter().map(|row| session_info(db, row)).collect()
 }
 
 /// Runs go first: they have no foreign key to the session (a run that does not save the chat
@@ -111,12 +111,12 @@ pub(crate) async fn delete(db: &Db, id: Uuid) -> Result<bool, StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(|error| db.error(error))?;
-    tx.commit().await.map_err(|error| db.error(error))?;
+    tx.commit().await?;
     Ok(changed(&session) || changed(&runs))
 }
 
-fn session_info(row: &AnyRow) -> Result<SessionInfo, StoreError> {
-    let cells = Cells::of(row, "sessions");
+fn session_info(db: &Db, row: &AnyRow) -> Result<SessionInfo, StoreError> {
+    let cells = db.cells(row, "sessions");
     // A holder whose lease ran out holds nothing any more, even before another run takes over.
     let lease_is_live = cells
         .optional_integer("lock_expires_at")?
@@ -127,8 +127,8 @@ fn session_info(row: &AnyRow) -> Result<SessionInfo, StoreError> {
     };
     Ok(SessionInfo {
         id: cells.uuid("id")?,
-        user_id: cells.text("user_id")?,
-        title: cells.text("title")?,
+        user_id: cells.free_text("user_id")?,
+        title: cells.free_text("title")?,
         created_at: cells.time("created_at")?,
         updated_at: cells.time("updated_at")?,
         message_count: cells.counter("message_count")?,

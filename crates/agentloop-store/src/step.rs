@@ -13,9 +13,9 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     let message_rows = step
         .messages
         .iter()
-        .map(MessageRow::encode)
+        .map(|message| MessageRow::encode(db, message))
         .collect::<Result<Vec<_>, _>>()?;
-    let record_rows = records::encode(&step.records)?;
+    let record_rows = records::encode(db, &step.records)?;
     let event_rows = events::encode(&step.events)?;
     let run_id = step.run_id.to_string();
     let session_id = step.session_id.to_string();
@@ -46,5 +46,5 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         Some(_) => locks::hold(db, &mut tx, &session_id, &run_id).await?,
         None => {}
     }
-    tx.commit().await.map_err(|error| db.error(error))
+    tx.commit().await
 }

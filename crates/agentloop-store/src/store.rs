@@ -1,6 +1,7 @@
 //! `SqlStore`: the `Store` and the `KeyStore` of agentloop on SQLite or PostgreSQL.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
@@ -13,9 +14,22 @@ use uuid::Uuid;
 use crate::db::Db;
 use crate::{connect, events, keys, locks, messages, records, runs, sessions, step};
 
+/// A call the database does not answer at all (a network that drops packets without closing the
+/// connection) fails after this long instead of hanging its run or request. PostgreSQL's own
+/// statement timeout (15 s) reports first while the server still answers.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A health check answers within this, healthy or not.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Sessions, messages, runs, tool executions, events and API keys in a SQL database, through one
 /// pool.
 /// The same queries serve SQLite and PostgreSQL (see the portable schema in `migrations/`).
+///
+/// Every call is bounded: waiting for a connection fails after 5 s, a call that gets no answer
+/// after 20 s, and [`ping`](SqlStore::ping) after 2 s, each with an `Unavailable` error that
+/// names the database. Free text holding U+0000 is stored exactly on both backends (see
+/// `text.rs`).
 pub struct SqlStore {
     db: Db,
 }
@@ -32,9 +46,12 @@ impl fmt::Debug for SqlStore {
 impl SqlStore {
     /// Connects to `url` and brings its schema up to date.
     ///
-    /// `sqlite://PATH` (relative to the working directory; the file is created when missing),
-    /// `sqlite::memory:`, or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (`postgresql://`
-    /// too; `?options=-c%20search_path%3DSCHEMA` selects a schema).
+    /// `sqlite://PATH` (relative to the working directory; the file is created when missing,
+    /// with a warning in the log naming it, since an empty store where sessions were expected
+    /// means the file was lost or the URL is wrong), `sqlite::memory:`, or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (`postgresql://` too;
+    /// `?options=-c%20search_path%3DSCHEMA` selects a schema). A PostgreSQL server that does not
+    /// answer within 5 s fails the connection with a message saying what to check.
     pub async fn connect(url: &str) -> Result<SqlStore, StoreError> {
         let db = connect::open(url).await?;
         for migration in connect::apply_migrations(&db).await? {
@@ -57,14 +74,30 @@ impl SqlStore {
         self.db.backend.name()
     }
 
-    /// Checks that the database still answers, for health checks.
+    /// Checks that the database still answers, within 2 s, for health checks: PostgreSQL runs
+    /// `SELECT 1`; a SQLite file must still be the file the store opened (not deleted, not
+    /// replaced) and must take a write (one that changes nothing). Cheap enough to call every
+    /// few seconds; the error says what is wrong and what to check.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.db
-            .query("SELECT 1")
-            .execute(&self.db.pool)
-            .await
-            .map(drop)
-            .map_err(|error| self.db.error(error))
+        self.bounded(PING_TIMEOUT, self.db.ping()).await
+    }
+
+    /// `call`, failed with `Unavailable` after `limit`. The call is dropped then: a transaction
+    /// it had begun is rolled back with its connection (see `Tx`).
+    async fn bounded<T>(
+        &self,
+        limit: Duration,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(limit, call).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "the database at {} did not answer within {} s; check that it is running and \
+                 reachable, and not stalled (disk, locks), or set store.url (or DATABASE_URL)",
+                self.db.location,
+                limit.as_secs()
+            ))),
+        }
     }
 
     /// Waits for the queries in flight and closes every connection.
@@ -75,12 +108,18 @@ impl SqlStore {
 
 #[async_trait]
 impl Store for SqlStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        SqlStore::ping(self).await
+    }
+
     async fn create_session(&self, session: &NewSession) -> Result<SessionInfo, StoreError> {
-        sessions::create(&self.db, session).await
+        self.bounded(CALL_TIMEOUT, sessions::create(&self.db, session))
+            .await
     }
 
     async fn session(&self, id: Uuid) -> Result<Option<SessionInfo>, StoreError> {
-        sessions::get(&self.db, id).await
+        self.bounded(CALL_TIMEOUT, sessions::get(&self.db, id))
+            .await
     }
 
     async fn list_sessions(
@@ -88,15 +127,18 @@ impl Store for SqlStore {
         user_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SessionInfo>, StoreError> {
-        sessions::list(&self.db, user_id, limit).await
+        self.bounded(CALL_TIMEOUT, sessions::list(&self.db, user_id, limit))
+            .await
     }
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
-        sessions::delete(&self.db, id).await
+        self.bounded(CALL_TIMEOUT, sessions::delete(&self.db, id))
+            .await
     }
 
     async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
-        messages::all(&self.db, session_id).await
+        self.bounded(CALL_TIMEOUT, messages::all(&self.db, session_id))
+            .await
     }
 
     async fn history(
@@ -104,7 +146,11 @@ impl Store for SqlStore {
         session_id: Uuid,
         dialogue_messages: usize,
     ) -> Result<Vec<SessionMessage>, StoreError> {
-        messages::history(&self.db, session_id, dialogue_messages).await
+        self.bounded(
+            CALL_TIMEOUT,
+            messages::history(&self.db, session_id, dialogue_messages),
+        )
+        .await
     }
 
     async fn lock_session(
@@ -113,7 +159,11 @@ impl Store for SqlStore {
         run_id: Uuid,
         lease: Duration,
     ) -> Result<SessionLock, StoreError> {
-        locks::lock(&self.db, session_id, run_id, lease).await
+        self.bounded(
+            CALL_TIMEOUT,
+            locks::lock(&self.db, session_id, run_id, lease),
+        )
+        .await
     }
 
     async fn renew_session_lock(
@@ -122,57 +172,91 @@ impl Store for SqlStore {
         run_id: Uuid,
         lease: Duration,
     ) -> Result<(), StoreError> {
-        locks::renew(&self.db, session_id, run_id, lease).await
+        self.bounded(
+            CALL_TIMEOUT,
+            locks::renew(&self.db, session_id, run_id, lease),
+        )
+        .await
+    }
+
+    async fn unlock_session(&self, session_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
+        let unlock = async {
+            let mut connection = self
+                .db
+                .pool
+                .acquire()
+                .await
+                .map_err(|error| self.db.error(error))?;
+            locks::release(
+                &self.db,
+                &mut connection,
+                &session_id.to_string(),
+                &run_id.to_string(),
+            )
+            .await
+        };
+        self.bounded(CALL_TIMEOUT, unlock).await
     }
 
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        runs::start(&self.db, run).await
+        self.bounded(CALL_TIMEOUT, runs::start(&self.db, run)).await
     }
 
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {
-        step::save(&self.db, step).await
+        self.bounded(CALL_TIMEOUT, step::save(&self.db, step)).await
     }
 
     async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError> {
-        runs::get(&self.db, id).await
+        self.bounded(CALL_TIMEOUT, runs::get(&self.db, id)).await
     }
 
     async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError> {
-        runs::of_session(&self.db, session_id).await
+        self.bounded(CALL_TIMEOUT, runs::of_session(&self.db, session_id))
+            .await
     }
 
     async fn tool_executions(&self, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError> {
-        records::of_run(&self.db, run_id).await
+        self.bounded(CALL_TIMEOUT, records::of_run(&self.db, run_id))
+            .await
     }
 
     async fn paused_run(&self, id: Uuid) -> Result<Option<serde_json::Value>, StoreError> {
-        runs::paused(&self.db, id).await
+        self.bounded(CALL_TIMEOUT, runs::paused(&self.db, id)).await
     }
 
     async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError> {
-        runs::claim_paused(&self.db, id).await
+        self.bounded(CALL_TIMEOUT, runs::claim_paused(&self.db, id))
+            .await
     }
 
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError> {
-        events::after(&self.db, run_id, after_seq).await
+        self.bounded(CALL_TIMEOUT, events::after(&self.db, run_id, after_seq))
+            .await
     }
 }
 
 #[async_trait]
 impl KeyStore for SqlStore {
     async fn create_api_key(&self, user_id: &str) -> Result<NewApiKey, StoreError> {
-        keys::create(&self.db, user_id).await
+        self.bounded(CALL_TIMEOUT, keys::create(&self.db, user_id))
+            .await
     }
 
     async fn authenticate(&self, secret: &str) -> Result<Option<String>, StoreError> {
-        keys::authenticate(&self.db, secret).await
+        self.bounded(CALL_TIMEOUT, keys::authenticate(&self.db, secret))
+            .await
     }
 
     async fn revoke_api_key(&self, id_or_secret: &str) -> Result<Option<ApiKeyInfo>, StoreError> {
-        keys::revoke(&self.db, id_or_secret).await
+        self.bounded(CALL_TIMEOUT, keys::revoke(&self.db, id_or_secret))
+            .await
     }
 
     async fn list_api_keys(&self, user_id: Option<&str>) -> Result<Vec<ApiKeyInfo>, StoreError> {
-        keys::list(&self.db, user_id).await
+        self.bounded(CALL_TIMEOUT, keys::list(&self.db, user_id))
+            .await
     }
 }
+
+#[cfg(test)]
+mod tests;

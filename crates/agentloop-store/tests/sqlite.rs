@@ -102,3 +102,180 @@ async fn every_connection_runs_with_foreign_keys_and_wal() {
     assert_eq!(fixture.text("PRAGMA journal_mode").await, "wal");
     fixture.teardown().await;
 }
+
+/// Every warning logged in this test binary, from the first call of `warnings_about` on. Tests
+/// run in parallel, so each looks only for the warnings that name its own files.
+struct Warnings;
+
+static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() != tracing::Level::WARN {
+            return;
+        }
+        let mut text = String::new();
+        event.record(
+            &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                text.push_str(&format!("{}={value:?} ", field.name()));
+            },
+        );
+        WARNINGS.lock().unwrap().push(text);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The warnings so far that name `path`.
+fn warnings_about(path: &std::path::Path) -> Vec<String> {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| tracing::subscriber::set_global_default(Warnings).unwrap());
+    let path = path.display().to_string();
+    WARNINGS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|warning| warning.contains(&path))
+        .cloned()
+        .collect()
+}
+
+fn file_url(path: &std::path::Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+/// A store whose file vanished goes on writing to the deleted file: ping says so, and the next
+/// start, which can only begin an empty store, says that loudly.
+#[tokio::test]
+async fn a_deleted_file_is_noticed_by_ping_and_warned_about_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentloop.db");
+    assert!(warnings_about(&path).is_empty());
+    let store = SqlStore::connect(&file_url(&path)).await.unwrap();
+    let warnings = warnings_about(&path);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("created a new, empty SQLite store"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[0].contains(&path.display().to_string()),
+        "{warnings:?}"
+    );
+    store.ping().await.unwrap();
+
+    // Reopening the same file warns about nothing.
+    let again = SqlStore::connect(&file_url(&path)).await.unwrap();
+    assert_eq!(warnings_about(&path), warnings);
+    again.close().await;
+
+    std::fs::remove_file(&path).unwrap();
+    let message = unavailable(store.ping().await.unwrap_err());
+    assert!(message.contains("was deleted"), "{message}");
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    store.close().await;
+
+    let restarted = SqlStore::connect(&file_url(&path)).await.unwrap();
+    let warnings = warnings_about(&path);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[1].contains("empty"), "{warnings:?}");
+    assert!(
+        restarted.list_sessions(None, 10).await.unwrap().is_empty(),
+        "a new store"
+    );
+    restarted.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_file_replaced_under_the_store_is_noticed_by_ping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentloop.db");
+    let store = SqlStore::connect(&file_url(&path)).await.unwrap();
+    let other = dir.path().join("restored.db");
+    SqlStore::migrate(&file_url(&other)).await.unwrap();
+    store.ping().await.unwrap();
+
+    std::fs::rename(&other, &path).unwrap();
+    let message = unavailable(store.ping().await.unwrap_err());
+    assert!(message.contains("replaced"), "{message}");
+    assert!(message.contains("restart"), "{message}");
+    store.close().await;
+}
+
+/// Another process holds the write lock past busy_timeout: ping fails within its 2 s, a step
+/// fails after busy_timeout as `Unavailable`, and once the lock is released every later step is
+/// stored (no connection was left inside a failed transaction).
+#[tokio::test]
+async fn a_write_lock_held_elsewhere_fails_calls_in_seconds_and_nothing_after_it() {
+    use sqlx::{Connection, Executor};
+
+    let fixture = fixture().await;
+    let store = &fixture.store;
+    let session_id = suite::session(&fixture, "alice").await;
+    let run_id = suite::run(&fixture, session_id).await;
+
+    let mut other = sqlx::AnyConnection::connect(&fixture.url).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+
+    let started = std::time::Instant::now();
+    let message = unavailable(store.ping().await.unwrap_err());
+    let waited = started.elapsed();
+    assert!(message.contains("within 2 s"), "{message}");
+    assert!(
+        waited < std::time::Duration::from_millis(2500),
+        "{waited:?}"
+    );
+
+    let step = |iterations| agentloop_core::StepRecord {
+        messages: vec![suite::question(session_id, run_id, "still there?")],
+        progress: suite::progress(iterations, 0, 10),
+        ..suite::step(run_id, session_id)
+    };
+    let started = std::time::Instant::now();
+    let message = unavailable(store.save_step(&step(1)).await.unwrap_err());
+    assert!(message.contains("locked"), "{message}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+
+    other.execute("ROLLBACK").await.unwrap();
+    other.close().await.unwrap();
+    store.ping().await.unwrap();
+    for iterations in 1..=6 {
+        store.save_step(&step(iterations)).await.unwrap();
+    }
+    assert_eq!(store.messages(session_id).await.unwrap().len(), 6);
+    assert_eq!(store.run(run_id).await.unwrap().unwrap().iterations, 6);
+    fixture.teardown().await;
+}
+
+/// A store whose file takes no writes (here opened read-only; a read-only remount or a full disk
+/// look the same to SQLite) is not healthy, though every read still works.
+#[tokio::test]
+async fn ping_fails_when_the_file_takes_no_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentloop.db");
+    SqlStore::migrate(&file_url(&path)).await.unwrap();
+    let store = SqlStore::connect(&format!("{}?mode=ro", file_url(&path)))
+        .await
+        .unwrap();
+    assert!(store.list_sessions(None, 10).await.unwrap().is_empty());
+    let message = unavailable(store.ping().await.unwrap_err());
+    assert!(message.contains("readonly"), "{message}");
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    store.close().await;
+
+    let writable = SqlStore::connect(&file_url(&path)).await.unwrap();
+    writable.ping().await.unwrap();
+    writable.close().await;
+}

@@ -6,6 +6,7 @@ pub mod faulty_store;
 pub mod mcp;
 pub mod postgres;
 pub mod scripted_llm;
+pub mod tcp_proxy;
 pub mod webhook;
 
 // Not MCP, but found and built the same way as the test MCP server.

@@ -10,6 +10,7 @@ mod messages;
 mod runs;
 mod schema;
 mod sessions;
+mod text;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,6 +27,7 @@ pub use messages::*;
 pub use runs::*;
 pub use schema::*;
 pub use sessions::*;
+pub use text::*;
 
 /// One `#[tokio::test]` per suite function, each on a fresh database from `$fixture().await`.
 macro_rules! suite_tests {
@@ -68,6 +70,9 @@ macro_rules! suite_tests {
             an_undecodable_key_row_is_a_corrupt_error,
             malformed_keys_are_refused_without_a_query,
             migrating_a_database_of_the_first_schema_adds_api_keys,
+            any_text_round_trips_exactly,
+            ordinary_text_is_stored_as_it_is,
+            ping_answers_at_once_on_a_healthy_database,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {

@@ -130,3 +130,17 @@ pub async fn a_schema_from_a_newer_agentloop_is_refused(fixture: &Fixture) {
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }
+
+pub async fn ping_answers_at_once_on_a_healthy_database(fixture: &Fixture) {
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        fixture.store.ping().await.unwrap();
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // And the store works after it (SQLite's ping took and released the write lock).
+    session(fixture, "alice").await;
+}

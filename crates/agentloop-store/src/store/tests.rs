@@ -1,0 +1,229 @@
+//! Failures that need the store's own connections: a per-connection limit set on every one of
+//! them makes SQLite fail mid-transaction exactly as a full disk does.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use agentloop_core::protocol::{ChatMessage, MessageKind, RunStatus, SessionMessage};
+use agentloop_core::{NewRun, NewSession, RunEnd, RunProgress, StepRecord, Store, StoreError};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AssertSqlSafe, Row};
+use uuid::Uuid;
+
+use super::SqlStore;
+use crate::columns::now;
+
+/// Every connection the pool may hold, checked out at once so that a per-connection PRAGMA
+/// reaches all of them.
+async fn every_connection(store: &SqlStore) -> Vec<PoolConnection<Any>> {
+    let mut connections = Vec::new();
+    for _ in 0..store.db.pool.options().get_max_connections() {
+        connections.push(store.db.pool.acquire().await.unwrap());
+    }
+    connections
+}
+
+/// `PRAGMA max_page_count` on every connection: SQLite refuses to grow the file past it with
+/// SQLITE_FULL, and rolls the whole transaction back, as on a full disk.
+async fn limit_pages(store: &SqlStore, pages: Option<i64>) {
+    for mut connection in every_connection(store).await {
+        let pages = pages.unwrap_or(1 << 30);
+        sqlx::query(AssertSqlSafe(format!("PRAGMA max_page_count = {pages}")))
+            .fetch_optional(&mut *connection)
+            .await
+            .unwrap();
+    }
+}
+
+async fn page_count(store: &SqlStore) -> i64 {
+    sqlx::query("PRAGMA page_count")
+        .fetch_one(&store.db.pool)
+        .await
+        .unwrap()
+        .try_get::<i64, _>(0)
+        .unwrap()
+}
+
+fn message(session_id: Uuid, run_id: Uuid, text: String) -> SessionMessage {
+    SessionMessage {
+        id: Uuid::new_v4(),
+        session_id,
+        run_id: Some(run_id),
+        kind: MessageKind::Dialogue,
+        message: ChatMessage::assistant(text),
+        metadata: serde_json::Value::Null,
+        created_at: now(),
+    }
+}
+
+fn big() -> Vec<String> {
+    (0..4).map(|n| format!("{n}{}", "x".repeat(1000))).collect()
+}
+
+fn step(session_id: Uuid, run_id: Uuid, iterations: u32, texts: Vec<String>) -> StepRecord {
+    StepRecord {
+        run_id,
+        session_id,
+        messages: texts
+            .into_iter()
+            .map(|text| message(session_id, run_id, text))
+            .collect(),
+        progress: RunProgress {
+            iterations,
+            ..RunProgress::default()
+        },
+        ..StepRecord::default()
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
+    let store = SqlStore::connect(&url).await.unwrap();
+    let session_id = Uuid::new_v4();
+    store
+        .create_session(&NewSession {
+            id: session_id,
+            user_id: "alice".into(),
+            title: "disk".into(),
+        })
+        .await
+        .unwrap();
+    let run_id = Uuid::new_v4();
+    store
+        .start_run(&NewRun {
+            id: run_id,
+            session_id,
+            user_id: "alice".into(),
+            query: "q".into(),
+            model: None,
+            save_chat: true,
+            context: serde_json::Value::Null,
+            started_at: now(),
+        })
+        .await
+        .unwrap();
+
+    // The disk is full: a step that needs new pages fails in the middle of its transaction. The
+    // pause's one-row UPDATE of the run has no statement journal, so SQLite rolls the whole
+    // transaction back by itself, as it does after a disk I/O error.
+    limit_pages(&store, Some(page_count(&store).await)).await;
+    let pause = RunEnd {
+        status: RunStatus::AwaitingInput,
+        answer_message_id: None,
+        failure: None,
+        finalize_reason: None,
+        finished_at: now(),
+        snapshot: Some(serde_json::json!({"state": "y".repeat(64 * 1024)})),
+    };
+    for attempt in 0..3 {
+        let paused = StepRecord {
+            end: Some(pause.clone()),
+            ..step(session_id, run_id, 1, big())
+        };
+        let error = store.save_step(&paused).await.unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Unavailable(message) if message.contains("full")),
+            "attempt {attempt}: {error:?}"
+        );
+    }
+    assert!(store.messages(session_id).await.unwrap().is_empty());
+
+    // Space again: the step that failed is stored when tried again, and every later step too,
+    // on whichever connection it gets.
+    limit_pages(&store, None).await;
+    let paused = StepRecord {
+        end: Some(pause.clone()),
+        ..step(session_id, run_id, 1, big())
+    };
+    store.save_step(&paused).await.unwrap();
+    assert_eq!(store.paused_run(run_id).await.unwrap(), pause.snapshot);
+    for iteration in 2..10 {
+        store
+            .save_step(&step(session_id, run_id, iteration, big()))
+            .await
+            .unwrap_or_else(|error| panic!("step {iteration} after the disk was freed: {error}"));
+    }
+    assert_eq!(store.messages(session_id).await.unwrap().len(), 9 * 4);
+    assert_eq!(store.run(run_id).await.unwrap().unwrap().iterations, 9);
+    store.ping().await.unwrap();
+    store.close().await;
+}
+
+/// The only connection of a memory database cannot be closed like a file's: a transaction that
+/// failed half-way is rolled back before anything else uses the connection, and nothing written
+/// after it is swallowed by it.
+#[tokio::test]
+async fn a_failed_transaction_on_a_memory_database_is_rolled_back_before_the_next_use() {
+    let store = SqlStore::connect("sqlite::memory:").await.unwrap();
+    let session_id = Uuid::new_v4();
+    store
+        .create_session(&NewSession {
+            id: session_id,
+            user_id: "alice".into(),
+            title: "memory".into(),
+        })
+        .await
+        .unwrap();
+    let run = |id| NewRun {
+        id,
+        session_id,
+        user_id: "alice".into(),
+        query: "q".into(),
+        model: None,
+        save_chat: true,
+        context: serde_json::Value::Null,
+        started_at: now(),
+    };
+    let run_id = Uuid::new_v4();
+    store.start_run(&run(run_id)).await.unwrap();
+
+    // The run's counters are written, then a message of a session that has no row breaks the
+    // foreign key: the transaction is left unfinished.
+    let orphan = step(Uuid::new_v4(), run_id, 5, vec!["lost".into()]);
+    let error = store.save_step(&orphan).await.unwrap_err();
+    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+
+    // Written outside a transaction right after: must not join the abandoned one.
+    let second = Uuid::new_v4();
+    store.start_run(&run(second)).await.unwrap();
+    assert_eq!(store.run(run_id).await.unwrap().unwrap().iterations, 0);
+    store
+        .save_step(&step(session_id, run_id, 2, big()))
+        .await
+        .unwrap();
+    assert_eq!(store.run(run_id).await.unwrap().unwrap().iterations, 2);
+    assert!(store.run(second).await.unwrap().is_some());
+    assert_eq!(store.messages(session_id).await.unwrap().len(), 4);
+    store.ping().await.unwrap();
+}
+
+async fn setting(store: &SqlStore, name: &str) -> String {
+    sqlx::query(AssertSqlSafe(format!("SELECT current_setting('{name}')")))
+        .fetch_one(&store.db.pool)
+        .await
+        .unwrap()
+        .try_get::<String, _>(0)
+        .unwrap()
+}
+
+/// A statement that hangs on the server (a lock never released) ends after 15 s; a timeout the
+/// URL sets wins.
+#[tokio::test]
+async fn postgres_statements_are_bounded_unless_the_url_says_otherwise() {
+    let schema = agentloop_test_support::postgres::TestSchema::create().await;
+    let store = SqlStore::connect(schema.url()).await.unwrap();
+    // Every connection of the pool, not only the first.
+    let connections = every_connection(&store).await;
+    drop(connections);
+    for _ in 0..3 {
+        assert_eq!(setting(&store, "statement_timeout").await, "15s");
+    }
+    store.close().await;
+
+    let url = format!("{}%20-c%20statement_timeout%3D42s", schema.url());
+    let store = SqlStore::connect(&url).await.unwrap();
+    assert_eq!(setting(&store, "statement_timeout").await, "42s");
+    store.close().await;
+    schema.drop_schema().await;
+}
