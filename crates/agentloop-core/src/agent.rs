@@ -195,6 +195,7 @@ impl Agent {
             model: request.model,
             max_iterations,
             context: request.context,
+            started_at: crate::clock::now(),
             policy,
         };
         let mut machine = RunMachine::new(
@@ -318,6 +319,7 @@ impl Stream for RunHandle {
 /// Assembles an [`Agent`].
 #[derive(Default)]
 pub struct AgentBuilder {
+    inputs: Option<Arc<dyn crate::driver::InputLog>>,
     llm: Option<Arc<dyn Llm>>,
     tools: Vec<Arc<dyn Tool>>,
     sources: Vec<Arc<dyn ToolSource>>,
@@ -403,6 +405,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Shows every input fed to the machines of this agent's runs to `log`, with its time: a
+    /// run's first state and its inputs replay it exactly.
+    pub fn input_log(mut self, log: Arc<dyn crate::driver::InputLog>) -> Self {
+        self.inputs = Some(log);
+        self
+    }
+
     /// Keeps sessions, runs and their events in `store`.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -466,6 +475,7 @@ impl AgentBuilder {
             hooks: hooks.clone(),
             workflows: workflows.clone(),
             limiter: limiter.clone(),
+            inputs: self.inputs.clone(),
         };
         let can_clarify = settings.planning.enabled || settings.ask_user;
         let unclarifiable: Vec<String> = self
@@ -533,6 +543,7 @@ impl AgentBuilder {
                 counter,
                 telemetry,
                 hooks,
+                inputs: self.inputs,
             },
             store: self.store,
             workflows,

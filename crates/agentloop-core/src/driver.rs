@@ -4,6 +4,7 @@
 use std::{sync::Arc, time::Instant};
 
 use agentloop_protocol::{Event, EventKind};
+use chrono::{DateTime, Utc};
 use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::{RwLock, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -13,7 +14,8 @@ use crate::{
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
-        RunMachine, RunOutcome, SideEffectNote, Step, ToolInvocation, ToolOutcome, ToolResult,
+        Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation, ToolOutcome,
+        ToolResult,
     },
     registry::ToolRegistry,
     settings::AgentSettings,
@@ -113,6 +115,44 @@ pub struct RunServices {
     pub telemetry: Arc<dyn Telemetry>,
     /// Run around every tool call, in order.
     pub hooks: Arc<Vec<Arc<dyn ToolHook>>>,
+    /// Sees every input fed to a run's machine (replays, audits).
+    pub inputs: Option<Arc<dyn InputLog>>,
+}
+
+/// Sees every input a run's machine is fed, with the time it was fed: with the run's first
+/// state, that is enough to replay the run exactly.
+pub trait InputLog: Send + Sync {
+    /// A run begins from `state`.
+    fn started(&self, state: &RunState);
+    fn record(&self, run_id: Uuid, input: &Input, at: DateTime<Utc>);
+}
+
+/// Feeds `input` to the machine as happening now, and shows it to the input log.
+pub(crate) fn feed(
+    machine: &mut RunMachine,
+    inputs: Option<&Arc<dyn InputLog>>,
+    input: Input,
+) -> Option<Step> {
+    let now = crate::clock::now();
+    if let Some(log) = inputs {
+        log.record(machine.run_id(), &input, now);
+    }
+    machine.handle(input, now)
+}
+
+/// Like [`feed`], for an input that always yields a step.
+fn feed_step(machine: &mut RunMachine, services: &RunServices, input: Input) -> Step {
+    feed(machine, services.inputs.as_ref(), input).unwrap_or_else(|| {
+        machine
+            .handle(
+                Input::Fail {
+                    code: "internal_error".to_string(),
+                    message: "internal error: the run stopped without a next step".to_string(),
+                },
+                crate::clock::now(),
+            )
+            .unwrap_or_else(|| Step::CallTools(Vec::new()))
+    })
 }
 
 /// Where a run's steps are saved.
@@ -136,7 +176,10 @@ pub async fn drive(
     cancel: CancellationToken,
     persistence: Option<Persistence>,
 ) -> RunOutcome {
-    let step = machine.start();
+    if let Some(log) = &services.inputs {
+        log.started(machine.state());
+    }
+    let step = feed_step(&mut machine, &services, Input::Start);
     drive_from(machine, step, services, emitter, cancel, persistence).await
 }
 
@@ -153,11 +196,15 @@ pub async fn drive_from(
     loop {
         if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
             tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run; it ends failed");
-            step = machine.fail_unsaved(&error.to_string(), emitter.last_seq() > 0);
+            let lost = Input::StoreLost {
+                error: error.to_string(),
+                announced: emitter.last_seq() > 0,
+            };
+            step = feed_step(&mut machine, &services, lost);
             continue;
         }
         if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
-            step = machine.cancel();
+            step = feed_step(&mut machine, &services, Input::Cancel);
             continue;
         }
         step = match step {
@@ -214,10 +261,11 @@ pub async fn drive_from(
                     "llm call"
                 );
                 services.telemetry.llm_call(&report);
-                match reply {
-                    Some(reply) => machine.on_model_reply(reply),
-                    None => machine.cancel(),
-                }
+                let input = match reply {
+                    Some(reply) => Input::ModelReply(reply),
+                    None => Input::Cancel,
+                };
+                feed_step(&mut machine, &services, input)
             }
             Step::CallTools(invocations) => {
                 run_tools(&mut machine, &services, emitter, &mut writer, invocations).await
@@ -280,20 +328,25 @@ async fn run_tools(
         while let Ok(event) = nested.try_recv() {
             relay(emitter, writer, event);
         }
-        if let Some(step) = machine.on_tool_result(result) {
+        if let Some(step) = feed(machine, services.inputs.as_ref(), Input::ToolResult(result)) {
             return step;
         }
         // A call that ended is saved, and reported, before the rest of the batch ends.
         let pending = Step::CallTools(Vec::new());
         if let Err(error) = writer.commit(machine, emitter, &pending).await {
             tracing::error!(run_id = %machine.run_id(), %error, "cannot save a tool result; the run ends failed");
-            return machine.fail_unsaved(&error.to_string(), emitter.last_seq() > 0);
+            let lost = Input::StoreLost {
+                error: error.to_string(),
+                announced: emitter.last_seq() > 0,
+            };
+            return feed_step(machine, services, lost);
         }
     }
-    machine.fail(
-        "internal_error",
-        "internal error: a tool batch ended without a result for every call".to_string(),
-    )
+    let failure = Input::Fail {
+        code: "internal_error".to_string(),
+        message: "internal error: a tool batch ended without a result for every call".to_string(),
+    };
+    feed_step(machine, services, failure)
 }
 
 /// Sends a sub-agent's event on, as part of this run's stream (saved with the next step).

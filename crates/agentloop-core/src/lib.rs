@@ -41,15 +41,15 @@ pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;
-pub use driver::{Emitter, EventSink, Persistence, RunServices, drive, drive_from};
+pub use driver::{Emitter, EventSink, InputLog, Persistence, RunServices, drive, drive_from};
 pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
 pub use json_text::{extract_object, find_object};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
 pub use machine::{
-    InputAnswer, MachineChanges, PausedRun, RunContext, RunFailure, RunInput, RunMachine,
-    RunOutcome, RunSnapshot, Step,
+    Input, InputAnswer, MachineChanges, PausedRun, RunContext, RunFailure, RunInput, RunMachine,
+    RunOutcome, RunState, Step,
 };
 pub use names::sanitize as provider_safe_name;
 pub use policy::{

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::{
     agent::{Agent, RunRequest},
     driver::{Emitter, Persistence, drive},
-    machine::RunOutcome,
+    machine::{Input, RunOutcome},
     store::{NewRun, NewSession, SessionLock, Store, StoreError},
 };
 
@@ -354,7 +354,13 @@ impl Agent {
         answer: &crate::machine::InputAnswer,
     ) -> Result<Resumed, ResumeError> {
         let (mut machine, last_seq, save_chat, store) = self.restore_paused(run_id).await?;
-        let step = machine.resume(answer).map_err(ResumeError::InvalidAnswer)?;
+        let now = crate::clock::now();
+        let step = machine
+            .resume_at(answer, now)
+            .map_err(ResumeError::InvalidAnswer)?;
+        if let Some(log) = &self.services().inputs {
+            log.record(machine.run_id(), &Input::Answer(answer.clone()), now);
+        }
         claim(store.as_ref(), run_id).await?;
         Ok(Resumed {
             machine,
@@ -368,7 +374,9 @@ impl Agent {
     /// Cancels the paused run `run_id`: its waiting calls are skipped and it ends `cancelled`.
     pub async fn cancel_paused(&self, run_id: Uuid) -> Result<Resumed, ResumeError> {
         let (mut machine, last_seq, save_chat, store) = self.restore_paused(run_id).await?;
-        let step = machine.cancel();
+        let step =
+            crate::driver::feed(&mut machine, self.services().inputs.as_ref(), Input::Cancel)
+                .ok_or(ResumeError::NotPaused(run_id))?;
         claim(store.as_ref(), run_id).await?;
         Ok(Resumed {
             machine,
@@ -435,7 +443,7 @@ impl Agent {
             .policy_for(&paused_context(&paused))
             .map_err(ResumeError::Corrupt)?;
         let machine = crate::machine::RunMachine::restore(
-            paused.snapshot,
+            paused.state,
             policy,
             self.settings().clone(),
             self.catalog(),
@@ -456,5 +464,5 @@ async fn claim(store: &dyn Store, run_id: Uuid) -> Result<(), ResumeError> {
 }
 
 fn paused_context(paused: &crate::machine::PausedRun) -> crate::machine::RunContext {
-    paused.snapshot.context().clone()
+    paused.state.context().clone()
 }

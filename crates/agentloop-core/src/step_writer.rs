@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     driver::{Emitter, Persistence},
-    machine::{PausedRun, RunMachine, Step},
+    machine::{RunMachine, RunState, Step},
     session_run::SESSION_LEASE,
     store::{RunEnd, StepRecord, Store, StoreError},
     telemetry::Telemetry,
@@ -80,13 +80,22 @@ impl StepWriter {
                 failure: outcome.failure.clone(),
                 finalize_reason: outcome.finalize_reason,
                 finished_at: crate::clock::now(),
-                snapshot: machine.snapshot().and_then(|snapshot| {
-                    let paused = PausedRun {
-                        snapshot,
-                        last_seq: emitter.last_seq(),
-                    };
-                    serde_json::to_value(paused).ok()
-                }),
+                // A paused run without its state could never resume: not saving it at all is
+                // the honest failure.
+                snapshot: match machine.snapshot() {
+                    Some(state) => Some(
+                        serde_json::to_value(PausedRunRef {
+                            state,
+                            last_seq: emitter.last_seq(),
+                        })
+                        .map_err(|error| {
+                            StoreError::Corrupt(format!(
+                                "the paused run cannot be written: {error}"
+                            ))
+                        })?,
+                    ),
+                    None => None,
+                },
             }),
             _ => None,
         };
@@ -139,6 +148,13 @@ impl StepWriter {
             }
         }
     }
+}
+
+/// What [`crate::machine::PausedRun`] reads back, written without copying the state.
+#[derive(serde::Serialize)]
+struct PausedRunRef<'a> {
+    state: &'a RunState,
+    last_seq: u64,
 }
 
 fn send(emitter: &Emitter, events: Vec<Event>) {

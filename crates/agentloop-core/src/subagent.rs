@@ -101,6 +101,7 @@ pub(crate) struct Parent {
     pub hooks: Arc<Vec<Arc<dyn ToolHook>>>,
     pub workflows: Arc<BTreeMap<String, WorkflowSettings>>,
     pub limiter: Option<Arc<MutationLimiter>>,
+    pub inputs: Option<Arc<dyn crate::driver::InputLog>>,
 }
 
 /// The tool `agent.NAME`.
@@ -233,6 +234,7 @@ impl Tool for SubAgentTool {
                 workflow: context.workflow.clone(),
                 read_only: context.read_only,
             },
+            started_at: crate::clock::now(),
             policy: self.policy(&context)?,
         };
         let catalog = registry.catalog();
@@ -249,6 +251,7 @@ impl Tool for SubAgentTool {
             counter: self.parent.counter.clone(),
             telemetry: Arc::new(Nested(self.parent.telemetry.clone())),
             hooks: self.parent.hooks.clone(),
+            inputs: self.parent.inputs.clone(),
         };
         let mut emitter = Emitter::new(run_id, Arc::new(Relay(context.events.clone())));
         // Cancelled with the caller's call: the call's time limit drops this future.

@@ -121,6 +121,7 @@ impl Batch {
 
 /// A record for a call that ended without running.
 pub(crate) fn refused_record(
+    at: DateTime<Utc>,
     call: &ToolCall,
     arguments: &Value,
     iteration: u32,
@@ -132,7 +133,7 @@ pub(crate) fn refused_record(
         iteration,
         tool: call.name.clone(),
         arguments: arguments.clone(),
-        started_at: crate::clock::now(),
+        started_at: at,
         duration_ms: 0,
         status,
         result: None,

@@ -22,7 +22,7 @@ impl RunMachine {
             message,
             json!({"clarification_question": source}),
         );
-        self.guidance.question = Some(PendingQuestion {
+        self.state.guidance.question = Some(PendingQuestion {
             text: question.clone(),
             source: source.to_string(),
         });
@@ -32,6 +32,7 @@ impl RunMachine {
     /// The questions the batch's `ask_user` calls wait on, one per line.
     pub(super) fn batch_question(&self) -> Option<String> {
         let questions: Vec<&str> = self
+            .state
             .batch
             .slots
             .iter()
@@ -45,15 +46,20 @@ impl RunMachine {
 
     /// The question the paused run waits on, if it waits on one.
     pub(super) fn open_question(&self) -> Option<String> {
-        self.batch_question()
-            .or_else(|| self.guidance.question.as_ref().map(|q| q.text.clone()))
+        self.batch_question().or_else(|| {
+            self.state
+                .guidance
+                .question
+                .as_ref()
+                .map(|q| q.text.clone())
+        })
     }
 
     /// Continues the paused run with the user's answer to its question.
     pub(super) fn answer(&mut self, answer: &str) -> Step {
-        self.guidance.clarified = true;
-        if let Some(question) = self.guidance.question.take() {
-            self.guidance.log.clarifications.push(Clarification {
+        self.state.guidance.clarified = true;
+        if let Some(question) = self.state.guidance.question.take() {
+            self.state.guidance.log.clarifications.push(Clarification {
                 question: question.text,
                 answer: answer.to_string(),
                 source: question.source,
@@ -66,19 +72,19 @@ impl RunMachine {
             );
             return self.next_iteration();
         }
-        for index in 0..self.batch.slots.len() {
-            let SlotState::Asking { question } = &self.batch.slots[index].state else {
+        for index in 0..self.state.batch.slots.len() {
+            let SlotState::Asking { question } = &self.state.batch.slots[index].state else {
                 continue;
             };
             let question = question.clone();
             let (call, arguments) = {
-                let slot = &self.batch.slots[index];
+                let slot = &self.state.batch.slots[index];
                 (slot.call.clone(), slot.arguments.clone())
             };
             let message = json!({"answer": answer}).to_string();
             let state = self.answered_here(&call, &arguments, answer.to_string(), None, message);
-            self.batch.slots[index].state = state;
-            self.guidance.log.clarifications.push(Clarification {
+            self.state.batch.slots[index].state = state;
+            self.state.guidance.log.clarifications.push(Clarification {
                 question,
                 answer: answer.to_string(),
                 source: "ask_user".to_string(),

@@ -15,23 +15,23 @@ mod planning;
 mod review;
 mod schemas;
 mod snapshot;
+mod state;
 mod text;
 mod view;
 
-use std::{
-    collections::{BTreeSet, HashMap},
-    sync::Arc,
-};
+use std::{collections::HashMap, sync::Arc};
 
 use agentloop_protocol::{
     ChatMessage, EventKind, FinalizeReason, InputKind, InputRequest, MessageKind, PendingCall,
     Plan, RunStatus, SessionMessage, ToolExecutionRecord, Usage,
 };
+use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
 pub use batch::{SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
-pub use snapshot::{PausedRun, RunSnapshot};
+pub use snapshot::PausedRun;
+pub use state::RunState;
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
 use crate::{
@@ -42,9 +42,8 @@ use crate::{
     store::RunProgress,
     tokens::{TokenCounter, message_tokens},
 };
-use batch::Batch;
 use builtins::Builtin;
-use guidance::Guidance;
+use state::Phase;
 use view::Viewed;
 
 /// The names of the built-in tools runs under `settings` are offered (`write_plan`,
@@ -74,6 +73,8 @@ pub struct RunInput {
     pub model: Option<String>,
     pub max_iterations: u32,
     pub context: RunContext,
+    /// When the run started: the time of its first message.
+    pub started_at: chrono::DateTime<chrono::Utc>,
     /// What the run may do with its tools (read-only, workflow allowlist, rate limit); rebuilt
     /// from the context when a paused run resumes.
     #[serde(skip)]
@@ -88,15 +89,37 @@ pub enum Step {
     Finished(Box<RunOutcome>),
 }
 
+/// What the driver feeds the machine: each input arrives with the time it happened
+/// ([`RunMachine::handle`]). The inputs of a run, fed again to its first state, give the same
+/// events and the same state.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Start,
+    ModelReply(Result<ModelReply, LlmError>),
+    ToolResult(ToolResult),
+    /// A human's answer to a paused run; one that does not fit changes nothing.
+    Answer(InputAnswer),
+    Cancel,
+    Fail {
+        code: String,
+        message: String,
+    },
+    /// The last step could not be saved ([`RunMachine::fail_unsaved`]).
+    StoreLost {
+        error: String,
+        announced: bool,
+    },
+}
+
 /// Why a run failed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunFailure {
     pub code: String,
     pub message: String,
 }
 
 /// How a run ended, with everything it produced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunOutcome {
     pub run_id: Uuid,
     pub session_id: Uuid,
@@ -119,21 +142,6 @@ pub struct RunOutcome {
     /// Id of the final assistant message.
     pub message_id: Option<Uuid>,
     pub should_refresh: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Phase {
-    Created,
-    /// Waiting for the plan (`[agent.planning]`).
-    AwaitingPlan,
-    /// Waiting for a reviewer's verdict (`[agent.review]`).
-    AwaitingReview,
-    AwaitingStep,
-    AwaitingTools,
-    AwaitingFinalize(FinalizeReason),
-    /// Paused until a human answers (`resume`).
-    AwaitingInput,
-    Finished,
 }
 
 /// A human's answer to a paused run: decisions on the calls waiting for approval, or the answer
@@ -160,16 +168,14 @@ pub struct MachineChanges {
     pub progress: RunProgress,
 }
 
-/// One run of the loop.
+/// One run of the loop: its state, what is derived from it, and what it changed since the
+/// driver last took the changes.
 pub struct RunMachine {
-    input: RunInput,
+    state: RunState,
     settings: Arc<AgentSettings>,
     catalog: Arc<ToolCatalog>,
     counter: Arc<dyn TokenCounter>,
-    phase: Phase,
-    /// This run's messages, starting with the question.
-    turn: Vec<SessionMessage>,
-    /// How many of `turn` were already taken by `take_changes`.
+    /// How many of the state's `turn` were already taken by `take_changes`.
     taken_messages: usize,
     /// The model's view of the history and of `turn`, each message prepared and counted once.
     history_view: Vec<Viewed>,
@@ -179,46 +185,57 @@ pub struct RunMachine {
     system: Arc<ChatMessage>,
     system_tokens: usize,
     tool_tokens: HashMap<String, usize>,
-    records: Vec<ToolExecutionRecord>,
     /// Records that ended since the last `take_changes`, in the order they ended.
     new_records: Vec<ToolExecutionRecord>,
     record_by_call: HashMap<String, usize>,
-    iteration: u32,
-    tools_used: u32,
-    usage: Usage,
-    /// Canonical `tool + arguments` of every call of the run, to the id of its first call.
-    seen_calls: HashMap<String, String>,
-    call_ids: BTreeSet<String>,
-    duplicates: u32,
-    consecutive_failures: u32,
-    failure_streaks: HashMap<String, u32>,
-    withdrawn: BTreeSet<String>,
-    finalize_reason: Option<FinalizeReason>,
-    /// A side effect asked the client to refresh its view.
-    should_refresh: bool,
-    /// Documents tools returned (`documents: [...]`), kept with the run's trace.
-    documents: Vec<serde_json::Value>,
-    batch: Batch,
-    /// Plan, clarification and review state.
-    guidance: Guidance,
     outbox: Vec<EventKind>,
-    outcome: Option<RunOutcome>,
 }
 
 impl RunMachine {
+    /// The machine of a run that has not started: its question is its first message.
     pub fn new(
         input: RunInput,
         settings: Arc<AgentSettings>,
         catalog: Arc<ToolCatalog>,
         counter: Arc<dyn TokenCounter>,
     ) -> Self {
+        let now = input.started_at;
+        let mut machine = Self::from_state(RunState::new(input, now), settings, catalog, counter);
+        let question = ChatMessage::user(machine.state.input.query.clone());
+        machine.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
+        machine
+    }
+
+    /// The machine of `state` (a new run, or one restored from the store), with what is
+    /// derived from the state computed again. Nothing in it counts as a change to take.
+    pub fn from_state(
+        state: RunState,
+        settings: Arc<AgentSettings>,
+        catalog: Arc<ToolCatalog>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Self {
         let max_chars = settings.tool_output_max_chars;
-        let history_view = input
+        let history_view = state
+            .input
             .history
             .iter()
             .map(|message| view::view_message(&catalog, counter.as_ref(), message, max_chars, true))
             .collect();
-        let system = Arc::new(ChatMessage::system(input.system_prompt.clone()));
+        let turn_view = state
+            .turn
+            .iter()
+            .filter(|message| view::is_viewed(message.kind))
+            .map(|message| {
+                view::view_message(
+                    &catalog,
+                    counter.as_ref(),
+                    &message.message,
+                    max_chars,
+                    false,
+                )
+            })
+            .collect();
+        let system = Arc::new(ChatMessage::system(state.input.system_prompt.clone()));
         let system_tokens = message_tokens(counter.as_ref(), &system);
         let spec_tokens = |spec: &ToolSpec| {
             counter.count(&spec.name)
@@ -235,54 +252,61 @@ impl RunMachine {
                     .map(|builtin| (builtin.name().to_string(), spec_tokens(&builtin.spec()))),
             )
             .collect();
-        let mut machine = Self {
-            input,
+        let record_by_call = state
+            .records
+            .iter()
+            .enumerate()
+            .map(|(index, record)| (record.call_id.clone(), index))
+            .collect();
+        Self {
+            taken_messages: state.turn.len(),
+            state,
             settings,
             catalog,
             counter,
-            phase: Phase::Created,
-            turn: Vec::new(),
-            taken_messages: 0,
             history_view,
-            turn_view: Vec::new(),
+            turn_view,
             system,
             system_tokens,
             tool_tokens,
-            records: Vec::new(),
             new_records: Vec::new(),
-            record_by_call: HashMap::new(),
-            iteration: 0,
-            tools_used: 0,
-            usage: Usage::default(),
-            seen_calls: HashMap::new(),
-            call_ids: BTreeSet::new(),
-            duplicates: 0,
-            consecutive_failures: 0,
-            failure_streaks: HashMap::new(),
-            withdrawn: BTreeSet::new(),
-            finalize_reason: None,
-            should_refresh: false,
-            documents: Vec::new(),
-            batch: Batch::default(),
-            guidance: Guidance::default(),
+            record_by_call,
             outbox: Vec::new(),
-            outcome: None,
-        };
-        let question = ChatMessage::user(machine.input.query.clone());
-        machine.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
-        machine
+        }
+    }
+
+    /// Handles `input`, which happened at `now`, and returns the next step; `None` while a
+    /// batch still has calls running (or for an answer that does not fit: the run stays
+    /// paused).
+    pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Option<Step> {
+        // Never backwards, should the clock that feeds the machine be adjusted.
+        self.state.now = now.max(self.state.now);
+        match input {
+            Input::Start => Some(self.start()),
+            Input::ModelReply(reply) => Some(self.on_model_reply(reply)),
+            Input::ToolResult(result) => self.on_tool_result(result),
+            Input::Answer(answer) => self.resume(&answer).ok(),
+            Input::Cancel => Some(self.cancel()),
+            Input::Fail { code, message } => Some(self.fail(&code, message)),
+            Input::StoreLost { error, announced } => Some(self.fail_unsaved(&error, announced)),
+        }
+    }
+
+    /// The run's state: everything it needs to go on.
+    pub fn state(&self) -> &RunState {
+        &self.state
     }
 
     pub fn run_id(&self) -> Uuid {
-        self.input.run_id
+        self.state.input.run_id
     }
 
     pub fn input(&self) -> &RunInput {
-        &self.input
+        &self.state.input
     }
 
     pub fn iteration(&self) -> u32 {
-        self.iteration
+        self.state.iteration
     }
 
     /// The tools of this run: the agent's catalog when the run started.
@@ -297,8 +321,8 @@ impl RunMachine {
 
     /// Messages, records and events produced since the last call, and the run's counters.
     pub fn take_changes(&mut self) -> MachineChanges {
-        let messages = self.turn[self.taken_messages..].to_vec();
-        self.taken_messages = self.turn.len();
+        let messages = self.state.turn[self.taken_messages..].to_vec();
+        self.taken_messages = self.state.turn.len();
         MachineChanges {
             messages,
             records: std::mem::take(&mut self.new_records),
@@ -309,24 +333,24 @@ impl RunMachine {
 
     pub fn progress(&self) -> RunProgress {
         RunProgress {
-            iterations: self.iteration,
-            tools_used: self.tools_used,
-            usage: self.usage,
+            iterations: self.state.iteration,
+            tools_used: self.state.tools_used,
+            usage: self.state.usage,
         }
     }
 
     /// Tools that failed too often and are no longer offered.
     pub fn withdrawn_tools(&self) -> impl Iterator<Item = &str> {
-        self.withdrawn.iter().map(String::as_str)
+        self.state.withdrawn.iter().map(String::as_str)
     }
 
     /// Begins the run.
     pub fn start(&mut self) -> Step {
-        if self.phase != Phase::Created {
+        if self.state.phase != Phase::Created {
             return self.unexpected("start");
         }
         self.emit(EventKind::RunStarted {
-            session_id: self.input.session_id,
+            session_id: self.state.input.session_id,
         });
         if self.settings.planning.enabled {
             return self.begin_planning();
@@ -341,9 +365,9 @@ impl RunMachine {
             Err(error) => return self.fail(error.code(), error.to_string()),
         };
         if let Some(usage) = reply.usage {
-            self.usage.add(usage);
+            self.state.usage.add(usage);
         }
-        match self.phase {
+        match self.state.phase {
             Phase::AwaitingPlan => self.on_plan_reply(reply),
             Phase::AwaitingReview => self.on_review_reply(reply),
             Phase::AwaitingStep => self.on_step_reply(reply),
@@ -351,7 +375,7 @@ impl RunMachine {
                 let answer = match reply.text() {
                     // The driver already streamed this text as the answer.
                     Some(text) => text.to_string(),
-                    None => self.emit_answer(fallback_answer(&self.records)),
+                    None => self.emit_answer(fallback_answer(&self.state.records)),
                 };
                 self.finish(RunStatus::Completed, Some(answer), None)
             }
@@ -361,21 +385,27 @@ impl RunMachine {
 
     /// Whether the run is paused, waiting for [`RunMachine::resume`].
     pub fn is_paused(&self) -> bool {
-        self.phase == Phase::AwaitingInput
+        self.state.phase == Phase::AwaitingInput
     }
 
     /// The question the paused run waits on, if it waits on one (not on approvals).
     pub fn question(&self) -> Option<String> {
-        if self.phase != Phase::AwaitingInput || !self.pending_approvals().is_empty() {
+        if self.state.phase != Phase::AwaitingInput || !self.pending_approvals().is_empty() {
             return None;
         }
         self.open_question()
     }
 
+    /// [`RunMachine::resume`] with an answer given at `now`.
+    pub fn resume_at(&mut self, answer: &InputAnswer, now: DateTime<Utc>) -> Result<Step, String> {
+        self.state.now = now.max(self.state.now);
+        self.resume(answer)
+    }
+
     /// Continues a paused run with a human's answer. An answer that does not fit what the run
     /// waits for is refused (the run stays paused).
     pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, String> {
-        if self.phase != Phase::AwaitingInput {
+        if self.state.phase != Phase::AwaitingInput {
             return Err("the run is not waiting for input".to_string());
         }
         if !self.pending_approvals().is_empty() {
@@ -410,7 +440,7 @@ impl RunMachine {
         question: Option<String>,
         calls: Vec<PendingCall>,
     ) -> Step {
-        self.phase = Phase::AwaitingInput;
+        self.state.phase = Phase::AwaitingInput;
         let request = InputRequest {
             kind,
             question: question.clone(),
@@ -423,11 +453,11 @@ impl RunMachine {
         });
         self.emit(EventKind::Done {
             status: RunStatus::AwaitingInput,
-            iterations: self.iteration,
-            tools_used: self.tools_used,
+            iterations: self.state.iteration,
+            tools_used: self.state.tools_used,
             message_id: None,
-            usage: self.usage,
-            should_refresh: self.should_refresh,
+            usage: self.state.usage,
+            should_refresh: self.state.should_refresh,
         });
         let mut outcome = self.outcome_with(RunStatus::AwaitingInput, None, None, None);
         outcome.input_required = Some(request);
@@ -436,16 +466,16 @@ impl RunMachine {
 
     /// Ends the run at this safe point because the user asked to stop.
     pub fn cancel(&mut self) -> Step {
-        if self.phase == Phase::Finished {
+        if self.state.phase == Phase::Finished {
             return self.unexpected("a cancellation");
         }
-        if self.phase == Phase::AwaitingInput {
+        if self.state.phase == Phase::AwaitingInput {
             self.abandon_batch();
         }
         let mut answer = String::from("The run was cancelled before it finished.");
-        if !self.records.is_empty() {
+        if !self.state.records.is_empty() {
             answer.push_str(" Before it stopped, I had made these tool calls:\n");
-            answer.push_str(&records_digest(&self.records));
+            answer.push_str(&records_digest(&self.state.records));
         }
         let answer = self.emit_answer(answer);
         self.finish(RunStatus::Cancelled, Some(answer), None)
@@ -453,9 +483,9 @@ impl RunMachine {
 
     /// Ends the run with an error (the LLM failed, or the driver could not go on).
     pub fn fail(&mut self, code: &str, message: String) -> Step {
-        if self.phase == Phase::Created {
+        if self.state.phase == Phase::Created {
             self.emit(EventKind::RunStarted {
-                session_id: self.input.session_id,
+                session_id: self.state.input.session_id,
             });
         }
         self.emit(EventKind::Error {
@@ -475,22 +505,23 @@ impl RunMachine {
     /// whether the model had answered. `announced` says whether the run's `run_started` event
     /// reached the clients (it is part of the first step).
     pub fn fail_unsaved(&mut self, error: &str, announced: bool) -> Step {
-        let unsaved_end = self.outcome.take();
+        let unsaved_end = self.state.outcome.take();
         let answered = unsaved_end.as_ref().is_some_and(|end| end.answer.is_some());
         if let Some(end) = &unsaved_end {
-            self.turn
+            self.state
+                .turn
                 .retain(|m| Some(m.id) != end.message_id && m.kind != MessageKind::Trace);
-            self.taken_messages = self.taken_messages.min(self.turn.len());
+            self.taken_messages = self.taken_messages.min(self.state.turn.len());
         }
         let message = text::store_lost(error, answered);
         if !announced {
-            self.phase = Phase::Created;
+            self.state.phase = Phase::Created;
         }
         self.fail("store_unavailable", message)
     }
 
     fn unexpected(&mut self, what: &str) -> Step {
-        if let Some(outcome) = &self.outcome {
+        if let Some(outcome) = &self.state.outcome {
             return Step::Finished(Box::new(outcome.clone()));
         }
         let message = format!("internal error: the run received {what} it was not waiting for");
@@ -498,24 +529,24 @@ impl RunMachine {
     }
 
     fn next_iteration(&mut self) -> Step {
-        let at_cap = self.iteration >= self.input.max_iterations;
+        let at_cap = self.state.iteration >= self.state.input.max_iterations;
         if self.review_due(at_cap) {
             return self.begin_review(at_cap);
         }
         if at_cap {
             return self.force_finalize(FinalizeReason::MaxIterations);
         }
-        self.iteration += 1;
-        self.phase = Phase::AwaitingStep;
+        self.state.iteration += 1;
+        self.state.phase = Phase::AwaitingStep;
         self.emit(EventKind::Thinking {
-            iteration: self.iteration,
+            iteration: self.state.iteration,
         });
         Step::CallModel(self.request(ToolChoice::Auto, None))
     }
 
     fn force_finalize(&mut self, reason: FinalizeReason) -> Step {
-        self.phase = Phase::AwaitingFinalize(reason);
-        self.finalize_reason = Some(reason);
+        self.state.phase = Phase::AwaitingFinalize(reason);
+        self.state.finalize_reason = Some(reason);
         self.emit(EventKind::ForcedFinalize { reason });
         Step::CallModel(self.request(ToolChoice::None, Some(reason)))
     }
@@ -547,18 +578,18 @@ impl RunMachine {
         answer: Option<String>,
         failure: Option<RunFailure>,
     ) -> Step {
-        self.phase = Phase::Finished;
-        if !self.records.is_empty() || !self.guidance.is_empty() {
+        self.state.phase = Phase::Finished;
+        if !self.state.records.is_empty() || !self.state.guidance.is_empty() {
             let trace = ChatMessage::system(format!(
                 "Execution trace of this run:\n{}{}",
-                records_digest(&self.records),
-                self.guidance.trace_lines()
+                records_digest(&self.state.records),
+                self.state.guidance.trace_lines()
             ));
-            let mut metadata = json!({ "execution_trace": self.records });
-            if !self.documents.is_empty() {
-                metadata["documents"] = json!(self.documents);
+            let mut metadata = json!({ "execution_trace": self.state.records });
+            if !self.state.documents.is_empty() {
+                metadata["documents"] = json!(self.state.documents);
             }
-            self.guidance.extend_trace(&mut metadata);
+            self.state.guidance.extend_trace(&mut metadata);
             self.push_message(MessageKind::Trace, trace, metadata);
         }
         let message_id = answer.as_ref().map(|answer| {
@@ -567,14 +598,14 @@ impl RunMachine {
         });
         self.emit(EventKind::Done {
             status,
-            iterations: self.iteration,
-            tools_used: self.tools_used,
+            iterations: self.state.iteration,
+            tools_used: self.state.tools_used,
             message_id,
-            usage: self.usage,
-            should_refresh: self.should_refresh,
+            usage: self.state.usage,
+            should_refresh: self.state.should_refresh,
         });
         let outcome = self.outcome_with(status, answer, failure, message_id);
-        self.outcome = Some(outcome.clone());
+        self.state.outcome = Some(outcome.clone());
         Step::Finished(Box::new(outcome))
     }
 
@@ -586,21 +617,21 @@ impl RunMachine {
         message_id: Option<Uuid>,
     ) -> RunOutcome {
         RunOutcome {
-            run_id: self.input.run_id,
-            session_id: self.input.session_id,
+            run_id: self.state.input.run_id,
+            session_id: self.state.input.session_id,
             status,
             answer,
             failure,
-            finalize_reason: self.finalize_reason,
-            plan: self.guidance.plan.clone(),
+            finalize_reason: self.state.finalize_reason,
+            plan: self.state.guidance.plan.clone(),
             input_required: None,
-            iterations: self.iteration,
-            tools_used: self.tools_used,
-            records: self.records.clone(),
-            messages: self.turn.clone(),
-            usage: self.usage,
+            iterations: self.state.iteration,
+            tools_used: self.state.tools_used,
+            records: self.state.records.clone(),
+            messages: self.state.turn.clone(),
+            usage: self.state.usage,
             message_id,
-            should_refresh: self.should_refresh,
+            should_refresh: self.state.should_refresh,
         }
     }
 
@@ -615,7 +646,7 @@ impl RunMachine {
         message: ChatMessage,
         metadata: serde_json::Value,
     ) -> Uuid {
-        let id = Uuid::now_v7();
+        let id = self.state.next_id();
         if view::is_viewed(kind) {
             let viewed = view::view_message(
                 &self.catalog,
@@ -626,14 +657,14 @@ impl RunMachine {
             );
             self.turn_view.push(viewed);
         }
-        self.turn.push(SessionMessage {
+        self.state.turn.push(SessionMessage {
             id,
-            session_id: self.input.session_id,
-            run_id: Some(self.input.run_id),
+            session_id: self.state.input.session_id,
+            run_id: Some(self.state.input.run_id),
             kind,
             message,
             metadata,
-            created_at: crate::clock::now(),
+            created_at: self.state.now,
         });
         id
     }
@@ -644,7 +675,7 @@ impl RunMachine {
         let closing = finalize.map(|reason| {
             Arc::new(ChatMessage::system(text::finalize_instruction(
                 reason,
-                self.guidance.finalize_note.as_deref(),
+                self.state.guidance.finalize_note.as_deref(),
             )))
         });
         let purpose = if finalize.is_some() {
@@ -665,9 +696,9 @@ impl RunMachine {
         purpose: CallPurpose,
     ) -> ModelRequest {
         let counter = self.counter.as_ref();
-        let plan = match (&self.guidance.plan, purpose) {
+        let plan = match (&self.state.guidance.plan, purpose) {
             (Some(plan), CallPurpose::Step | CallPurpose::Finalize) => Some(Arc::new(
-                ChatMessage::system(guidance::plan_block(plan, &self.records)),
+                ChatMessage::system(guidance::plan_block(plan, &self.state.records)),
             )),
             _ => None,
         };
@@ -710,7 +741,7 @@ impl RunMachine {
         ));
         messages.extend(closing);
         ModelRequest {
-            model: self.input.model.clone(),
+            model: self.state.input.model.clone(),
             messages,
             tools,
             tool_choice,
@@ -722,9 +753,9 @@ impl RunMachine {
     /// and, for tools that require a clear request, only once it was clarified.
     fn offered_entries(&self) -> impl Iterator<Item = &crate::catalog::CatalogEntry> {
         self.catalog.entries().iter().filter(|entry| {
-            !self.withdrawn.contains(entry.name())
-                && (self.guidance.clarified || !entry.settings.requires_clarity)
-                && self.input.policy.refusal(entry).is_none()
+            !self.state.withdrawn.contains(entry.name())
+                && (self.state.guidance.clarified || !entry.settings.requires_clarity)
+                && self.state.input.policy.refusal(entry).is_none()
                 && Builtin::find(entry.name(), &self.settings).is_none()
         })
     }
@@ -736,8 +767,8 @@ impl RunMachine {
             .entries()
             .iter()
             .filter(|entry| {
-                !self.withdrawn.contains(entry.name())
-                    && self.input.policy.refusal(entry).is_none()
+                !self.state.withdrawn.contains(entry.name())
+                    && self.state.input.policy.refusal(entry).is_none()
                     && Builtin::find(entry.name(), &self.settings).is_none()
             })
             .map(|entry| (entry.spec(), entry.settings.requires_clarity))
@@ -758,9 +789,9 @@ impl RunMachine {
     /// A call that ran (or was answered), for `tools_used`; the review counts the calls of
     /// real tools only (`write_plan` and `ask_user` are bookkeeping, not progress).
     fn count_call(&mut self, reviewed: bool) {
-        self.tools_used += 1;
+        self.state.tools_used += 1;
         if reviewed {
-            self.guidance.calls_since_review += 1;
+            self.state.guidance.calls_since_review += 1;
         }
     }
 }

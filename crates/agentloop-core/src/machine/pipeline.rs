@@ -23,12 +23,12 @@ impl RunMachine {
     /// Feeds the result of one tool call; returns the next step once every call of the batch
     /// has ended.
     pub fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
-        if self.phase != Phase::AwaitingTools {
+        if self.state.phase != Phase::AwaitingTools {
             return Some(self.unexpected("a tool result"));
         }
         let max_chars = self.settings.tool_output_max_chars;
-        let iteration = self.iteration;
-        let Some(slot) = self.batch.slot_mut(&result.call_id) else {
+        let iteration = self.state.iteration;
+        let Some(slot) = self.state.batch.slot_mut(&result.call_id) else {
             tracing::warn!(call_id = %result.call_id, "result for a call that is not running");
             return None;
         };
@@ -37,9 +37,9 @@ impl RunMachine {
         }
         let ran = !matches!(result.outcome, ToolOutcome::Skipped(_));
         if let ToolOutcome::Success(output) = &result.outcome {
-            self.documents.extend(text::documents(output));
+            self.state.documents.extend(text::documents(output));
             if let Some(usage) = output.usage {
-                self.usage.add(usage);
+                self.state.usage.add(usage);
             }
             let finalize = self
                 .catalog
@@ -112,7 +112,7 @@ impl RunMachine {
         }
         self.emit(event);
         for effect in result.side_effects {
-            self.should_refresh |= effect.refresh;
+            self.state.should_refresh |= effect.refresh;
             if let Some(note) = effect.note {
                 let note = if effect.failed {
                     text::side_effect_error(&note)
@@ -126,19 +126,19 @@ impl RunMachine {
                 });
             }
         }
-        (self.batch.running() == 0).then(|| self.finish_batch())
+        (self.state.batch.running() == 0).then(|| self.finish_batch())
     }
 
     /// Checks every call of a reply (name, withdrawal, JSON, schema, repetition) and hands the
     /// ones that pass to the driver.
     pub(super) fn begin_batch(&mut self, text: Option<String>, calls: Vec<ToolCall>) -> Step {
-        self.phase = Phase::AwaitingTools;
-        self.batch = Batch::default();
+        self.state.phase = Phase::AwaitingTools;
+        self.state.batch = Batch::default();
         let mut issued = Vec::with_capacity(calls.len());
         for call in calls {
             let slot = self.check_call(call);
             issued.push(slot.call.clone());
-            self.batch.slots.push(slot);
+            self.state.batch.slots.push(slot);
         }
         let message = ChatMessage::assistant_tool_calls(text, issued);
         self.push_message(MessageKind::ToolCall, message, Value::Null);
@@ -152,7 +152,7 @@ impl RunMachine {
     }
 
     fn check_call(&mut self, call: ToolCall) -> Slot {
-        let iteration = self.iteration;
+        let iteration = self.state.iteration;
         let call_id = self.unique_call_id(&call.id);
         let catalog = self.catalog.clone();
         let builtin = Builtin::find(&call.name, &self.settings);
@@ -198,7 +198,7 @@ impl RunMachine {
                 "Call one of the available tools, with its exact name.",
             );
         };
-        if self.withdrawn.contains(&tool) {
+        if self.state.withdrawn.contains(&tool) {
             let error = format!(
                 "tool '{tool}' was withdrawn from this run after {} failures in a row",
                 self.settings.tool_failure_limit
@@ -212,7 +212,7 @@ impl RunMachine {
             );
         }
 
-        if entry.settings.requires_clarity && !self.guidance.clarified {
+        if entry.settings.requires_clarity && !self.state.guidance.clarified {
             let error = format!(
                 "tool '{tool}' is offered only once the request is clear, and it was not \
                  clarified yet"
@@ -224,7 +224,7 @@ impl RunMachine {
             };
             return self.refuse(call, arguments, ToolStatus::Blocked, error, hint);
         }
-        if let Some(refusal) = self.input.policy.refusal(entry) {
+        if let Some(refusal) = self.state.input.policy.refusal(entry) {
             return self.refuse(
                 call,
                 arguments,
@@ -240,12 +240,12 @@ impl RunMachine {
                 .as_ref()
                 .map_or_else(|_| call.arguments.clone(), canonical_json)
         );
-        if let Some(earlier) = self.seen_calls.get(&key).cloned() {
+        if let Some(earlier) = self.state.seen_calls.get(&key).cloned() {
             return self.duplicate(call, arguments, &earlier);
         }
         // Repeating a call that failed on its arguments is a repeat too; repeating one the rate
         // limit refused is a fair retry (the key is removed again below).
-        self.seen_calls.insert(key.clone(), call.id.clone());
+        self.state.seen_calls.insert(key.clone(), call.id.clone());
 
         let parsed = match parsed {
             Ok(parsed) => parsed,
@@ -263,8 +263,8 @@ impl RunMachine {
             return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
         }
         // Last, so that only calls that will run take from the budget.
-        if let Some(refusal) = self.input.policy.take_mutation(entry) {
-            self.seen_calls.remove(&key);
+        if let Some(refusal) = self.state.input.policy.take_mutation(entry) {
+            self.state.seen_calls.remove(&key);
             return self.refuse(
                 call,
                 arguments,
@@ -294,24 +294,25 @@ impl RunMachine {
 
     /// Hands the held calls of the batch to the driver, or ends the batch when none is left.
     pub(super) fn release_batch(&mut self) -> Step {
-        for slot in &mut self.batch.slots {
+        for slot in &mut self.state.batch.slots {
             if matches!(slot.state, SlotState::Held { .. }) {
                 let held = std::mem::replace(&mut slot.state, SlotState::Running);
                 if let SlotState::Held { invocation, .. } = held {
-                    self.batch.invocations.push(invocation);
+                    self.state.batch.invocations.push(invocation);
                 }
             }
         }
-        self.phase = Phase::AwaitingTools;
-        if self.batch.running() == 0 {
+        self.state.phase = Phase::AwaitingTools;
+        if self.state.batch.running() == 0 {
             return self.finish_batch();
         }
-        Step::CallTools(std::mem::take(&mut self.batch.invocations))
+        Step::CallTools(std::mem::take(&mut self.state.batch.invocations))
     }
 
     /// The calls of the batch that wait for a human's approval.
     pub(super) fn pending_approvals(&self) -> Vec<PendingCall> {
-        self.batch
+        self.state
+            .batch
             .slots
             .iter()
             .filter(|slot| {
@@ -361,15 +362,15 @@ impl RunMachine {
                 undecided.join(", ")
             ));
         }
-        for index in 0..self.batch.slots.len() {
-            let slot = &self.batch.slots[index];
+        for index in 0..self.state.batch.slots.len() {
+            let slot = &self.state.batch.slots[index];
             if !deny.contains(&slot.call.id) {
                 continue;
             }
             let (call, arguments) = (slot.call.clone(), slot.arguments.clone());
             let error = format!("the user denied the call of {}", call.name);
             let state = self.refusal(&call, &arguments, ToolStatus::Blocked, error, "The user did not allow this call. Do not repeat it; tell the user what was not done, or ask what they want instead.");
-            self.batch.slots[index].state = state;
+            self.state.batch.slots[index].state = state;
         }
         Ok(self.continue_batch())
     }
@@ -390,10 +391,10 @@ impl RunMachine {
                 .as_ref()
                 .map_or_else(|_| call.arguments.clone(), canonical_json)
         );
-        if let Some(earlier) = self.seen_calls.get(&key).cloned() {
+        if let Some(earlier) = self.state.seen_calls.get(&key).cloned() {
             return self.duplicate(call, arguments, &earlier);
         }
-        self.seen_calls.insert(key, call.id.clone());
+        self.state.seen_calls.insert(key, call.id.clone());
         let hint = format!("Fix the arguments and call {} again.", builtin.name());
         let parsed = match parsed.and_then(|parsed| builtin.validate(&parsed).map(|()| parsed)) {
             Ok(parsed) => parsed,
@@ -409,6 +410,7 @@ impl RunMachine {
             Builtin::WritePlan => match self.write_plan(&parsed) {
                 Ok(text) => {
                     let plan = self
+                        .state
                         .guidance
                         .plan
                         .as_ref()
@@ -443,9 +445,10 @@ impl RunMachine {
     ) -> SlotState {
         self.count_call(false);
         let mut record = refused_record(
+            self.state.now,
             call,
             arguments,
-            self.iteration,
+            self.state.iteration,
             ToolStatus::Success,
             String::new(),
         );
@@ -496,7 +499,14 @@ impl RunMachine {
         hint: &str,
     ) -> SlotState {
         let message = text::tool_error_message(status, &error, hint);
-        let record = refused_record(call, arguments, self.iteration, status, error.clone());
+        let record = refused_record(
+            self.state.now,
+            call,
+            arguments,
+            self.state.iteration,
+            status,
+            error.clone(),
+        );
         self.emit(EventKind::ToolExecuted {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -512,7 +522,7 @@ impl RunMachine {
     }
 
     fn duplicate(&mut self, call: ToolCall, arguments: Value, earlier_id: &str) -> Slot {
-        self.duplicates += 1;
+        self.state.duplicates += 1;
         self.emit(EventKind::DuplicateDetected {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -528,13 +538,15 @@ impl RunMachine {
             error: Some(error.clone()),
         });
         let record = refused_record(
+            self.state.now,
             &call,
             &arguments,
-            self.iteration,
+            self.state.iteration,
             ToolStatus::Skipped,
             error,
         );
         let state = match self
+            .state
             .batch
             .slots
             .iter()
@@ -545,7 +557,7 @@ impl RunMachine {
                 let earlier = self
                     .record_by_call
                     .get(earlier_id)
-                    .map(|&i| &self.records[i]);
+                    .map(|&i| &self.state.records[i]);
                 let message = text::duplicate_message(
                     earlier_id,
                     earlier.map(|record| (record.status, record_text(record))),
@@ -575,9 +587,9 @@ impl RunMachine {
             let answer = self.emit_answer(answer);
             return self.finish(RunStatus::Completed, Some(answer), None);
         }
-        if self.duplicates >= 2 {
+        if self.state.duplicates >= 2 {
             self.force_finalize(FinalizeReason::DuplicateCalls)
-        } else if self.consecutive_failures >= self.settings.max_consecutive_failures {
+        } else if self.state.consecutive_failures >= self.settings.max_consecutive_failures {
             self.force_finalize(FinalizeReason::ConsecutiveFailures)
         } else {
             self.next_iteration()
@@ -587,20 +599,20 @@ impl RunMachine {
     /// Ends a paused batch that will never run (the run is cancelled): its waiting calls are
     /// skipped, so the conversation never holds a tool call without its result.
     pub(super) fn abandon_batch(&mut self) {
-        for index in 0..self.batch.slots.len() {
+        for index in 0..self.state.batch.slots.len() {
             if !matches!(
-                self.batch.slots[index].state,
+                self.state.batch.slots[index].state,
                 SlotState::Held { .. } | SlotState::Asking { .. }
             ) {
                 continue;
             }
             let (call, arguments) = {
-                let slot = &self.batch.slots[index];
+                let slot = &self.state.batch.slots[index];
                 (slot.call.clone(), slot.arguments.clone())
             };
             let error = "the run was cancelled before this call ran".to_string();
             let state = self.refusal(&call, &arguments, ToolStatus::Skipped, error, "Not run.");
-            self.batch.slots[index].state = state;
+            self.state.batch.slots[index].state = state;
         }
         self.resolve_batch();
     }
@@ -610,7 +622,7 @@ impl RunMachine {
     /// tool that succeeded, if any.
     fn resolve_batch(&mut self) -> Option<String> {
         let max_chars = self.settings.tool_output_max_chars;
-        let slots = std::mem::take(&mut self.batch.slots);
+        let slots = std::mem::take(&mut self.state.batch.slots);
         let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
             Vec::with_capacity(slots.len());
         let mut notes = Vec::new();
@@ -633,9 +645,10 @@ impl RunMachine {
                     let message = text::duplicate_message(earlier_id, earlier, max_chars);
                     let error = format!("duplicate of {earlier_id}: not executed again");
                     let record = refused_record(
+                        self.state.now,
                         &slot.call,
                         &slot.arguments,
-                        self.iteration,
+                        self.state.iteration,
                         ToolStatus::Skipped,
                         error,
                     );
@@ -647,9 +660,10 @@ impl RunMachine {
                     let message =
                         text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
                     let record = refused_record(
+                        self.state.now,
                         &slot.call,
                         &slot.arguments,
-                        self.iteration,
+                        self.state.iteration,
                         ToolStatus::Error,
                         error,
                     );
@@ -674,8 +688,8 @@ impl RunMachine {
             let message = ChatMessage::tool_result(call.id, message);
             self.push_message(MessageKind::ToolResult, message, Value::Null);
             self.record_by_call
-                .insert(record.call_id.clone(), self.records.len());
-            self.records.push(record);
+                .insert(record.call_id.clone(), self.state.records.len());
+            self.state.records.push(record);
         }
         // After all results: providers want a turn's results right after its tool calls.
         for note in notes {
@@ -688,16 +702,20 @@ impl RunMachine {
         let known = self.catalog.get(&record.tool).is_some();
         match record.status {
             ToolStatus::Success => {
-                self.consecutive_failures = 0;
-                self.failure_streaks.remove(&record.tool);
+                self.state.consecutive_failures = 0;
+                self.state.failure_streaks.remove(&record.tool);
             }
             ToolStatus::Error => {
-                self.consecutive_failures += 1;
+                self.state.consecutive_failures += 1;
                 if known {
-                    let streak = self.failure_streaks.entry(record.tool.clone()).or_default();
+                    let streak = self
+                        .state
+                        .failure_streaks
+                        .entry(record.tool.clone())
+                        .or_default();
                     *streak += 1;
                     if *streak >= self.settings.tool_failure_limit {
-                        self.withdrawn.insert(record.tool.clone());
+                        self.state.withdrawn.insert(record.tool.clone());
                     }
                 }
             }
@@ -707,16 +725,16 @@ impl RunMachine {
 
     fn unique_call_id(&mut self, proposed: &str) -> String {
         let mut id = if proposed.is_empty() {
-            format!("call_{}", self.call_ids.len() + 1)
+            format!("call_{}", self.state.call_ids.len() + 1)
         } else {
             proposed.to_string()
         };
         let mut n = 2;
-        while self.call_ids.contains(&id) {
+        while self.state.call_ids.contains(&id) {
             id = format!("{proposed}_{n}");
             n += 1;
         }
-        self.call_ids.insert(id.clone());
+        self.state.call_ids.insert(id.clone());
         id
     }
 }

@@ -39,7 +39,7 @@ struct TaskUpdate {
 impl RunMachine {
     /// Asks the model for a plan before the first step.
     pub(super) fn begin_planning(&mut self) -> Step {
-        self.phase = Phase::AwaitingPlan;
+        self.state.phase = Phase::AwaitingPlan;
         self.plan_request()
     }
 
@@ -54,7 +54,7 @@ impl RunMachine {
             Ok(plan) => plan,
             Err(problem) if self.keep_for_retry(text, &problem) => return self.plan_request(),
             Err(problem) => {
-                self.guidance.log.notes.push(format!(
+                self.state.guidance.log.notes.push(format!(
                     "No plan: the planner's reply was invalid twice ({}); the run went on without \
                      a plan.",
                     one_line(&problem, 300)
@@ -62,7 +62,7 @@ impl RunMachine {
                 return self.next_iteration();
             }
         };
-        self.guidance.retry = None;
+        self.state.guidance.retry = None;
         let question = plan
             .needs_clarification
             .then(|| plan.clarification_question.clone())
@@ -71,7 +71,7 @@ impl RunMachine {
         match question {
             Some(question) => self.ask(question, "plan"),
             None => {
-                self.guidance.clarified = true;
+                self.state.guidance.clarified = true;
                 self.next_iteration()
             }
         }
@@ -80,15 +80,15 @@ impl RunMachine {
     /// Makes `plan` the run's plan and reports it.
     pub(super) fn set_plan(&mut self, plan: Plan) {
         self.emit(EventKind::PlanUpdated { plan: plan.clone() });
-        self.guidance.plan = Some(plan);
+        self.state.guidance.plan = Some(plan);
     }
 
     /// Applies a `write_plan` call; the text is the tool's result.
     pub(super) fn write_plan(&mut self, arguments: &Value) -> Result<String, String> {
         let update: PlanUpdate = serde_json::from_value(arguments.clone())
             .map_err(|error| format!("the plan update cannot be read: {error}"))?;
-        let mut plan = self.guidance.plan.clone().unwrap_or_else(|| Plan {
-            goal: self.input.query.clone(),
+        let mut plan = self.state.guidance.plan.clone().unwrap_or_else(|| Plan {
+            goal: self.state.input.query.clone(),
             sub_tasks: Vec::new(),
             needs_clarification: false,
             clarification_question: None,
@@ -165,10 +165,10 @@ impl RunMachine {
     /// A JSON reply (plan or verdict) that did not validate. The first time it is kept, to be
     /// shown to the model with the problem (`true`: ask again); the second time it is given up.
     pub(super) fn keep_for_retry(&mut self, reply: String, problem: &str) -> bool {
-        if self.guidance.retry.take().is_some() {
+        if self.state.guidance.retry.take().is_some() {
             return false;
         }
-        self.guidance.retry = Some(JsonRetry {
+        self.state.guidance.retry = Some(JsonRetry {
             reply,
             problem: problem.to_string(),
         });
@@ -185,7 +185,7 @@ impl RunMachine {
         instruction: String,
     ) -> ModelRequest {
         let mut closing = vec![Arc::new(ChatMessage::system(instruction))];
-        if let Some(retry) = &self.guidance.retry {
+        if let Some(retry) = &self.state.guidance.retry {
             closing.push(Arc::new(ChatMessage::assistant(retry.reply.clone())));
             closing.push(Arc::new(ChatMessage::user(format!(
                 "That reply was not valid: {}. Answer again with only the corrected JSON object.",
@@ -193,7 +193,7 @@ impl RunMachine {
             ))));
         }
         let mut request = self.compose(closing, false, ToolChoice::None, purpose);
-        request.model = model.or_else(|| self.input.model.clone());
+        request.model = model.or_else(|| self.state.input.model.clone());
         request
     }
 }

@@ -54,16 +54,16 @@ impl RunMachine {
             return false;
         };
         if at_cap {
-            !self.guidance.reviewed_at_cap && self.tools_used > 0
+            !self.state.guidance.reviewed_at_cap && self.state.tools_used > 0
         } else {
-            self.guidance.calls_since_review >= every
+            self.state.guidance.calls_since_review >= every
         }
     }
 
     pub(super) fn begin_review(&mut self, at_cap: bool) -> Step {
-        self.guidance.calls_since_review = 0;
-        self.guidance.reviewed_at_cap |= at_cap;
-        self.phase = Phase::AwaitingReview;
+        self.state.guidance.calls_since_review = 0;
+        self.state.guidance.reviewed_at_cap |= at_cap;
+        self.state.phase = Phase::AwaitingReview;
         self.review_request()
     }
 
@@ -78,18 +78,18 @@ impl RunMachine {
             Ok(verdict) => verdict,
             Err(problem) if self.keep_for_retry(text, &problem) => return self.review_request(),
             Err(problem) => {
-                self.guidance.log.notes.push(format!(
+                self.state.guidance.log.notes.push(format!(
                     "A review was skipped: the reviewer's reply was invalid twice ({}).",
                     one_line(&problem, 300)
                 ));
                 return self.next_iteration();
             }
         };
-        self.guidance.retry = None;
-        let at_cap = self.iteration >= self.input.max_iterations;
-        self.guidance.log.reviews.push(ReviewEntry {
-            iteration: self.iteration,
-            after_tool_calls: self.tools_used,
+        self.state.guidance.retry = None;
+        let at_cap = self.state.iteration >= self.state.input.max_iterations;
+        self.state.guidance.log.reviews.push(ReviewEntry {
+            iteration: self.state.iteration,
+            after_tool_calls: self.state.tools_used,
             action: verdict.action.as_str().to_string(),
             reason: verdict.reason.clone(),
             question: verdict.question.clone(),
@@ -109,7 +109,7 @@ impl RunMachine {
                     // The new plan needs the user first (at the cap, the summary asks).
                     Some(question) if !at_cap => self.ask(question, "review"),
                     Some(question) => {
-                        self.guidance.finalize_note =
+                        self.state.guidance.finalize_note =
                             Some(format!("End the answer by asking the user: {question}"));
                         self.next_iteration()
                     }
@@ -120,7 +120,7 @@ impl RunMachine {
                 let question = verdict.question.unwrap_or_default();
                 if at_cap {
                     // No step is left to use the answer: the summary asks it instead.
-                    self.guidance.finalize_note =
+                    self.state.guidance.finalize_note =
                         Some(format!("End the answer by asking the user: {question}"));
                     self.next_iteration()
                 } else {
@@ -129,7 +129,7 @@ impl RunMachine {
             }
             Action::Stop => {
                 let reason = verdict.reason.unwrap_or_default();
-                self.guidance.finalize_note =
+                self.state.guidance.finalize_note =
                     Some(format!("The reviewer stopped the work: {reason}"));
                 self.force_finalize(FinalizeReason::ReviewStop)
             }
@@ -137,14 +137,14 @@ impl RunMachine {
     }
 
     fn review_instruction(&self) -> String {
-        let plan = match &self.guidance.plan {
+        let plan = match &self.state.guidance.plan {
             Some(plan) => render_plan(plan),
             None => "(no plan)\n".to_string(),
         };
-        let history = if self.records.is_empty() {
+        let history = if self.state.records.is_empty() {
             "(none)\n".to_string()
         } else {
-            records_digest(&self.records)
+            records_digest(&self.state.records)
         };
         format!(
             "Stop working on the request for a moment and review the progress so far, as a \
@@ -158,7 +158,7 @@ impl RunMachine {
              \"...\"}} when only the user can settle what to do;\n- {{\"action\": \"stop\", \
              \"reason\": \"...\"}} when going on cannot help (the data is not there, the tools \
              keep failing, or the request is answered).",
-            self.iteration, self.input.max_iterations
+            self.state.iteration, self.state.input.max_iterations
         )
     }
 }

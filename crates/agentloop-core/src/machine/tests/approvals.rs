@@ -35,6 +35,7 @@ fn machine_on(catalog: Arc<ToolCatalog>) -> RunMachine {
         model: None,
         max_iterations: 8,
         context: RunContext::default(),
+        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
     };
     RunMachine::new(
@@ -161,7 +162,7 @@ fn a_paused_run_survives_a_round_trip_through_json() {
     paused(&mut m);
     m.take_changes();
     let json = serde_json::to_value(m.snapshot().unwrap()).unwrap();
-    let snapshot: RunSnapshot = serde_json::from_value(json).unwrap();
+    let snapshot: RunState = serde_json::from_value(json).unwrap();
     let catalog = m.catalog.clone();
     let mut restored = RunMachine::restore(
         snapshot,

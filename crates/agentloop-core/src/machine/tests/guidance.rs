@@ -42,6 +42,7 @@ fn guided(configure: impl FnOnce(&mut AgentSettings)) -> RunMachine {
         model: None,
         max_iterations: settings.max_iterations,
         context: RunContext::default(),
+        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
     };
     RunMachine::new(

@@ -41,6 +41,7 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         model: None,
         max_iterations: settings.max_iterations,
         context: RunContext::default(),
+        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
     };
     RunMachine::new(
@@ -615,6 +616,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
         model: None,
         max_iterations: 3,
         context: RunContext::default(),
+        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
     };
     let mut with_history = RunMachine::new(

@@ -26,6 +26,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
         model: None,
         max_iterations: 8,
         context: RunContext::default(),
+        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy,
     };
     RunMachine::new(

@@ -1,0 +1,177 @@
+//! The state of a run as one value. Everything a run needs to go on is in [`RunState`]; a paused
+//! run is saved as exactly this value, so a field added to it cannot be forgotten by a copy kept
+//! by hand. What is derived from it (the model's view with its token counts, indexes) is
+//! rebuilt when a machine is made from a state ([`RunMachine::from_state`]).
+//!
+//! Time and new ids come from outside: the time arrives with each input ([`RunMachine::handle`]),
+//! and ids are derived from the run's id and a counter kept in the state, so feeding the same
+//! inputs to the same state yields the same events, byte for byte.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agentloop_protocol::{FinalizeReason, SessionMessage, ToolExecutionRecord, Usage};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{RunInput, RunOutcome, batch::Batch, guidance::Guidance};
+
+/// Bumped when the shape changes, so that a state saved by another version is refused rather
+/// than misread. Version 1 was the hand-kept snapshot of paused runs.
+pub(super) const STATE_VERSION: u32 = 2;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", content = "reason", rename_all = "snake_case")]
+pub(super) enum Phase {
+    Created,
+    /// Waiting for the plan (`[agent.planning]`).
+    AwaitingPlan,
+    /// Waiting for a reviewer's verdict (`[agent.review]`).
+    AwaitingReview,
+    AwaitingStep,
+    /// Waiting for the calls of the batch to end.
+    AwaitingTools,
+    /// Waiting for the forced summary, and why it was forced.
+    AwaitingFinalize(FinalizeReason),
+    /// Paused until a human answers (`resume`).
+    AwaitingInput,
+    Finished,
+}
+
+/// Everything a run needs to go on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    pub(super) version: u32,
+    pub(super) input: RunInput,
+    pub(super) phase: Phase,
+    /// The time of the input being handled (or of the run's start).
+    pub(super) now: DateTime<Utc>,
+    /// Ids handed out so far (messages); the next id derives from this count.
+    pub(super) ids_issued: u64,
+    /// This run's messages, starting with the question.
+    pub(super) turn: Vec<SessionMessage>,
+    pub(super) records: Vec<ToolExecutionRecord>,
+    pub(super) iteration: u32,
+    pub(super) tools_used: u32,
+    pub(super) usage: Usage,
+    /// Canonical `tool + arguments` of every call of the run, to the id of its first call.
+    pub(super) seen_calls: BTreeMap<String, String>,
+    pub(super) call_ids: BTreeSet<String>,
+    pub(super) duplicates: u32,
+    pub(super) consecutive_failures: u32,
+    pub(super) failure_streaks: BTreeMap<String, u32>,
+    pub(super) withdrawn: BTreeSet<String>,
+    pub(super) finalize_reason: Option<FinalizeReason>,
+    /// A side effect asked the client to refresh its view.
+    pub(super) should_refresh: bool,
+    /// Documents tools returned (`documents: [...]`), kept with the run's trace.
+    pub(super) documents: Vec<serde_json::Value>,
+    /// The calls of the reply being worked on.
+    pub(super) batch: Batch,
+    /// Plan, clarification and review.
+    pub(super) guidance: Guidance,
+    /// How the run ended, once it did.
+    pub(super) outcome: Option<RunOutcome>,
+}
+
+impl RunState {
+    /// The state of a run that has not started, at `now`.
+    pub(super) fn new(input: RunInput, now: DateTime<Utc>) -> RunState {
+        RunState {
+            version: STATE_VERSION,
+            input,
+            phase: Phase::Created,
+            now,
+            ids_issued: 0,
+            turn: Vec::new(),
+            records: Vec::new(),
+            iteration: 0,
+            tools_used: 0,
+            usage: Usage::default(),
+            seen_calls: BTreeMap::new(),
+            call_ids: BTreeSet::new(),
+            duplicates: 0,
+            consecutive_failures: 0,
+            failure_streaks: BTreeMap::new(),
+            withdrawn: BTreeSet::new(),
+            finalize_reason: None,
+            should_refresh: false,
+            documents: Vec::new(),
+            batch: Batch::default(),
+            guidance: Guidance::default(),
+            outcome: None,
+        }
+    }
+
+    /// The context the run was started with (its policy is rebuilt from it).
+    pub fn context(&self) -> &super::RunContext {
+        &self.input.context
+    }
+
+    pub fn run_id(&self) -> Uuid {
+        self.input.run_id
+    }
+
+    /// A new id: time-ordered like a UUIDv7 (the input's time), and a function of the run's
+    /// id and how many ids it issued before, never of a random source.
+    pub(super) fn next_id(&mut self) -> Uuid {
+        self.ids_issued += 1;
+        let mixed = self.input.run_id.as_u128()
+            ^ u128::from(self.ids_issued).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835);
+        let bytes = mixed.to_be_bytes();
+        let mut tail = [0u8; 10];
+        tail.copy_from_slice(&bytes[6..]);
+        let millis = u64::try_from(self.now.timestamp_millis()).unwrap_or_default();
+        uuid::Builder::from_unix_timestamp_millis(millis, &tail).into_uuid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::machine::RunContext;
+
+    fn state() -> RunState {
+        let input = RunInput {
+            run_id: Uuid::from_u128(7),
+            session_id: Uuid::from_u128(8),
+            query: "q".into(),
+            history: Vec::new(),
+            system_prompt: "s".into(),
+            model: None,
+            max_iterations: 3,
+            context: RunContext::default(),
+            started_at: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+            policy: Default::default(),
+        };
+        let now = input.started_at;
+        RunState::new(input, now)
+    }
+
+    #[test]
+    fn ids_are_distinct_ordered_by_time_and_the_same_on_every_replay() {
+        let (mut a, mut b) = (state(), state());
+        let first: Vec<Uuid> = (0..100).map(|_| a.next_id()).collect();
+        let again: Vec<Uuid> = (0..100).map(|_| b.next_id()).collect();
+        assert_eq!(first, again);
+        let distinct: BTreeSet<Uuid> = first.iter().copied().collect();
+        assert_eq!(distinct.len(), 100);
+        assert!(first.iter().all(|id| id.get_version_num() == 7));
+        a.now += chrono::Duration::milliseconds(5);
+        assert!(a.next_id() > *first.iter().max().unwrap());
+    }
+
+    #[test]
+    fn a_state_round_trips_through_json() {
+        let mut original = state();
+        original.phase = Phase::AwaitingFinalize(FinalizeReason::MaxIterations);
+        original.seen_calls.insert("k".into(), "c1".into());
+        let text = serde_json::to_string(&original).unwrap();
+        let back: RunState = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        assert_eq!(back.phase, original.phase);
+    }
+}
