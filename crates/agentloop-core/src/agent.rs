@@ -16,13 +16,12 @@ use uuid::Uuid;
 
 use crate::{
     catalog::ToolCatalog,
-    driver::{Emitter, EventSink, RunServices, drive},
+    driver::RunServices,
     hooks::ToolHook,
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
     policy::{MutationLimiter, PolicySettings, RunPolicy, WorkflowSettings},
     registry::ToolRegistry,
-    session_run::run_with_store,
     settings::{AgentSettings, ToolSettings},
     store::Store,
     subagent::{AGENT_TOOL_PREFIX, Parent, SubAgentSettings, SubAgentTool},
@@ -240,25 +239,6 @@ impl Agent {
             events,
             task,
             cancel,
-        }
-    }
-
-    /// Runs to the end in the current task, sending events to `sink`. With a store, the run is
-    /// saved step by step in its session.
-    pub async fn run_with_sink(
-        &self,
-        mut request: RunRequest,
-        sink: Arc<dyn EventSink>,
-        cancel: CancellationToken,
-    ) -> RunOutcome {
-        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
-        let mut emitter = Emitter::new(run_id, sink);
-        match &self.store {
-            Some(_) => run_with_store(self, request, &mut emitter, cancel).await,
-            None => {
-                let machine = self.prepare(request);
-                drive(machine, self.services.clone(), &mut emitter, cancel, None).await
-            }
         }
     }
 }

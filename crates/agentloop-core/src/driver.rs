@@ -7,102 +7,25 @@ use agentloop_protocol::{Event, EventKind};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::{RwLock, Semaphore};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::AbortOnDropHandle};
 use uuid::Uuid;
 
 use crate::{
+    emitter::Emitter,
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
         Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation, ToolOutcome,
-        ToolResult,
+        ToolResult, text,
     },
     registry::ToolRegistry,
     settings::AgentSettings,
     settings::ToolSettings,
-    step_writer::StepWriter,
-    store::Store,
+    step_writer::{Persistence, StepWriter},
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
     tool::{Tool, ToolContext},
 };
-
-/// Where a run's events go: a channel, a broadcast, a store. Must not block.
-pub trait EventSink: Send + Sync {
-    fn emit(&self, event: Event);
-}
-
-impl EventSink for tokio::sync::mpsc::UnboundedSender<Event> {
-    fn emit(&self, event: Event) {
-        // A receiver that went away is a consumer that stopped listening; the run goes on.
-        let _ = self.send(event);
-    }
-}
-
-/// Numbers a run's events and hands them to the sink.
-pub struct Emitter {
-    run_id: Uuid,
-    last_seq: u64,
-    sink: Arc<dyn EventSink>,
-}
-
-impl Emitter {
-    pub fn new(run_id: Uuid, sink: Arc<dyn EventSink>) -> Self {
-        Self::resuming(run_id, 0, sink)
-    }
-
-    /// Continues a run whose events up to `last_seq` were already emitted.
-    pub fn resuming(run_id: Uuid, last_seq: u64, sink: Arc<dyn EventSink>) -> Self {
-        Self {
-            run_id,
-            last_seq,
-            sink,
-        }
-    }
-
-    pub fn emit(&mut self, kind: EventKind) {
-        let event = self.number(kind);
-        self.send(event);
-    }
-
-    /// Gives the event its place in the run, without sending it yet.
-    pub fn number(&mut self, kind: EventKind) -> Event {
-        self.last_seq += 1;
-        Event {
-            run_id: self.run_id,
-            seq: self.last_seq,
-            parent_run_id: None,
-            kind,
-        }
-    }
-
-    /// Where this emitter's events go.
-    pub fn sink(&self) -> Arc<dyn EventSink> {
-        self.sink.clone()
-    }
-
-    pub fn send(&self, event: Event) {
-        self.sink.emit(event);
-    }
-
-    /// Gives an event of a sub-agent's run its place in this run's stream; it keeps its own
-    /// `run_id`, and names this run as its parent.
-    pub fn adopt(&mut self, mut event: Event) -> Event {
-        self.last_seq += 1;
-        event.seq = self.last_seq;
-        event.parent_run_id = Some(self.run_id);
-        event
-    }
-
-    pub fn last_seq(&self) -> u64 {
-        self.last_seq
-    }
-
-    /// Takes back the places given to events after `last_seq` that were never sent.
-    pub(crate) fn rewind(&mut self, last_seq: u64) {
-        self.last_seq = last_seq.min(self.last_seq);
-    }
-}
 
 /// What a run needs from its agent.
 #[derive(Clone)]
@@ -153,17 +76,6 @@ fn feed_step(machine: &mut RunMachine, services: &RunServices, input: Input) -> 
             )
             .unwrap_or_else(|| Step::CallTools(Vec::new()))
     })
-}
-
-/// Where a run's steps are saved.
-#[derive(Clone)]
-pub struct Persistence {
-    pub store: Arc<dyn Store>,
-    /// False when the run must leave no trace in its session (`save_chat: false`).
-    pub save_messages: bool,
-    /// How long a step the store refuses is tried again before the run ends failed
-    /// (`[agent] store_retry_s`).
-    pub retry: std::time::Duration,
 }
 
 /// Runs `machine` to its end. Each step's changes are saved (when `persistence` is given)
@@ -371,7 +283,7 @@ async fn execute(
         timeout,
     } = invocation;
     let Some((tool, settings)) = tool else {
-        let outcome = ToolOutcome::Failed(format!("tool {name} is no longer available"));
+        let outcome = ToolOutcome::Failed(text::tool_unavailable(&name));
         return ToolResult::new(call_id, 0, outcome);
     };
     let original = arguments.clone();
@@ -393,17 +305,18 @@ async fn execute(
     // A task of its own, so that a panicking tool fails its call, not the run.
     let task_arguments = arguments.clone();
     let task_context = context.clone();
-    let mut task = tokio::spawn(async move { tool.call(task_arguments, task_context).await });
+    // Aborted when dropped: a run (or a sub-agent's) that is dropped or times out leaves no
+    // call running behind it.
+    let mut task = AbortOnDropHandle::new(tokio::spawn(async move {
+        tool.call(task_arguments, task_context).await
+    }));
     let outcome = match tokio::time::timeout(timeout, &mut task).await {
         Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
         Ok(Ok(Err(error))) => ToolOutcome::Failed(error.to_string()),
-        Ok(Err(join_error)) => ToolOutcome::Failed(format!("the tool crashed: {join_error}")),
+        Ok(Err(join_error)) => ToolOutcome::Failed(text::tool_crashed(&join_error.to_string())),
         Err(_) => {
             task.abort();
-            ToolOutcome::Failed(format!(
-                "timed out after {} s (set [tools.\"{name}\"] timeout_s to allow longer)",
-                timeout.as_secs_f64()
-            ))
+            ToolOutcome::Failed(text::tool_timed_out(&name, timeout))
         }
     };
     let duration_ms = started.elapsed().as_millis() as u64;
@@ -441,3 +354,6 @@ async fn execute(
         side_effects,
     }
 }
+
+#[cfg(test)]
+mod tests;

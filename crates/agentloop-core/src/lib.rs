@@ -20,6 +20,7 @@ mod catalog;
 mod clock;
 mod descriptions;
 mod driver;
+mod emitter;
 mod hooks;
 mod json_text;
 mod llm;
@@ -41,7 +42,8 @@ pub use agentloop_protocol as protocol;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;
-pub use driver::{Emitter, EventSink, InputLog, Persistence, RunServices, drive, drive_from};
+pub use driver::{InputLog, RunServices, drive, drive_from};
+pub use emitter::{Emitter, EventSink};
 pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
 pub use json_text::{extract_object, find_object};
 pub use llm::{
@@ -49,18 +51,20 @@ pub use llm::{
 };
 pub use machine::{
     Input, InputAnswer, MachineChanges, PausedRun, RunContext, RunFailure, RunInput, RunMachine,
-    RunOutcome, RunState, Step,
+    RunOutcome, RunProgress, RunState, Step,
 };
 pub use names::sanitize as provider_safe_name;
+pub use policy::DEFAULT_USER;
 pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
 };
 pub use registry::ToolRegistry;
-pub use session_run::{BegunRun, DEFAULT_USER, ResumeError, Resumed, SESSION_LEASE, StartError};
+pub use session_run::{BegunRun, ResumeError, Resumed, StartError};
 pub use settings::{AgentSettings, PlanningSettings, ReviewSettings, ToolSettings};
+pub use step_writer::Persistence;
 pub use store::{
-    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, RunProgress, SessionLock,
-    StepRecord, Store, StoreError,
+    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, SESSION_LEASE, SessionCursor,
+    SessionLock, StepRecord, Store, StoreError,
 };
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};

@@ -3,6 +3,9 @@
 
 use std::collections::HashSet;
 
+/// Sub-agents are offered as tools named `agent.NAME`.
+pub const AGENT_TOOL_PREFIX: &str = "agent.";
+
 const MAX_LEN: usize = 64;
 
 /// The provider-safe spelling of an internal name (not yet made unique).

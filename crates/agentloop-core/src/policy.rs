@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::CatalogEntry;
 
+/// The user a run belongs to when the request names none.
+pub const DEFAULT_USER: &str = "local";
+
 /// `[policy]` of agentloop.toml.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -140,10 +143,7 @@ impl fmt::Debug for MutationLimiter {
 
 /// Whose budget a run's mutating calls take: the entity, else the user, else the local user.
 pub(crate) fn limit_key(entity_id: Option<&str>, user_id: Option<&str>) -> String {
-    entity_id
-        .or(user_id)
-        .unwrap_or(crate::session_run::DEFAULT_USER)
-        .to_string()
+    entity_id.or(user_id).unwrap_or(DEFAULT_USER).to_string()
 }
 
 /// The rules of one run.
@@ -212,7 +212,7 @@ impl RunPolicy {
             });
         }
         if let Some((agent, allowlist)) = &self.agent {
-            if name.starts_with(crate::subagent::AGENT_TOOL_PREFIX) {
+            if name.starts_with(crate::names::AGENT_TOOL_PREFIX) {
                 return Some(Refusal {
                     error: format!("the {agent} agent cannot hand work to other agents"),
                     hint: "Do the task with your own tools.",

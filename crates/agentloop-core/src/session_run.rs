@@ -2,7 +2,7 @@
 //! of the same session is refused, never interleaved), the history is read from it, the question
 //! is saved before the first LLM call, and every step after.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -10,17 +10,13 @@ use uuid::Uuid;
 
 use crate::{
     agent::{Agent, RunRequest},
-    driver::{Emitter, Persistence, drive},
+    driver::drive,
+    emitter::{Emitter, EventSink},
     machine::{Input, RunOutcome},
-    store::{NewRun, NewSession, SessionLock, Store, StoreError},
+    policy::DEFAULT_USER,
+    step_writer::Persistence,
+    store::{NewRun, NewSession, SESSION_LEASE, SessionLock, Store, StoreError},
 };
-
-/// How long a run holds its session without renewing; renewed at a third of it while it works,
-/// so a crashed process frees its sessions within this time.
-pub const SESSION_LEASE: Duration = Duration::from_secs(90);
-
-/// The user a run belongs to when the request names none.
-pub const DEFAULT_USER: &str = "local";
 
 /// Why a run could not begin. Nothing of it was saved, and no session is held.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -169,7 +165,7 @@ impl Agent {
     pub async fn run_begun(
         &self,
         begun: BegunRun,
-        sink: Arc<dyn crate::driver::EventSink>,
+        sink: Arc<dyn EventSink>,
         cancel: CancellationToken,
     ) -> RunOutcome {
         let BegunRun {
@@ -201,6 +197,27 @@ impl Agent {
             Some(persistence),
         )
         .await
+    }
+}
+
+impl Agent {
+    /// Runs to the end in the current task, sending events to `sink`. With a store, the run is
+    /// saved step by step in its session.
+    pub async fn run_with_sink(
+        &self,
+        mut request: RunRequest,
+        sink: Arc<dyn EventSink>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
+        let mut emitter = Emitter::new(run_id, sink);
+        match self.store() {
+            Some(_) => run_with_store(self, request, &mut emitter, cancel).await,
+            None => {
+                let machine = self.prepare(request);
+                drive(machine, self.services().clone(), &mut emitter, cancel, None).await
+            }
+        }
     }
 }
 
@@ -392,7 +409,7 @@ impl Agent {
     pub async fn run_resumed(
         &self,
         resumed: Resumed,
-        sink: Arc<dyn crate::driver::EventSink>,
+        sink: Arc<dyn EventSink>,
         cancel: CancellationToken,
     ) -> RunOutcome {
         let Resumed {

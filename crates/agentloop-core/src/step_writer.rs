@@ -10,16 +10,26 @@ use agentloop_protocol::Event;
 use uuid::Uuid;
 
 use crate::{
-    driver::{Emitter, Persistence},
+    emitter::Emitter,
     machine::{RunMachine, RunState, Step},
-    session_run::SESSION_LEASE,
-    store::{RunEnd, StepRecord, Store, StoreError},
+    store::{RunEnd, SESSION_LEASE, StepRecord, Store, StoreError},
     telemetry::Telemetry,
 };
 
 /// The first wait before a step is saved again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Where a run's steps are saved.
+#[derive(Clone)]
+pub struct Persistence {
+    pub store: Arc<dyn Store>,
+    /// False when the run must leave no trace in its session (`save_chat: false`).
+    pub save_messages: bool,
+    /// How long a step the store refuses is tried again before the run ends failed
+    /// (`[agent] store_retry_s`).
+    pub retry: std::time::Duration,
+}
 
 /// Saves each step, then emits its events.
 pub(crate) struct StepWriter {

@@ -5,14 +5,17 @@ use std::time::Duration;
 
 use agentloop_protocol::{
     Event, FinalizeReason, RunInfo, RunStatus, SessionInfo, SessionMessage, ToolExecutionRecord,
-    Usage,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::machine::RunFailure;
+use crate::machine::{RunFailure, RunProgress};
+
+/// How long a run holds its session without renewing; renewed at a third of it while it works,
+/// so a crashed process frees its sessions within this time.
+pub const SESSION_LEASE: Duration = Duration::from_secs(90);
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -61,14 +64,6 @@ pub struct NewRun {
     pub started_at: DateTime<Utc>,
 }
 
-/// Counters of a run in progress.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RunProgress {
-    pub iterations: u32,
-    pub tools_used: u32,
-    pub usage: Usage,
-}
-
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
@@ -97,6 +92,24 @@ pub struct StepRecord {
     pub end: Option<RunEnd>,
 }
 
+/// A place in the listing of sessions (most recently updated first, the id breaking ties):
+/// right after the session it was taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCursor {
+    pub updated_at: DateTime<Utc>,
+    pub id: Uuid,
+}
+
+impl SessionCursor {
+    /// The place right after `session`.
+    pub fn after(session: &SessionInfo) -> SessionCursor {
+        SessionCursor {
+            updated_at: session.updated_at,
+            id: session.id,
+        }
+    }
+}
+
 /// Whether a run got the session for itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionLock {
@@ -115,12 +128,26 @@ pub trait Store: Send + Sync {
 
     async fn session(&self, id: Uuid) -> Result<Option<SessionInfo>, StoreError>;
 
-    /// Sessions, most recently updated first; only `user_id`'s when given.
+    /// Sessions, most recently updated first (the id breaks ties, highest first); only
+    /// `user_id`'s when given; with `after`, those that come after it in that order. Ask for
+    /// one more than a page holds to know whether another page follows, and continue after the
+    /// last session shown. Pages never repeat a session; a session updated while pages are read
+    /// moves to the front, ahead of the pages to come.
+    async fn list_sessions_after(
+        &self,
+        user_id: Option<&str>,
+        after: Option<SessionCursor>,
+        limit: u32,
+    ) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// The first `limit` sessions of [`Store::list_sessions_after`].
     async fn list_sessions(
         &self,
         user_id: Option<&str>,
         limit: u32,
-    ) -> Result<Vec<SessionInfo>, StoreError>;
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        self.list_sessions_after(user_id, None, limit).await
+    }
 
     /// Deletes the session with its messages, runs, tool executions and events. False when
     /// there was no such session.
@@ -177,8 +204,16 @@ pub trait Store: Send + Sync {
     /// Runs of a session, oldest first.
     async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError>;
 
-    /// The tool executions of a run, in the order they were recorded.
+    /// The tool executions of a run, in the order they were recorded, each with its whole
+    /// output.
     async fn tool_executions(&self, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError>;
+
+    /// One tool execution of a run, with its whole output; `None` when the run has no such call.
+    async fn tool_execution(
+        &self,
+        run_id: Uuid,
+        call_id: &str,
+    ) -> Result<Option<ToolExecutionRecord>, StoreError>;
 
     /// The events of a run with `seq > after_seq`, in order.
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError>;

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::{
-    driver::{Emitter, EventSink, RunServices, drive},
+    driver::{RunServices, drive},
+    emitter::{Emitter, EventSink},
     hooks::ToolHook,
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine},
@@ -29,8 +30,7 @@ use crate::{
     tool::{Tool, ToolContext, ToolError, ToolInfo, ToolOutput},
 };
 
-/// The prefix of sub-agent tools: `agent.NAME`.
-pub const AGENT_TOOL_PREFIX: &str = "agent.";
+pub use crate::names::AGENT_TOOL_PREFIX;
 
 /// `[agents.NAME]` of agentloop.toml.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ mod review;
 mod schemas;
 mod snapshot;
 mod state;
-mod text;
+pub(crate) mod text;
 mod view;
 
 use std::{collections::HashMap, sync::Arc};
@@ -39,7 +39,6 @@ use crate::{
     llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice, ToolSpec},
     policy::RunPolicy,
     settings::AgentSettings,
-    store::RunProgress,
     tokens::{TokenCounter, message_tokens},
 };
 use builtins::Builtin;
@@ -109,6 +108,14 @@ pub enum Input {
         error: String,
         announced: bool,
     },
+}
+
+/// Counters of a run in progress.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunProgress {
+    pub iterations: u32,
+    pub tools_used: u32,
+    pub usage: Usage,
 }
 
 /// Why a run failed.
@@ -585,7 +592,7 @@ impl RunMachine {
                 records_digest(&self.state.records),
                 self.state.guidance.trace_lines()
             ));
-            let mut metadata = json!({ "execution_trace": self.state.records });
+            let mut metadata = json!({ "execution_trace": trace_records(&self.state.records) });
             if !self.state.documents.is_empty() {
                 metadata["documents"] = json!(self.state.documents);
             }
@@ -794,6 +801,34 @@ impl RunMachine {
             self.state.guidance.calls_since_review += 1;
         }
     }
+}
+
+/// The records as the trace message keeps them: without their outputs, which the run's tool
+/// executions hold whole (by `call_id`), so that a large output is not stored again with every
+/// trace; `result_bytes` says how long the result was.
+fn trace_records(records: &[ToolExecutionRecord]) -> Vec<serde_json::Value> {
+    records
+        .iter()
+        .map(|record| {
+            let outline = ToolExecutionRecord {
+                call_id: record.call_id.clone(),
+                iteration: record.iteration,
+                tool: record.tool.clone(),
+                arguments: record.arguments.clone(),
+                started_at: record.started_at,
+                duration_ms: record.duration_ms,
+                status: record.status,
+                result: None,
+                structured_result: None,
+                error: record.error.clone(),
+            };
+            let mut value = json!(outline);
+            if let Some(result) = &record.result {
+                value["result_bytes"] = json!(result.len());
+            }
+            value
+        })
+        .collect()
 }
 
 #[cfg(test)]

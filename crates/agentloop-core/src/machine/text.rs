@@ -161,6 +161,24 @@ pub fn store_lost(error: &str, answered: bool) -> String {
     )
 }
 
+/// What the model reads when a tool it called left the catalog since the run started.
+pub fn tool_unavailable(name: &str) -> String {
+    format!("tool {name} is no longer available")
+}
+
+/// What the model reads when a tool panicked.
+pub fn tool_crashed(why: &str) -> String {
+    format!("the tool crashed: {why}")
+}
+
+/// What the model reads when a call ran out of time, with what the operator can change.
+pub fn tool_timed_out(name: &str, limit: std::time::Duration) -> String {
+    format!(
+        "timed out after {} s (set [tools.\"{name}\"] timeout_s to allow longer)",
+        limit.as_secs_f64()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

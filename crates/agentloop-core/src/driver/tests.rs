@@ -1,0 +1,248 @@
+//! The driver with an LLM and tools in this process, on tokio's paused clock: timeouts,
+//! cancellation, the serial-tool gate and dropped runs, without waiting for a wall clock. Tests
+//! wait for "the tool has started" on a signal from the tool, never on a sleep.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::{
+    collections::VecDeque,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use agentloop_protocol::{EventKind, RunStatus, ToolCall, ToolStatus};
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Agent, AgentSettings, FnTool, RunRequest, ToolOutput,
+    llm::{Llm, LlmError, ModelReply, ModelRequest, TextSink},
+};
+
+/// Answers from a script, in order.
+struct ScriptLlm {
+    replies: Mutex<VecDeque<ModelReply>>,
+    calls: AtomicUsize,
+}
+
+impl ScriptLlm {
+    fn new(replies: Vec<ModelReply>) -> Arc<ScriptLlm> {
+        Arc::new(ScriptLlm {
+            replies: Mutex::new(replies.into()),
+            calls: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl Llm for ScriptLlm {
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _on_text: TextSink<'_>,
+    ) -> Result<ModelReply, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let next = self.replies.lock().unwrap().pop_front();
+        next.ok_or_else(|| LlmError::Protocol("the script is over".to_string()))
+    }
+}
+
+fn calls(calls: &[(&str, &str)]) -> ModelReply {
+    ModelReply {
+        tool_calls: calls
+            .iter()
+            .enumerate()
+            .map(|(index, (name, arguments))| ToolCall {
+                id: format!("c{index}"),
+                name: (*name).to_string(),
+                arguments: (*arguments).to_string(),
+            })
+            .collect(),
+        ..ModelReply::default()
+    }
+}
+
+fn text(answer: &str) -> ModelReply {
+    ModelReply {
+        content: Some(answer.to_string()),
+        ..ModelReply::default()
+    }
+}
+
+/// Set when the value is dropped: a call's future that was aborted drops what it held.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A tool that signals when it starts, then sleeps `duration` (on tokio's clock); `dropped` is
+/// set if its call is abandoned before the end.
+struct SlowTool {
+    started: Arc<Notify>,
+    dropped: Arc<AtomicBool>,
+}
+
+fn slow_tool(name: &str, duration: Duration) -> (FnTool, SlowTool) {
+    let probe = SlowTool {
+        started: Arc::new(Notify::new()),
+        dropped: Arc::new(AtomicBool::new(false)),
+    };
+    let (started, dropped) = (probe.started.clone(), probe.dropped.clone());
+    let tool = FnTool::new(name, "sleeps", json!({"type": "object"}), move |_, _| {
+        let (started, dropped) = (started.clone(), dropped.clone());
+        async move {
+            let guard = DropFlag(dropped);
+            started.notify_one();
+            tokio::time::sleep(duration).await;
+            std::mem::forget(guard);
+            Ok(ToolOutput::text("slept"))
+        }
+    });
+    (tool, probe)
+}
+
+async fn agent(llm: Arc<ScriptLlm>, tools: Vec<FnTool>, settings: AgentSettings) -> Agent {
+    let mut builder = Agent::builder().llm(llm).settings(settings);
+    for tool in tools {
+        builder = builder.tool(tool);
+    }
+    builder.build().await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_is_dropped_aborts_its_tool_calls() {
+    let llm = ScriptLlm::new(vec![calls(&[("slow", "{}")]), text("never")]);
+    let (tool, probe) = slow_tool("slow", Duration::from_secs(3600));
+    let agent = agent(llm, vec![tool], AgentSettings::default()).await;
+    let (sender, _events) = tokio::sync::mpsc::unbounded_channel();
+    let run = agent.run_with_sink(
+        RunRequest::new("sleep"),
+        Arc::new(sender),
+        CancellationToken::new(),
+    );
+    // As a sub-agent's time limit does: the run's future is dropped mid-call.
+    let started = probe.started.clone();
+    tokio::select! {
+        _ = run => panic!("the run cannot end while its tool sleeps"),
+        () = started.notified() => {}
+    }
+    tokio::task::yield_now().await;
+    assert!(
+        probe.dropped.load(Ordering::SeqCst),
+        "the tool call was aborted with its run"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_past_its_time_limit_is_aborted_and_the_model_told_what_to_change() {
+    let llm = ScriptLlm::new(vec![calls(&[("slow", "{}")]), text("done")]);
+    let (tool, probe) = slow_tool("slow", Duration::from_secs(3600));
+    let settings = AgentSettings {
+        tool_timeout_s: 2.0,
+        ..AgentSettings::default()
+    };
+    let agent = agent(llm, vec![tool], settings).await;
+    let (_, outcome) = agent.run(RunRequest::new("sleep")).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let record = &outcome.records[0];
+    assert_eq!(record.status, ToolStatus::Error);
+    let error = record.error.as_deref().unwrap();
+    assert!(error.contains("timed out after 2 s"), "{error}");
+    assert!(error.contains("[tools.\"slow\"] timeout_s"), "{error}");
+    assert!(probe.dropped.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_lets_calls_in_flight_finish_and_be_recorded_then_stops() {
+    let llm = ScriptLlm::new(vec![calls(&[("slow", "{}")]), text("never")]);
+    let (tool, probe) = slow_tool("slow", Duration::from_secs(5));
+    let agent = agent(llm.clone(), vec![tool], AgentSettings::default()).await;
+    let handle = agent.run(RunRequest::new("sleep"));
+    probe.started.notified().await;
+    handle.cancel();
+    let (events, outcome) = handle.collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Cancelled);
+    assert_eq!(outcome.records[0].status, ToolStatus::Success);
+    assert!(
+        !probe.dropped.load(Ordering::SeqCst),
+        "the call was not cut"
+    );
+    assert_eq!(
+        llm.calls.load(Ordering::SeqCst),
+        1,
+        "no LLM call after the cancel"
+    );
+    assert!(matches!(
+        events.last().map(|e| &e.kind),
+        Some(EventKind::Done {
+            status: RunStatus::Cancelled,
+            ..
+        })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_serial_tool_never_runs_beside_another_call() {
+    let running = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(Mutex::new(Vec::new()));
+    let make = |name: &'static str, serial: bool| {
+        let (running, overlaps) = (running.clone(), overlaps.clone());
+        let tool = FnTool::new(
+            name,
+            "works a while",
+            json!({"type": "object"}),
+            move |_, _| {
+                let (running, overlaps) = (running.clone(), overlaps.clone());
+                async move {
+                    let others = running.fetch_add(1, Ordering::SeqCst);
+                    if serial && others > 0 {
+                        overlaps.lock().unwrap().push(name);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if serial && running.load(Ordering::SeqCst) > 1 {
+                        overlaps.lock().unwrap().push(name);
+                    }
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok(ToolOutput::text(name))
+                }
+            },
+        );
+        if serial { tool.serial() } else { tool }
+    };
+    let llm = ScriptLlm::new(vec![
+        calls(&[
+            ("fast", r#"{"n": 1}"#),
+            ("alone", r#"{"n": 2}"#),
+            ("fast", r#"{"n": 3}"#),
+            ("alone", r#"{"n": 4}"#),
+            ("fast", r#"{"n": 5}"#),
+        ]),
+        text("done"),
+    ]);
+    let agent = agent(
+        llm,
+        vec![make("fast", false), make("alone", true)],
+        AgentSettings::default(),
+    )
+    .await;
+    let (_, outcome) = agent.run(RunRequest::new("work")).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.records.len(), 5);
+    assert!(
+        outcome
+            .records
+            .iter()
+            .all(|r| r.status == ToolStatus::Success),
+        "{:?}",
+        outcome.records
+    );
+    assert_eq!(*overlaps.lock().unwrap(), Vec::<&str>::new());
+}

@@ -1,0 +1,83 @@
+//! Numbering a run's events and handing them to whoever listens.
+
+use std::sync::Arc;
+
+use agentloop_protocol::{Event, EventKind};
+use uuid::Uuid;
+
+/// Where a run's events go: a channel, a broadcast, a store. Must not block.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: Event);
+}
+
+impl EventSink for tokio::sync::mpsc::UnboundedSender<Event> {
+    fn emit(&self, event: Event) {
+        // A receiver that went away is a consumer that stopped listening; the run goes on.
+        let _ = self.send(event);
+    }
+}
+
+/// Numbers a run's events and hands them to the sink.
+pub struct Emitter {
+    run_id: Uuid,
+    last_seq: u64,
+    sink: Arc<dyn EventSink>,
+}
+
+impl Emitter {
+    pub fn new(run_id: Uuid, sink: Arc<dyn EventSink>) -> Self {
+        Self::resuming(run_id, 0, sink)
+    }
+
+    /// Continues a run whose events up to `last_seq` were already emitted.
+    pub fn resuming(run_id: Uuid, last_seq: u64, sink: Arc<dyn EventSink>) -> Self {
+        Self {
+            run_id,
+            last_seq,
+            sink,
+        }
+    }
+
+    pub fn emit(&mut self, kind: EventKind) {
+        let event = self.number(kind);
+        self.send(event);
+    }
+
+    /// Gives the event its place in the run, without sending it yet.
+    pub fn number(&mut self, kind: EventKind) -> Event {
+        self.last_seq += 1;
+        Event {
+            run_id: self.run_id,
+            seq: self.last_seq,
+            parent_run_id: None,
+            kind,
+        }
+    }
+
+    /// Where this emitter's events go.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        self.sink.clone()
+    }
+
+    pub fn send(&self, event: Event) {
+        self.sink.emit(event);
+    }
+
+    /// Gives an event of a sub-agent's run its place in this run's stream; it keeps its own
+    /// `run_id`, and names this run as its parent.
+    pub fn adopt(&mut self, mut event: Event) -> Event {
+        self.last_seq += 1;
+        event.seq = self.last_seq;
+        event.parent_run_id = Some(self.run_id);
+        event
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Takes back the places given to events after `last_seq` that were never sent.
+    pub(crate) fn rewind(&mut self, last_seq: u64) {
+        self.last_seq = last_seq.min(self.last_seq);
+    }
+}
