@@ -84,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
         .routes(routes!(runs::run_input))
+        .routes(routes!(runs::get_tool_execution))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))

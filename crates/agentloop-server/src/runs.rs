@@ -12,7 +12,10 @@ use agentloop_core::{
 use axum::{
     Json,
     body::Bytes,
-    extract::{State, rejection::BytesRejection},
+    extract::{
+        Path, State,
+        rejection::{BytesRejection, PathRejection},
+    },
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
@@ -311,6 +314,45 @@ pub async fn get_run(
         run,
         execution_trace,
     }))
+}
+
+/// One tool call of a run with its whole output: the record the session's answer shows cut
+/// (`truncated`) when the output is longer than 16 KiB.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/tools/{call_id}",
+    tag = "runs",
+    params(
+        ("id" = Uuid, Path, description = "Run id"),
+        ("call_id" = String, Path, description = "The call's id: `call_id` of its record, `tool_call_id` of its tool message"),
+    ),
+    responses(
+        (status = 200, body = ToolExecutionRecord),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "No such run of yours, or no such call in it", body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn get_tool_execution(
+    State(state): State<AppState>,
+    User(user): User,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<ToolExecutionRecord>, ApiError> {
+    let Path((id, call_id)) = path.map_err(|rejection| {
+        ApiError::bad_request(
+            "invalid_id",
+            format!("the path cannot be read: {}", rejection.body_text()),
+        )
+    })?;
+    let id = PathId(id).parse("run")?;
+    owned_run(&state, id, &user).await?;
+    match state.store.tool_execution(id, &call_id).await? {
+        Some(record) => Ok(Json(record)),
+        None => Err(ApiError::not_found(
+            "tool call",
+            format!("{call_id:?} of run {id}"),
+        )),
+    }
 }
 
 /// Follow a run: its events so far, then live ones, ending with `done`.

@@ -136,7 +136,7 @@ fn hash(secret: &str) -> String {
     lower_hex(&Sha256::digest(secret.as_bytes()))
 }
 
-fn lower_hex(bytes: &[u8]) -> String {
+pub(crate) fn lower_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(bytes.len() * 2);
     for byte in bytes {

@@ -25,6 +25,7 @@ mod events;
 mod keys;
 mod locks;
 mod messages;
+mod outputs;
 mod records;
 mod runs;
 mod sessions;

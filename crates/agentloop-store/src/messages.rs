@@ -8,12 +8,19 @@ use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
-use crate::columns::{json_text, millis, to_json};
+use crate::columns::{Cells, json_text, millis, to_json};
 use crate::db::Db;
+use crate::outputs::{SharedOutputs, Stored};
 
-const COLUMNS: &str =
-    "id, session_id, run_id, kind, role, content, tool_calls, tool_call_id, metadata, created_at";
-const WIDTH: usize = 10;
+const COLUMNS: &str = "id, session_id, run_id, kind, role, content, content_hash, tool_calls, \
+    tool_call_id, metadata, created_at";
+const WIDTH: usize = 11;
+
+/// The columns of `m` (messages) and the shared text its `content_hash` names, if any.
+const SELECT: &str = "SELECT m.id, m.session_id, m.run_id, m.kind, m.role, m.content, \
+    m.content_hash, m.tool_calls, m.tool_call_id, m.metadata, m.created_at, \
+    o.text AS shared_content \
+    FROM messages m LEFT JOIN tool_outputs o ON o.run_id = m.run_id AND o.hash = m.content_hash";
 
 /// A message as its row holds it, encoded before the transaction opens.
 pub(crate) struct MessageRow {
@@ -23,6 +30,8 @@ pub(crate) struct MessageRow {
     kind: &'static str,
     role: &'static str,
     content: Option<String>,
+    /// Set when the content is in `tool_outputs` (and `content` is NULL).
+    content_hash: Option<String>,
     tool_calls: Option<String>,
     tool_call_id: Option<String>,
     metadata: Option<String>,
@@ -30,8 +39,23 @@ pub(crate) struct MessageRow {
 }
 
 impl MessageRow {
-    pub(crate) fn encode(db: &Db, message: &SessionMessage) -> Result<Self, StoreError> {
+    /// The result of a tool call of `run_id` keeps a large content in `shared`; anything else
+    /// keeps it in its row.
+    pub(crate) fn encode(
+        db: &Db,
+        message: &SessionMessage,
+        run_id: Uuid,
+        shared: &mut SharedOutputs,
+    ) -> Result<Self, StoreError> {
         let chat = &message.message;
+        let shareable = message.kind == MessageKind::ToolResult && message.run_id == Some(run_id);
+        let (content, content_hash) = match chat.content.as_deref() {
+            Some(content) if shareable => match shared.keep(db, content) {
+                Stored::Inline(text) => (Some(text), None),
+                Stored::Shared(hash) => (None, Some(hash)),
+            },
+            content => (db.optional_text(content), None),
+        };
         let tool_calls = match chat.tool_calls.is_empty() {
             true => None,
             false => Some(to_json(&chat.tool_calls, "the tool calls of a message")?),
@@ -46,7 +70,8 @@ impl MessageRow {
             run_id: message.run_id.map(|id| id.to_string()),
             kind: message.kind.as_str(),
             role: chat.role.as_str(),
-            content: db.optional_text(chat.content.as_deref()),
+            content,
+            content_hash,
             tool_calls,
             tool_call_id: db.optional_text(chat.tool_call_id.as_deref()),
             metadata,
@@ -72,6 +97,7 @@ pub(crate) async fn insert(
                 .bind(row.kind)
                 .bind(row.role)
                 .bind(row.content.as_deref())
+                .bind(row.content_hash.as_deref())
                 .bind(row.tool_calls.as_deref())
                 .bind(row.tool_call_id.as_deref())
                 .bind(row.metadata.as_deref())
@@ -88,7 +114,7 @@ pub(crate) async fn insert(
 pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
     let rows = db
         .query(&format!(
-            "SELECT {COLUMNS} FROM messages WHERE session_id = $1 ORDER BY position"
+            "{SELECT} WHERE m.session_id = $1 ORDER BY m.position"
         ))
         .bind(session_id.to_string())
         .fetch_all(&db.pool)
@@ -110,11 +136,11 @@ pub(crate) async fn history(
     let trace = MessageKind::Trace.as_str();
     let dialogue = MessageKind::Dialogue.as_str();
     let sql = format!(
-        "SELECT {COLUMNS} FROM messages \
-         WHERE session_id = $1 AND kind <> '{trace}' AND position >= COALESCE(( \
+        "{SELECT} \
+         WHERE m.session_id = $1 AND m.kind <> '{trace}' AND m.position >= COALESCE(( \
              SELECT position FROM messages WHERE session_id = $1 AND kind = '{dialogue}' \
              ORDER BY position DESC LIMIT 1 OFFSET $2), 0) \
-         ORDER BY position"
+         ORDER BY m.position"
     );
     let rows = db
         .query(&sql)
@@ -136,11 +162,25 @@ fn decode(db: &Db, row: &AnyRow) -> Result<SessionMessage, StoreError> {
         kind: cells.name("kind")?,
         message: ChatMessage {
             role: cells.name("role")?,
-            content: cells.optional_free_text("content")?,
+            content: content(&cells)?,
             tool_calls: tool_calls.unwrap_or_default(),
             tool_call_id: cells.optional_free_text("tool_call_id")?,
         },
         metadata: cells.optional_json("metadata")?.unwrap_or(Value::Null),
         created_at: cells.time("created_at")?,
     })
+}
+
+/// The content in the row, or the shared text its `content_hash` names.
+fn content(cells: &Cells<'_>) -> Result<Option<String>, StoreError> {
+    if cells.optional_text("content_hash")?.is_none() {
+        return cells.optional_free_text("content");
+    }
+    match cells.optional_free_text("shared_content")? {
+        Some(text) => Ok(Some(text)),
+        None => Err(cells.corrupt(
+            "content_hash",
+            "names a tool output that tool_outputs does not hold",
+        )),
+    }
 }

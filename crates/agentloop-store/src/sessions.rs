@@ -1,7 +1,7 @@
 //! Sessions and their users.
 
 use agentloop_core::protocol::SessionInfo;
-use agentloop_core::{NewSession, StoreError};
+use agentloop_core::{NewSession, SessionCursor, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
@@ -68,25 +68,49 @@ pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<SessionInfo>, StoreE
     row.as_ref().map(|row| session_info(db, row)).transpose()
 }
 
+/// Keyset paging on `(updated_at, id)`, the order of the listing: a page starts right after the
+/// last session of the one before, whatever was added or deleted meanwhile.
 pub(crate) async fn list(
     db: &Db,
     user_id: Option<&str>,
+    after: Option<SessionCursor>,
     limit: u32,
 ) -> Result<Vec<SessionInfo>, StoreError> {
     // The id breaks ties so that pages of sessions updated in the same millisecond are stable.
-    let order = "ORDER BY s.updated_at DESC, s.id DESC";
-    let query = match user_id {
-        Some(user_id) => db
-            .query(&format!(
-                "{SELECT_SESSION} WHERE s.user_id = $1 {order} LIMIT $2"
-            ))
-            .bind(db.text(user_id))
-            .bind(i64::from(limit)),
-        None => db
-            .query(&format!("{SELECT_SESSION} {order} LIMIT $1"))
-            .bind(i64::from(limit)),
+    let mut filters = Vec::new();
+    let mut parameter = 0;
+    let mut next = || {
+        parameter += 1;
+        format!("${parameter}")
     };
+    if user_id.is_some() {
+        filters.push(format!("s.user_id = {}", next()));
+    }
+    if after.is_some() {
+        let (time, id) = (next(), next());
+        filters.push(format!(
+            "(s.updated_at < {time} OR (s.updated_at = {time} AND s.id < {id}))"
+        ));
+    }
+    let filter = match filters.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", filters.join(" AND ")),
+    };
+    let sql = format!(
+        "{SELECT_SESSION} {filter} ORDER BY s.updated_at DESC, s.id DESC LIMIT {}",
+        next()
+    );
+    let mut query = db.query(&sql);
+    if let Some(user_id) = user_id {
+        query = query.bind(db.text(user_id));
+    }
+    if let Some(after) = after {
+        query = query
+            .bind(millis(after.updated_at))
+            .bind(after.id.to_string());
+    }
     let rows = query
+        .bind(i64::from(limit))
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;

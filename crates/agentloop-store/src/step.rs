@@ -6,16 +6,19 @@ use agentloop_core::{StepRecord, StoreError};
 use crate::columns::{millis, now};
 use crate::db::Db;
 use crate::messages::MessageRow;
+use crate::outputs::SharedOutputs;
 use crate::{events, locks, messages, records, runs};
 
 pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
+    // A large tool output in both a message and a record is kept once (see `outputs`).
+    let mut shared = SharedOutputs::default();
     let message_rows = step
         .messages
         .iter()
-        .map(|message| MessageRow::encode(db, message))
+        .map(|message| MessageRow::encode(db, message, step.run_id, &mut shared))
         .collect::<Result<Vec<_>, _>>()?;
-    let record_rows = records::encode(db, &step.records)?;
+    let record_rows = records::encode(db, &step.records, &mut shared)?;
     let event_rows = events::encode(&step.events)?;
     let run_id = step.run_id.to_string();
     let session_id = step.session_id.to_string();
@@ -23,6 +26,7 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     let mut tx = db.begin().await?;
     // The run first: a step of an unknown run fails with NotFound before anything is written.
     runs::record_progress(db, &mut tx, &run_id, &step.progress, step.end.as_ref()).await?;
+    shared.insert(db, &mut tx, &run_id).await?;
     if !message_rows.is_empty() {
         messages::insert(db, &mut tx, &message_rows).await?;
         // Never backwards, should another process's clock be behind ours.

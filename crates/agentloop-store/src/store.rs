@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
-    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, SessionLock, StepRecord, Store, StoreError,
+    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, SessionCursor, SessionLock, StepRecord,
+    Store, StoreError,
 };
 use async_trait::async_trait;
 use uuid::Uuid;
@@ -122,13 +123,17 @@ impl Store for SqlStore {
             .await
     }
 
-    async fn list_sessions(
+    async fn list_sessions_after(
         &self,
         user_id: Option<&str>,
+        after: Option<SessionCursor>,
         limit: u32,
     ) -> Result<Vec<SessionInfo>, StoreError> {
-        self.bounded(CALL_TIMEOUT, sessions::list(&self.db, user_id, limit))
-            .await
+        self.bounded(
+            CALL_TIMEOUT,
+            sessions::list(&self.db, user_id, after, limit),
+        )
+        .await
     }
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
@@ -217,6 +222,15 @@ impl Store for SqlStore {
 
     async fn tool_executions(&self, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError> {
         self.bounded(CALL_TIMEOUT, records::of_run(&self.db, run_id))
+            .await
+    }
+
+    async fn tool_execution(
+        &self,
+        run_id: Uuid,
+        call_id: &str,
+    ) -> Result<Option<ToolExecutionRecord>, StoreError> {
+        self.bounded(CALL_TIMEOUT, records::of_call(&self.db, run_id, call_id))
             .await
     }
 

@@ -35,7 +35,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "1 initial schema",
             "2 api keys",
             "3 paused runs",
-            "4 escaped text"
+            "4 escaped text",
+            "5 tool outputs once"
         ]
     );
     let name = schema.name().to_string();
@@ -46,8 +47,9 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .fetch_one(schema.admin())
     .await
     .unwrap();
-    // users, sessions, messages, runs, tool_executions, run_events, api_keys, _sqlx_migrations
-    assert_eq!(tables, 8);
+    // users, sessions, messages, runs, tool_executions, tool_outputs, run_events, api_keys,
+    // _sqlx_migrations
+    assert_eq!(tables, 9);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }
@@ -242,7 +244,11 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
     store
         .save_step(&agentloop_core::StepRecord {
             messages: vec![message.clone()],
-            records: vec![suite::record("call_1", 1)],
+            // Without a structured form: the row's result is rewritten below, as text.
+            records: vec![agentloop_core::protocol::ToolExecutionRecord {
+                structured_result: None,
+                ..suite::record("call_1", 1)
+            }],
             ..suite::step(run.id, session_id)
         })
         .await

@@ -60,7 +60,12 @@ async fn a_new_file_is_created_and_migrated_once() {
     let url = format!("sqlite://{}", path.display());
     assert_eq!(
         SqlStore::migrate(&url).await.unwrap(),
-        ["1 initial schema", "2 api keys", "3 paused runs"]
+        [
+            "1 initial schema",
+            "2 api keys",
+            "3 paused runs",
+            "5 tool outputs once"
+        ]
     );
     assert!(path.exists());
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());

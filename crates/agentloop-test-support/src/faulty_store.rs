@@ -9,7 +9,7 @@ use std::sync::{
 use std::time::Duration;
 
 use agentloop_core::{
-    NewRun, NewSession, SessionLock, StepRecord, Store, StoreError,
+    NewRun, NewSession, SessionCursor, SessionLock, StepRecord, Store, StoreError,
     protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord},
 };
 use async_trait::async_trait;
@@ -102,12 +102,13 @@ impl Store for FaultyStore {
         self.inner.session(id).await
     }
 
-    async fn list_sessions(
+    async fn list_sessions_after(
         &self,
         user_id: Option<&str>,
+        after: Option<SessionCursor>,
         limit: u32,
     ) -> Result<Vec<SessionInfo>, StoreError> {
-        self.inner.list_sessions(user_id, limit).await
+        self.inner.list_sessions_after(user_id, after, limit).await
     }
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
@@ -181,6 +182,14 @@ impl Store for FaultyStore {
 
     async fn tool_executions(&self, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError> {
         self.inner.tool_executions(run_id).await
+    }
+
+    async fn tool_execution(
+        &self,
+        run_id: Uuid,
+        call_id: &str,
+    ) -> Result<Option<ToolExecutionRecord>, StoreError> {
+        self.inner.tool_execution(run_id, call_id).await
     }
 
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError> {

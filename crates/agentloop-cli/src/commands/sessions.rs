@@ -28,9 +28,13 @@ pub async fn execute(global: GlobalArgs, command: SessionsCommand) -> anyhow::Re
 }
 
 async fn list(store: &SqlStore, args: SessionsListArgs) -> anyhow::Result<ExitCode> {
-    let sessions = store
-        .list_sessions(args.user.as_deref(), args.limit)
+    // One more than shown, to tell whether the listing goes on.
+    let mut sessions = store
+        .list_sessions(args.user.as_deref(), args.limit.saturating_add(1))
         .await?;
+    let shown = usize::try_from(args.limit).unwrap_or(usize::MAX);
+    let more = sessions.len() > shown;
+    sessions.truncate(shown);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sessions)?);
         return Ok(ExitCode::SUCCESS);
@@ -57,6 +61,11 @@ async fn list(store: &SqlStore, args: SessionsListArgs) -> anyhow::Result<ExitCo
             minute(session.updated_at),
             session.message_count,
             session.title
+        );
+    }
+    if more {
+        eprintln!(
+            "More sessions than these {shown}: show more with --limit N (the most recent first)."
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -7,6 +7,7 @@ mod data;
 mod keys;
 mod locks;
 mod messages;
+mod outputs;
 mod runs;
 mod schema;
 mod sessions;
@@ -24,6 +25,7 @@ pub use data::*;
 pub use keys::*;
 pub use locks::*;
 pub use messages::*;
+pub use outputs::*;
 pub use runs::*;
 pub use schema::*;
 pub use sessions::*;
@@ -36,6 +38,7 @@ macro_rules! suite_tests {
             reports_its_backend,
             creates_and_reads_a_session,
             lists_sessions_newest_first_filtered_and_limited,
+            pages_of_sessions_hold_every_session_once,
             counts_the_messages_of_a_session,
             deletes_a_session_with_everything_it_owns,
             deleting_an_unknown_session_reports_false,
@@ -73,6 +76,10 @@ macro_rules! suite_tests {
             any_text_round_trips_exactly,
             ordinary_text_is_stored_as_it_is,
             ping_answers_at_once_on_a_healthy_database,
+            a_large_tool_output_is_stored_once,
+            tool_outputs_read_back_exactly_as_written,
+            a_run_without_chat_keeps_its_large_outputs,
+            a_missing_tool_output_is_a_corrupt_error,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {

@@ -1,5 +1,5 @@
 use agentloop_core::protocol::EventKind;
-use agentloop_core::{NewSession, StepRecord, Store};
+use agentloop_core::{NewSession, SessionCursor, StepRecord, Store};
 use uuid::Uuid;
 
 use super::Fixture;
@@ -68,6 +68,63 @@ pub async fn lists_sessions_newest_first_filtered_and_limited(fixture: &Fixture)
         .await
         .unwrap();
     assert!(nobody.is_empty());
+}
+
+/// Pages of 3 hold every session once, in the order of the whole listing, ties of
+/// `updated_at` included; another user's sessions are never listed.
+pub async fn pages_of_sessions_hold_every_session_once(fixture: &Fixture) {
+    let store = &fixture.store;
+    let mut alices = Vec::new();
+    for _ in 0..8 {
+        alices.push(session(fixture, "alice").await);
+        session(fixture, "bob").await;
+    }
+    // Three of them updated in the same millisecond: the id orders them.
+    for id in &alices[2..5] {
+        fixture
+            .execute(&format!(
+                "UPDATE sessions SET updated_at = 1750000000000 WHERE id = '{id}'"
+            ))
+            .await;
+    }
+    let whole = store.list_sessions(Some("alice"), 100).await.unwrap();
+    assert_eq!(whole.len(), 8);
+
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_sessions_after(Some("alice"), after, 3)
+            .await
+            .unwrap();
+        assert!(page.len() <= 3);
+        let Some(last) = page.last() else { break };
+        after = Some(SessionCursor::after(last));
+        paged.extend(page);
+    }
+    assert_eq!(paged, whole);
+    let mut ids: Vec<Uuid> = paged.iter().map(|s| s.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+    assert!(paged.iter().all(|s| s.user_id == "alice"));
+
+    // Without a user, after the last session: nothing.
+    let everyone = store.list_sessions(None, 100).await.unwrap();
+    assert_eq!(everyone.len(), 16);
+    let last = SessionCursor::after(&everyone[15]);
+    assert!(
+        store
+            .list_sessions_after(None, Some(last), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let second_half = store
+        .list_sessions_after(None, Some(SessionCursor::after(&everyone[7])), 100)
+        .await
+        .unwrap();
+    assert_eq!(second_half, everyone[8..]);
 }
 
 pub async fn counts_the_messages_of_a_session(fixture: &Fixture) {
