@@ -8,7 +8,7 @@ use std::{
     task::{Context, Poll},
 };
 
-use agentloop_protocol::{ChatMessage, Event};
+use agentloop_protocol::{ChatMessage, ErrorCode, Event};
 use futures::Stream;
 use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -205,7 +205,7 @@ impl Agent {
         );
         if let Some(message) = refused {
             // The run ends before it starts; driving it emits why.
-            let _ = machine.fail("unknown_workflow", message);
+            let _ = machine.fail(ErrorCode::UnknownWorkflow, message);
         }
         machine
     }

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use agentloop_protocol::{Event, EventKind};
+use agentloop_protocol::{ErrorCode, Event, EventKind};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::{RwLock, Semaphore};
@@ -69,7 +69,7 @@ fn feed_step(machine: &mut RunMachine, services: &RunServices, input: Input) -> 
         machine
             .handle(
                 Input::Fail {
-                    code: "internal_error".to_string(),
+                    code: ErrorCode::InternalError,
                     message: "internal error: the run stopped without a next step".to_string(),
                 },
                 crate::clock::now(),
@@ -161,7 +161,7 @@ pub async fn drive_from(
                         .and_then(|reply| reply.usage),
                     error: match &reply {
                         None => Some("cancelled"),
-                        Some(Err(error)) => Some(error.code()),
+                        Some(Err(error)) => Some(error.code().as_str()),
                         Some(Ok(_)) => None,
                     },
                 };
@@ -255,7 +255,7 @@ async fn run_tools(
         }
     }
     let failure = Input::Fail {
-        code: "internal_error".to_string(),
+        code: ErrorCode::InternalError,
         message: "internal error: a tool batch ended without a result for every call".to_string(),
     };
     feed_step(machine, services, failure)

@@ -39,6 +39,7 @@ mod tool;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
+pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;

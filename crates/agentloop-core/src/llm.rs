@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agentloop_protocol::{ChatMessage, ToolCall, Usage};
+use agentloop_protocol::{ChatMessage, ErrorCode, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -151,18 +151,18 @@ impl LlmError {
         )
     }
 
-    /// A stable, machine-readable code for the `error` event.
-    pub fn code(&self) -> &'static str {
+    /// The code of the `error` event that ends the run.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            LlmError::Unreachable { .. } => "llm_unreachable",
-            LlmError::MissingApiKey { .. } => "llm_missing_api_key",
-            LlmError::Unauthorized { .. } => "llm_unauthorized",
-            LlmError::Rejected { .. } => "llm_rejected",
-            LlmError::RateLimited { .. } => "llm_rate_limited",
-            LlmError::Server { .. } => "llm_server_error",
-            LlmError::Timeout { .. } => "llm_timeout",
-            LlmError::TruncatedStream | LlmError::CutReply { .. } => "llm_truncated_stream",
-            LlmError::Protocol(_) => "llm_protocol_error",
+            LlmError::Unreachable { .. } => ErrorCode::LlmUnreachable,
+            LlmError::MissingApiKey { .. } => ErrorCode::LlmMissingApiKey,
+            LlmError::Unauthorized { .. } => ErrorCode::LlmUnauthorized,
+            LlmError::Rejected { .. } => ErrorCode::LlmRejected,
+            LlmError::RateLimited { .. } => ErrorCode::LlmRateLimited,
+            LlmError::Server { .. } => ErrorCode::LlmServerError,
+            LlmError::Timeout { .. } => ErrorCode::LlmTimeout,
+            LlmError::TruncatedStream | LlmError::CutReply { .. } => ErrorCode::LlmTruncatedStream,
+            LlmError::Protocol(_) => ErrorCode::LlmProtocolError,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use agentloop_protocol::ErrorCode;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -40,12 +41,12 @@ pub enum StartError {
 
 impl StartError {
     /// The code of the run's `error` event, as the API documents it.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            StartError::SessionNotFound(_) => "session_not_found",
-            StartError::SessionBusy { .. } => "session_busy",
-            StartError::UnknownWorkflow(_) => "unknown_workflow",
-            StartError::Store(_) => "store_unavailable",
+            StartError::SessionNotFound(_) => ErrorCode::SessionNotFound,
+            StartError::SessionBusy { .. } => ErrorCode::SessionBusy,
+            StartError::UnknownWorkflow(_) => ErrorCode::UnknownWorkflow,
+            StartError::Store(_) => ErrorCode::StoreUnavailable,
         }
     }
 }

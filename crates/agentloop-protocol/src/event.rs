@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{Plan, ToolStatus};
+use crate::{ErrorCode, Plan, ToolStatus};
 
 /// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
 /// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.
@@ -94,7 +94,7 @@ pub enum EventKind {
         should_refresh: bool,
     },
     Error {
-        code: String,
+        code: ErrorCode,
         message: String,
     },
 }

@@ -4,6 +4,7 @@
 //! CLI and the web panel: chat messages, tool execution records and the typed run events of
 //! DESIGN §6. No behaviour lives here.
 
+mod error_code;
 mod event;
 mod message;
 mod plan;
@@ -11,6 +12,7 @@ mod record;
 mod session;
 mod source;
 
+pub use error_code::ErrorCode;
 pub use event::{
     Event, EventKind, FinalizeReason, InputKind, InputRequest, PendingCall, RunStatus, Usage,
 };

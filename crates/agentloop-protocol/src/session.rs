@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{ChatMessage, FinalizeReason, RunStatus, Usage};
+use crate::{ChatMessage, ErrorCode, FinalizeReason, RunStatus, Usage};
 
 /// What a stored message is to the conversation.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -98,7 +98,7 @@ pub struct RunInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_message_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<String>,
+    pub error_code: Option<ErrorCode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
     pub save_chat: bool,

@@ -271,7 +271,7 @@ fn result(outcome: &RunOutcome) -> RunResult {
         status: outcome.status,
         answer: outcome.answer.clone(),
         error: outcome.failure.as_ref().map(|failure| ErrorDetail {
-            code: failure.code.clone(),
+            code: failure.code.to_string(),
             message: failure.message.clone(),
             details: None,
         }),

@@ -72,7 +72,7 @@ pub(crate) async fn record_progress(
             .bind(end.status.as_str())
             .bind(end.status.is_final().then(|| millis(end.finished_at)))
             .bind(end.answer_message_id.map(|id| id.to_string()))
-            .bind(db.optional_text(failure.map(|failure| failure.code.as_str())))
+            .bind(failure.map(|failure| failure.code.as_str()))
             .bind(db.optional_text(failure.map(|failure| failure.message.as_str())))
             .bind(end.finalize_reason.map(|reason| reason.as_str()))
             .bind(snapshot);
@@ -158,7 +158,7 @@ fn decode(db: &Db, row: &AnyRow) -> Result<RunInfo, StoreError> {
         },
         finalize_reason: cells.optional_name("finalize_reason")?,
         answer_message_id: cells.optional_uuid("answer_message_id")?,
-        error_code: cells.optional_free_text("error_code")?,
+        error_code: cells.optional_name("error_code")?,
         error_message: cells.optional_free_text("error_message")?,
         save_chat: cells.flag("save_chat")?,
         started_at: cells.time("started_at")?,

@@ -23,8 +23,8 @@ mod runtime;
 mod side_effects;
 
 pub use agentloop_core::protocol::{
-    ChatMessage, Event, EventKind, FinalizeReason, MessageKind, Role, RunInfo, RunStatus,
-    SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus, Usage,
+    ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role, RunInfo,
+    RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus, Usage,
 };
 pub use agentloop_core::{
     Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, KeyStore, Llm,

@@ -327,7 +327,7 @@ async fn a_failed_run_keeps_the_question_and_says_why(store_url: &str) {
     );
     let row = store.run(outcome.run_id).await.unwrap().unwrap();
     assert_eq!(row.status, RunStatus::Failed);
-    assert_eq!(row.error_code.as_deref(), Some("llm_unauthorized"));
+    assert_eq!(row.error_code, Some(agentloop::ErrorCode::LlmUnauthorized));
     assert!(
         row.error_message
             .unwrap()

@@ -22,7 +22,7 @@ mod view;
 use std::{collections::HashMap, sync::Arc};
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, InputKind, InputRequest, MessageKind, PendingCall,
+    ChatMessage, ErrorCode, EventKind, FinalizeReason, InputKind, InputRequest, MessageKind, PendingCall,
     Plan, RunStatus, SessionMessage, ToolExecutionRecord, Usage,
 };
 use chrono::{DateTime, Utc};
@@ -100,7 +100,7 @@ pub enum Input {
     Answer(InputAnswer),
     Cancel,
     Fail {
-        code: String,
+        code: ErrorCode,
         message: String,
     },
     /// The last step could not be saved ([`RunMachine::fail_unsaved`]).
@@ -121,7 +121,7 @@ pub struct RunProgress {
 /// Why a run failed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunFailure {
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -294,7 +294,7 @@ impl RunMachine {
             Input::ToolResult(result) => self.on_tool_result(result),
             Input::Answer(answer) => self.resume(&answer).ok(),
             Input::Cancel => Some(self.cancel()),
-            Input::Fail { code, message } => Some(self.fail(&code, message)),
+            Input::Fail { code, message } => Some(self.fail(code, message)),
             Input::StoreLost { error, announced } => Some(self.fail_unsaved(&error, announced)),
         }
     }
@@ -489,20 +489,17 @@ impl RunMachine {
     }
 
     /// Ends the run with an error (the LLM failed, or the driver could not go on).
-    pub fn fail(&mut self, code: &str, message: String) -> Step {
+    pub fn fail(&mut self, code: ErrorCode, message: String) -> Step {
         if self.state.phase == Phase::Created {
             self.emit(EventKind::RunStarted {
                 session_id: self.state.input.session_id,
             });
         }
         self.emit(EventKind::Error {
-            code: code.to_string(),
+            code,
             message: message.clone(),
         });
-        let failure = RunFailure {
-            code: code.to_string(),
-            message,
-        };
+        let failure = RunFailure { code, message };
         self.finish(RunStatus::Failed, None, Some(failure))
     }
 
@@ -524,7 +521,7 @@ impl RunMachine {
         if !announced {
             self.state.phase = Phase::Created;
         }
-        self.fail("store_unavailable", message)
+        self.fail(ErrorCode::StoreUnavailable, message)
     }
 
     fn unexpected(&mut self, what: &str) -> Step {
@@ -532,7 +529,7 @@ impl RunMachine {
             return Step::Finished(Box::new(outcome.clone()));
         }
         let message = format!("internal error: the run received {what} it was not waiting for");
-        self.fail("internal_error", message)
+        self.fail(ErrorCode::InternalError, message)
     }
 
     fn next_iteration(&mut self) -> Step {

@@ -1,5 +1,5 @@
 use agentloop_core::protocol::{EventKind, FinalizeReason, RunStatus, ToolStatus, Usage};
-use agentloop_core::{RunEnd, RunFailure, SessionLock, StepRecord, Store, StoreError};
+use agentloop_core::{ErrorCode, RunEnd, RunFailure, SessionLock, StepRecord, Store, StoreError};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -44,7 +44,7 @@ pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
         status: RunStatus::Failed,
         answer_message_id: None,
         failure: Some(RunFailure {
-            code: "llm_unavailable".into(),
+            code: ErrorCode::LlmUnreachable,
             message: "the model did not answer".into(),
         }),
         finalize_reason: Some(FinalizeReason::ConsecutiveFailures),
@@ -61,7 +61,7 @@ pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
     assert_eq!(failed.status, RunStatus::Failed);
     assert_eq!(failed.iterations, 3);
     assert_eq!(failed.usage.prompt_tokens, 3000);
-    assert_eq!(failed.error_code.as_deref(), Some("llm_unavailable"));
+    assert_eq!(failed.error_code, Some(ErrorCode::LlmUnreachable));
     assert_eq!(
         failed.error_message.as_deref(),
         Some("the model did not answer")

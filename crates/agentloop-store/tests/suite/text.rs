@@ -2,7 +2,9 @@
 //! store's own escape character U+FDD0, and both next to each other.
 
 use agentloop_core::protocol::{ChatMessage, MessageKind, RunStatus, ToolCall, ToolStatus};
-use agentloop_core::{KeyStore, NewRun, NewSession, RunEnd, RunFailure, StepRecord, Store};
+use agentloop_core::{
+    ErrorCode, KeyStore, NewRun, NewSession, RunEnd, RunFailure, StepRecord, Store,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -96,7 +98,7 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
         end: Some(RunEnd {
             status: RunStatus::AwaitingInput,
             failure: Some(RunFailure {
-                code: format!("code {text}"),
+                code: ErrorCode::InternalError,
                 message: format!("failure {text}"),
             }),
             snapshot: Some(snapshot.clone()),
@@ -130,7 +132,7 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
     assert_eq!(info.user_id, user);
     assert_eq!(info.query, run.query);
     assert_eq!(info.model, run.model);
-    assert_eq!(info.error_code, Some(format!("code {text}")));
+    assert_eq!(info.error_code, Some(ErrorCode::InternalError));
     assert_eq!(info.error_message, Some(format!("failure {text}")));
     assert_eq!(store.session_runs(session_id).await.unwrap(), vec![info]);
 

@@ -1,0 +1,110 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a run failed, as its `error` event, its outcome and its stored row say it: a stable,
+/// machine-readable code. Serialises to the documented strings (`llm_timeout`, ...).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// No connection to the LLM: a wrong `llm.base_url`, a server that is not running.
+    LlmUnreachable,
+    LlmMissingApiKey,
+    LlmUnauthorized,
+    /// The LLM refused the request (HTTP 4xx).
+    LlmRejected,
+    /// Still rate limited after the retries.
+    LlmRateLimited,
+    /// Still failing (HTTP 5xx) after the retries.
+    LlmServerError,
+    LlmTimeout,
+    /// The LLM answered, but its reply was cut.
+    LlmTruncatedStream,
+    /// The LLM sent a reply agentloop cannot read.
+    LlmProtocolError,
+    /// The run's steps could not be saved.
+    StoreUnavailable,
+    SessionNotFound,
+    /// Another run holds the session.
+    SessionBusy,
+    /// The run's context names a workflow the agent does not have.
+    UnknownWorkflow,
+    /// Something agentloop did not expect; the message says what.
+    InternalError,
+}
+
+impl ErrorCode {
+    const ALL: [ErrorCode; 14] = [
+        ErrorCode::LlmUnreachable,
+        ErrorCode::LlmMissingApiKey,
+        ErrorCode::LlmUnauthorized,
+        ErrorCode::LlmRejected,
+        ErrorCode::LlmRateLimited,
+        ErrorCode::LlmServerError,
+        ErrorCode::LlmTimeout,
+        ErrorCode::LlmTruncatedStream,
+        ErrorCode::LlmProtocolError,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::SessionNotFound,
+        ErrorCode::SessionBusy,
+        ErrorCode::UnknownWorkflow,
+        ErrorCode::InternalError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::LlmUnreachable => "llm_unreachable",
+            ErrorCode::LlmMissingApiKey => "llm_missing_api_key",
+            ErrorCode::LlmUnauthorized => "llm_unauthorized",
+            ErrorCode::LlmRejected => "llm_rejected",
+            ErrorCode::LlmRateLimited => "llm_rate_limited",
+            ErrorCode::LlmServerError => "llm_server_error",
+            ErrorCode::LlmTimeout => "llm_timeout",
+            ErrorCode::LlmTruncatedStream => "llm_truncated_stream",
+            ErrorCode::LlmProtocolError => "llm_protocol_error",
+            ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::SessionNotFound => "session_not_found",
+            ErrorCode::SessionBusy => "session_busy",
+            ErrorCode::UnknownWorkflow => "unknown_workflow",
+            ErrorCode::InternalError => "internal_error",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|code| code.as_str() == text)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for ErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_serialises_to_its_documented_string() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_value(code).unwrap_or_default();
+            assert_eq!(json, serde_json::json!(code.as_str()));
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+    }
+}
