@@ -184,10 +184,12 @@ pub(crate) async fn open(url: &str) -> Result<Db, StoreError> {
         })?),
         None => None,
     };
-    if let (Some(file), Some(false)) = (&file, existed) {
-        // A store that silently starts empty looks like lost sessions: say so where the
-        // operator looks first.
-        tracing::warn!(
+    let created = matches!((&file, existed), (Some(_), Some(false)));
+    if let (true, Some(file)) = (created, &file) {
+        // A store that silently starts empty looks like lost sessions. Logged here for every
+        // caller; `agentloop serve` also says it in its banner (`SqlStore::created_new_file`),
+        // while a first `agentloop run` in a new directory stays quiet.
+        tracing::info!(
             path = %file.path.display(),
             "created a new, empty SQLite store at {}: no database file was there; if sessions \
              were expected, the file was deleted or moved, or store.url (DATABASE_URL) points \
@@ -200,6 +202,7 @@ pub(crate) async fn open(url: &str) -> Result<Db, StoreError> {
         backend: target.backend,
         location: target.location,
         file,
+        created,
         rollback_on_acquire,
     })
 }

@@ -32,6 +32,8 @@ pub(crate) struct Db {
     /// For `sqlite::memory:`, whose only connection is the database and cannot be closed: set
     /// when a transaction was dropped unfinished; the pool rolls it back before the next use.
     pub(crate) rollback_on_acquire: Option<Arc<AtomicBool>>,
+    /// The SQLite file did not exist before this store opened it.
+    pub(crate) created: bool,
 }
 
 impl Db {

@@ -70,6 +70,13 @@ impl SqlStore {
         applied
     }
 
+    /// Whether opening the store created its SQLite file (there was none): a server says so
+    /// loudly, since an empty store where sessions were expected means a lost file or a wrong
+    /// `store.url`.
+    pub fn created_new_file(&self) -> bool {
+        self.db.created
+    }
+
     /// `"sqlite"` or `"postgres"`.
     pub fn backend(&self) -> &'static str {
         self.db.backend.name()

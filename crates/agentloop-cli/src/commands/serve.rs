@@ -39,6 +39,13 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
         store.backend(),
         runtime.agent().catalog().len()
     );
+    if store.created_new_file() {
+        eprintln!(
+            "warning: there was no database file, so a new, empty store was created; if \
+             sessions were expected, the file was deleted or moved, or store.url (DATABASE_URL) \
+             points to another place"
+        );
+    }
     let state = AppState::new(
         runtime.agent().clone(),
         store.clone() as Arc<dyn Store>,
