@@ -85,12 +85,21 @@ pub trait Llm: Send + Sync {
 /// Why an LLM call failed. The messages are written for the person running agentloop: they
 /// say what to change.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LlmError {
+    /// No connection could be made (refused, unknown host): a wrong `base_url`, or a server
+    /// that is not running.
     #[error(
         "cannot reach the LLM at {url} ({detail}). Point llm.base_url in agentloop.toml (or the \
          OPENAI_BASE_URL environment variable) at a running OpenAI-compatible server"
     )]
     Unreachable { url: String, detail: String },
+    /// The connection broke before an answer came (reset, closed before the status line).
+    #[error(
+        "cannot reach the LLM at {url} ({detail}). Point llm.base_url in agentloop.toml (or the \
+         OPENAI_BASE_URL environment variable) at a running OpenAI-compatible server"
+    )]
+    ConnectionLost { url: String, detail: String },
     #[error(
         "no API key for {url}: set OPENAI_API_KEY (or the variable named by llm.api_key_env), or \
          point llm.base_url / OPENAI_BASE_URL at a server that needs no key"
@@ -138,23 +147,32 @@ pub enum LlmError {
 }
 
 impl LlmError {
-    /// Worth another attempt with the same request.
+    /// Whether another attempt with the same request may succeed: the provider asked to wait
+    /// (429) or failed (5xx), or the connection broke, before the answer came or in the middle
+    /// of it. Not: a server that cannot be reached at all (refused, unknown host: a wrong
+    /// `base_url` or a server that is not running, which retrying only hides longer), a key or
+    /// a request the provider refused, a reply agentloop cannot read or that ended without a
+    /// `finish_reason`, and a timeout, which means the call's whole `llm.timeout_s` is spent.
     ///
-    /// A cut reply is not: the client already retried the cuts it safely could (those before
-    /// any text was shown; tool calls never run from half a reply). One that still ends the
-    /// call either showed text, which another attempt would show twice, or was cut on every
-    /// attempt, which the same request will not change.
+    /// This is the retry rule of the OpenAI client: it tries again while this holds, up to
+    /// `llm.max_retries` times and within `llm.timeout_s`, and never once text of the reply was
+    /// shown, which another attempt would show twice (tool calls never run from half a reply).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            LlmError::RateLimited { .. } | LlmError::Server { .. } | LlmError::Timeout { .. }
+            LlmError::RateLimited { .. }
+                | LlmError::Server { .. }
+                | LlmError::ConnectionLost { .. }
+                | LlmError::CutReply { .. }
         )
     }
 
     /// The code of the `error` event that ends the run.
     pub fn code(&self) -> ErrorCode {
         match self {
-            LlmError::Unreachable { .. } => ErrorCode::LlmUnreachable,
+            LlmError::Unreachable { .. } | LlmError::ConnectionLost { .. } => {
+                ErrorCode::LlmUnreachable
+            }
             LlmError::MissingApiKey { .. } => ErrorCode::LlmMissingApiKey,
             LlmError::Unauthorized { .. } => ErrorCode::LlmUnauthorized,
             LlmError::Rejected { .. } => ErrorCode::LlmRejected,
@@ -163,6 +181,55 @@ impl LlmError {
             LlmError::Timeout { .. } => ErrorCode::LlmTimeout,
             LlmError::TruncatedStream | LlmError::CutReply { .. } => ErrorCode::LlmTruncatedStream,
             LlmError::Protocol(_) => ErrorCode::LlmProtocolError,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_failures_are_retryable_and_the_rest_are_not() {
+        let (url, detail) = (String::from("http://llm"), String::from("reset"));
+        let retryable = [
+            LlmError::RateLimited {
+                retries: 0,
+                message: String::new(),
+            },
+            LlmError::Server {
+                status: 502,
+                retries: 0,
+                message: String::new(),
+            },
+            LlmError::ConnectionLost {
+                url: url.clone(),
+                detail: detail.clone(),
+            },
+            LlmError::CutReply {
+                url: url.clone(),
+                detail: detail.clone(),
+            },
+        ];
+        for error in retryable {
+            assert!(error.is_retryable(), "{error:?}");
+        }
+        let final_ = [
+            LlmError::Unreachable {
+                url: url.clone(),
+                detail,
+            },
+            LlmError::MissingApiKey { url },
+            LlmError::Rejected {
+                status: 400,
+                message: String::new(),
+            },
+            LlmError::Timeout { seconds: 1.0 },
+            LlmError::TruncatedStream,
+            LlmError::Protocol(String::new()),
+        ];
+        for error in final_ {
+            assert!(!error.is_retryable(), "{error:?}");
         }
     }
 }

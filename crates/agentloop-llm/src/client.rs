@@ -115,21 +115,21 @@ impl OpenAiClient {
                 Ok(reply) => return Ok(reply),
                 Err(failure) => failure,
             };
+            let asked_wait = failure.retry_after();
+            let error = failure.into_llm_error(&self.url, retries);
             // Text already shown cannot be taken back, so a retry would duplicate it.
-            if shown || !failure.is_retryable() || retries >= self.config.max_retries {
-                return Err(failure.into_llm_error(&self.url, retries));
+            if shown || !error.is_retryable() || retries >= self.config.max_retries {
+                return Err(error);
             }
-            let wait = failure
-                .retry_after()
-                .unwrap_or_else(|| self.backoff.delay(retries));
+            let wait = asked_wait.unwrap_or_else(|| self.backoff.delay(retries));
             // The provider's error says more than a timeout would.
             if started.elapsed() + wait >= self.timeout {
-                return Err(failure.into_llm_error(&self.url, retries));
+                return Err(error);
             }
             tracing::debug!(
                 retry = retries + 1,
                 wait_ms = wait.as_millis() as u64,
-                ?failure,
+                %error,
                 "retrying the LLM request"
             );
             tokio::time::sleep(wait).await;

@@ -15,7 +15,8 @@ use crate::retry::retry_after;
 use crate::stream::ReplyAssembler;
 use crate::wire::{Chunk, Completion, WireError, error_message};
 
-/// How an attempt failed, in the terms the retry policy needs.
+/// How an attempt failed. [`AttemptError::into_llm_error`] names it as the call would end
+/// with it; whether to try again is [`LlmError::is_retryable`]'s to say.
 #[derive(Debug)]
 pub(crate) enum AttemptError {
     /// An HTTP error status, or an error object with an HTTP code inside a 200 answer.
@@ -29,19 +30,11 @@ pub(crate) enum AttemptError {
     /// The answer began, then its body broke off (a stream cut mid-delta, a body shorter than
     /// its `Content-Length`) before any text was shown: the server was reached.
     Cut { detail: String },
-    /// Trying again would not help.
-    Fatal(LlmError),
+    /// Already the error the call ends with.
+    Done(LlmError),
 }
 
 impl AttemptError {
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            AttemptError::Status { status, .. } => *status == 429 || *status >= 500,
-            AttemptError::Connection { .. } | AttemptError::Cut { .. } => true,
-            AttemptError::Fatal(_) => false,
-        }
-    }
-
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             AttemptError::Status { retry_after, .. } => *retry_after,
@@ -68,7 +61,7 @@ impl AttemptError {
                 },
                 _ => LlmError::Rejected { status, message },
             },
-            AttemptError::Connection { detail } => LlmError::Unreachable {
+            AttemptError::Connection { detail } => LlmError::ConnectionLost {
                 url: url.to_owned(),
                 detail: if retries == 0 {
                     detail
@@ -84,7 +77,7 @@ impl AttemptError {
                     format!("{detail}; still cut after {retries} retries")
                 },
             },
-            AttemptError::Fatal(error) => error,
+            AttemptError::Done(error) => error,
         }
     }
 
@@ -99,7 +92,7 @@ impl AttemptError {
                 message,
                 retry_after: None,
             },
-            None => AttemptError::Fatal(LlmError::Protocol(format!(
+            None => AttemptError::Done(LlmError::Protocol(format!(
                 "the server reported an error: {message}"
             ))),
         }
@@ -142,7 +135,7 @@ pub(crate) async fn exchange(
 /// running: retrying only delays telling the user.
 fn send_error(url: &str, error: &reqwest::Error) -> AttemptError {
     if error.is_connect() || error.is_builder() {
-        AttemptError::Fatal(LlmError::Unreachable {
+        AttemptError::Done(LlmError::Unreachable {
             url: url.to_owned(),
             detail: root_cause(error),
         })
@@ -190,7 +183,7 @@ async fn read_stream(
                 return Err(cut_stream(&error, url, *shown));
             }
             Err(error) => {
-                return Err(AttemptError::Fatal(LlmError::Protocol(format!(
+                return Err(AttemptError::Done(LlmError::Protocol(format!(
                     "the event stream is malformed: {error}"
                 ))));
             }
@@ -203,7 +196,7 @@ async fn read_stream(
             break;
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|error| {
-            AttemptError::Fatal(LlmError::Protocol(format!(
+            AttemptError::Done(LlmError::Protocol(format!(
                 "a stream chunk is not valid JSON ({error}): {}",
                 error_message(data)
             )))
@@ -217,7 +210,7 @@ async fn read_stream(
             Err(error) => return Err(AttemptError::from_wire_error(error)),
         }
     }
-    assembler.finish().map_err(AttemptError::Fatal)
+    assembler.finish().map_err(AttemptError::Done)
 }
 
 /// Before any text was shown, a cut stream is tried again: nothing of it reached the user, and
@@ -227,7 +220,7 @@ fn cut_stream(error: &reqwest::Error, url: &str, shown: bool) -> AttemptError {
     let detail = error_chain(error);
     if shown {
         tracing::warn!(detail, "the LLM stream broke after text was shown");
-        AttemptError::Fatal(LlmError::CutReply {
+        AttemptError::Done(LlmError::CutReply {
             url: url.to_owned(),
             detail,
         })
@@ -245,7 +238,7 @@ async fn read_completion(
         detail: error_chain(&error),
     })?;
     let completion: Completion = serde_json::from_slice(&body).map_err(|error| {
-        AttemptError::Fatal(LlmError::Protocol(format!(
+        AttemptError::Done(LlmError::Protocol(format!(
             "the completion is not valid JSON ({error}): {}",
             error_message(&String::from_utf8_lossy(&body))
         )))
@@ -253,7 +246,7 @@ async fn read_completion(
     let reply = into_reply(completion).map_err(|error| match error {
         CompletionError::Provider(error) => AttemptError::from_wire_error(error),
         CompletionError::NoChoices => {
-            AttemptError::Fatal(LlmError::Protocol("the completion has no choices".into()))
+            AttemptError::Done(LlmError::Protocol("the completion has no choices".into()))
         }
     })?;
     if let Some(text) = reply.content.as_deref() {
