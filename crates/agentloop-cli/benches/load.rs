@@ -19,6 +19,13 @@
 //! ```
 //!
 //! Without `--bench` (`cargo test --benches`) it runs one small wave, to check that it works.
+//!
+//! `--memory` measures the server's resident memory instead (see `load/memory.rs`): runs that
+//! stream large answers, one after another, then SSE clients that never read.
+//!
+//! ```sh
+//! cargo bench -p agentloop-cli --bench load -- --memory --runs 300 --answer-bytes 3000000
+//! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // benchmark harness
 
 use std::{
@@ -38,6 +45,9 @@ use agentloop_test_support::{
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
+
+#[path = "load/memory.rs"]
+mod memory;
 
 /// How often the server's memory and its runs in progress are sampled during a wave.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -68,6 +78,8 @@ struct Options {
     store: StoreKind,
     /// Open the wave's connections in the same burst as its runs, instead of beforehand.
     cold_connections: bool,
+    /// Measure memory under large answers instead of latency under waves.
+    memory: Option<memory::Settings>,
 }
 
 fn options() -> Options {
@@ -80,6 +92,7 @@ fn options() -> Options {
             latency: Duration::from_millis(500),
             store: StoreKind::Sqlite,
             cold_connections: false,
+            memory: None,
         }
     } else {
         Options {
@@ -87,8 +100,12 @@ fn options() -> Options {
             latency: Duration::from_millis(50),
             store: StoreKind::Sqlite,
             cold_connections: false,
+            memory: None,
         }
     };
+    let mut memory = memory::Settings::new(benchmarking);
+    let mut measure_memory = false;
+    let mut runs_given = false;
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -97,6 +114,7 @@ fn options() -> Options {
         };
         match flag.as_str() {
             "--runs" => {
+                runs_given = true;
                 options.waves = value()
                     .split(',')
                     .map(|n| n.trim().parse().expect("--runs takes counts: 100,1000"))
@@ -114,12 +132,26 @@ fn options() -> Options {
                 }
             }
             "--cold-connections" => options.cold_connections = true,
+            "--memory" => measure_memory = true,
+            "--answer-bytes" => {
+                memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
+            }
+            "--slow-readers" => {
+                memory.slow_readers = value().parse().expect("--slow-readers takes a count");
+            }
             "--bench" => {}
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
-                 sqlite|postgres --cold-connections"
+                 sqlite|postgres --cold-connections, or --memory [--runs N] [--answer-bytes B] \
+                 [--slow-readers S]"
             ),
         }
+    }
+    if measure_memory {
+        if let Some(&runs) = options.waves.iter().max().filter(|_| runs_given) {
+            memory.runs = runs;
+        }
+        options.memory = Some(memory);
     }
     options
 }
@@ -149,12 +181,13 @@ impl Drop for Process {
     }
 }
 
-fn start_llm(latency: Duration) -> (Process, String) {
+fn start_llm(latency: Duration, extra: &[String]) -> (Process, String) {
     let mut child = Command::new(scripted_llm_path())
         .args(["--listen", "127.0.0.1:0", "--tool-calls", "1", "--tool"])
         .arg("test__echo")
         .arg("--latency-ms")
         .arg(latency.as_millis().to_string())
+        .args(extra)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start agentloop-scripted-llm");
@@ -831,7 +864,12 @@ fn print_summary(waves: &[Wave]) {
 #[tokio::main]
 async fn main() {
     let options = options();
-    let (llm, llm_url) = start_llm(options.latency);
+    let llm_args = options
+        .memory
+        .as_ref()
+        .map(memory::Settings::llm_args)
+        .unwrap_or_default();
+    let (llm, llm_url) = start_llm(options.latency, &llm_args);
     let dir = tempfile::tempdir().unwrap();
     let (store_url, schema) = match options.store {
         StoreKind::Sqlite => (format!("sqlite://{}/bench.db", dir.path().display()), None),
@@ -871,6 +909,15 @@ async fn main() {
         .unwrap_or_default()
         .trim()
         .to_string();
+    if let Some(settings) = &options.memory {
+        let failed = memory::measure(settings, dir.path(), &key).await;
+        drop(llm);
+        if failed > 0 {
+            eprintln!("{failed} runs failed");
+            std::process::exit(1);
+        }
+        return;
+    }
 
     println!(
         "agentloop serve under load: LLM latency {} per call (scripted LLM process), one MCP \

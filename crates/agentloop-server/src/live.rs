@@ -1,25 +1,56 @@
-//! Runs in progress on this server: each keeps its events in memory while it lives, so any
-//! number of clients can follow it, leave, and come back (`Last-Event-ID`) without a gap; runs
-//! outlive the HTTP connection that started them.
+//! Runs in progress on this server, and the clients that follow them. Runs outlive the HTTP
+//! connection that started them: any number of clients follow a run, leave, and come back
+//! (`Last-Event-ID`) without a gap or a repeat.
+//!
+//! What a run holds in memory is bounded. Every event reaches the store (a step is saved before
+//! its events are sent; live text is saved with the next step), so a run keeps in memory only
+//! what its followers have not read yet, plus the newest [`RECENT_BYTES`] for clients that come
+//! back at once. A follower more than [`MAX_BACKLOG_BYTES`] behind is dropped: its stream ends
+//! after what it has already been given, and the client reattaches from its last event (as
+//! EventSource does by itself). Events no longer in memory are read from the store a page at a
+//! time; text not saved yet (of the LLM call in progress) comes once its step is saved. A run
+//! that ended and is saved holds no event at all.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
-use agentloop_core::{Agent, EventSink, Resumed, RunOutcome, RunRequest, protocol::Event};
+use agentloop_core::{
+    Agent, EventSink, Resumed, RunOutcome, RunRequest, Store,
+    protocol::{Event, EventKind},
+};
 use axum::http::StatusCode;
 use futures::Stream;
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::{error::ApiError, sse};
 
-/// How long a finished run stays in memory for clients that reattach right away; later they
-/// read its events from the store.
+/// How long a finished run stays registered (for a cancel to be told it came too late, and
+/// for clients that reattach, who read its events from the store).
 const LINGER: Duration = Duration::from_secs(60);
+/// How long a finished run keeps its outcome (the answer and the messages: as large as the
+/// answer twice) for a request still to ask for it, beyond the requests already waiting for it.
+/// A `stream: false` request asks as the run starts.
+const OUTCOME_KEPT: Duration = Duration::from_secs(1);
+/// The newest events a run keeps although no follower needs them.
+const RECENT_BYTES: usize = 256 * 1024;
+/// How far behind the newest event a follower may be before it is dropped.
+pub const MAX_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
+/// The most a follower copies out of memory at a time.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Events held in memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    pub events: usize,
+    /// Estimated: each event's size plus its text and fields.
+    pub bytes: usize,
+}
 
 /// One run in progress (or just finished).
 pub struct LiveRun {
@@ -27,18 +58,22 @@ pub struct LiveRun {
     pub user_id: String,
     pub session_id: Uuid,
     /// The seq of the last event before this process took the run over (a resumed run's
-    /// earlier events are in the store); the log holds the ones after it.
+    /// earlier events are in the store); the ones after it are sent from here.
     pub base_seq: u64,
     cancel: CancellationToken,
-    log: Mutex<Vec<Event>>,
-    /// Events emitted so far; and the outcome, once the run ended.
+    /// Where events that left memory are read again. Without one, nothing leaves memory.
+    store: Option<Arc<dyn Store>>,
+    log: Mutex<Log>,
+    /// Set at the end; kept while requests wait for it, and [`OUTCOME_KEPT`] at least.
+    ended: watch::Sender<Option<Arc<RunOutcome>>>,
     progress: watch::Sender<Progress>,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone, Copy, Default)]
 struct Progress {
-    events: usize,
-    outcome: Option<Arc<RunOutcome>>,
+    /// The seq of the newest event.
+    last_seq: u64,
+    finished: bool,
 }
 
 impl LiveRun {
@@ -48,62 +83,360 @@ impl LiveRun {
     }
 
     pub fn is_finished(&self) -> bool {
-        self.progress.borrow().outcome.is_some()
+        self.progress.borrow().finished
     }
 
-    /// Waits for the end of the run.
+    /// Waits for the end of the run; `None` when asked more than [`OUTCOME_KEPT`] after it
+    /// ended (the outcome is then forgotten).
     pub async fn outcome(&self) -> Option<Arc<RunOutcome>> {
-        let mut progress = self.progress.subscribe();
-        let done = progress.wait_for(|p| p.outcome.is_some()).await.ok()?;
-        done.outcome.clone()
+        let mut ended = self.ended.subscribe();
+        loop {
+            // The outcome is set before the run is marked finished.
+            let finished = self.is_finished();
+            if let Some(outcome) = ended.borrow_and_update().clone() {
+                return Some(outcome);
+            }
+            if finished {
+                return None;
+            }
+            ended.changed().await.ok()?;
+        }
     }
 
-    /// The run's events with `seq > after` (at least `base_seq`) that this process saw, then
-    /// the ones still to come, ending with the run.
+    /// The run's events with `seq > after` (at least `base_seq`), then the ones still to come,
+    /// ending with the run, or earlier when this follower falls too far behind.
     pub fn events(self: &Arc<Self>, after: u64) -> impl Stream<Item = Event> + Send + 'static {
-        let start = after.saturating_sub(self.base_seq) as usize;
-        let state = (self.clone(), self.progress.subscribe(), start);
-        let batches = futures::stream::unfold(state, |(run, mut progress, next)| async move {
-            loop {
-                let (batch, ended) = {
-                    let log = run.lock_log();
-                    // seq base + n is at index n - 1: the log has no gaps.
-                    let batch = log.get(next..).map(<[Event]>::to_vec).unwrap_or_default();
-                    (batch, progress.borrow_and_update().outcome.is_some())
-                };
-                if !batch.is_empty() {
-                    let next = next + batch.len();
-                    return Some((futures::stream::iter(batch), (run, progress, next)));
-                }
-                if ended || progress.changed().await.is_err() {
-                    return None;
-                }
-            }
+        let next = after.max(self.base_seq).saturating_add(1);
+        // Attached at once, not when the response is first polled: what the run emits until
+        // then stays in memory for this follower.
+        let id = self.lock_log().attach(next);
+        let follower = Follower {
+            run: self.clone(),
+            progress: self.progress.subscribe(),
+            next,
+            id,
+        };
+        let batches = futures::stream::unfold(follower, |mut follower| async move {
+            let batch = follower.next_batch().await?;
+            Some((futures::stream::iter(batch), follower))
         });
         futures::StreamExt::flatten(batches)
     }
 
-    fn lock_log(&self) -> MutexGuard<'_, Vec<Event>> {
-        // Only pushes happen under the lock; a poisoned log is still a valid log.
-        self.log
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The events this run holds in memory.
+    pub fn held(&self) -> Held {
+        let log = self.lock_log();
+        Held {
+            events: log.events.len(),
+            bytes: log.bytes,
+        }
     }
 
-    fn finish(&self, outcome: RunOutcome) {
-        let outcome = Arc::new(outcome);
-        self.progress.send_modify(|p| p.outcome = Some(outcome));
+    /// Clients reading this run from memory (or about to learn that it was released).
+    pub fn followers(&self) -> usize {
+        self.lock_log().followers.len()
+    }
+
+    /// Followers dropped so far for falling too far behind.
+    pub fn dropped_followers(&self) -> usize {
+        self.lock_log().dropped
+    }
+
+    fn lock_log(&self) -> MutexGuard<'_, Log> {
+        lock(&self.log)
+    }
+
+    /// Records the end; then, once the store is seen to have it (and with it every event),
+    /// lets go of the events. A run that never started, or whose store went away, is not in
+    /// the store (yet): its events stay for the followers.
+    async fn finish(&self, outcome: RunOutcome) {
+        let status = outcome.status;
+        self.ended.send_replace(Some(Arc::new(outcome)));
+        self.progress.send_modify(|p| p.finished = true);
+        let Some(store) = &self.store else {
+            return;
+        };
+        match store.run(self.id).await {
+            Ok(Some(run)) if run.status == status => self.lock_log().release(),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(run_id = %self.id, %error, "cannot check that a finished run is saved; its events stay in memory until it is forgotten");
+            }
+        }
+    }
+
+    /// Forgets the outcome once the requests waiting for it have it (and [`OUTCOME_KEPT`]
+    /// passed, for one that asks just after the end).
+    async fn forget_outcome(&self) {
+        tokio::time::sleep(OUTCOME_KEPT).await;
+        self.ended.closed().await;
+        self.ended.send_replace(None);
     }
 }
 
 impl EventSink for LiveRun {
     fn emit(&self, event: Event) {
-        let events = {
-            let mut log = self.lock_log();
-            log.push(event);
-            log.len()
+        let seq = event.seq;
+        let dropped = self.lock_log().push(event);
+        if dropped > 0 {
+            tracing::info!(run_id = %self.id, seq, dropped, max_backlog_bytes = MAX_BACKLOG_BYTES,
+                "followers too far behind are dropped; they reattach with Last-Event-ID");
+        }
+        self.progress.send_modify(|p| p.last_seq = seq);
+    }
+}
+
+/// A run's events in memory: the newest ones, and the ones a follower has not read yet.
+struct Log {
+    /// In seq order, without gaps.
+    events: VecDeque<HeldEvent>,
+    bytes: usize,
+    /// The seq of the next event to come.
+    next_seq: u64,
+    /// Followers reading from memory, by id: the seq each reads next.
+    followers: HashMap<u64, u64>,
+    next_follower: u64,
+    /// Followers dropped so far.
+    dropped: usize,
+    /// Whether events may leave memory (the run has a store to read them from).
+    bounded: bool,
+    /// The run ended and is saved: nothing is held, followers read the store.
+    released: bool,
+}
+
+struct HeldEvent {
+    event: Event,
+    bytes: usize,
+}
+
+/// What a follower reading from memory gets.
+enum Read {
+    Events(Vec<Event>),
+    /// Nothing new yet.
+    CaughtUp,
+    /// It fell too far behind.
+    Dropped,
+    /// Memory no longer has the run: read the store.
+    Released,
+}
+
+impl Log {
+    fn new(base_seq: u64, bounded: bool) -> Log {
+        Log {
+            events: VecDeque::new(),
+            bytes: 0,
+            next_seq: base_seq + 1,
+            followers: HashMap::new(),
+            next_follower: 0,
+            dropped: 0,
+            bounded,
+            released: false,
+        }
+    }
+
+    /// Adds the newest event; returns how many followers were dropped to make room.
+    fn push(&mut self, event: Event) -> usize {
+        self.next_seq = event.seq + 1;
+        if self.released {
+            return 0;
+        }
+        let bytes = event_bytes(&event);
+        self.bytes += bytes;
+        self.events.push_back(HeldEvent { event, bytes });
+        if !self.bounded {
+            return 0;
+        }
+        let dropped = self.drop_laggards();
+        self.trim();
+        dropped
+    }
+
+    /// Drops the followers furthest behind until what is held fits [`MAX_BACKLOG_BYTES`]. The
+    /// newest event stays whatever its size: the followers that still have to read it are
+    /// not behind.
+    fn drop_laggards(&mut self) -> usize {
+        let newest = self.next_seq - 1;
+        let mut dropped = 0;
+        while self.bytes > MAX_BACKLOG_BYTES {
+            let laggard = self
+                .followers
+                .iter()
+                .filter(|(_, next)| **next < newest)
+                .min_by_key(|(_, next)| **next)
+                .map(|(id, _)| *id);
+            let Some(laggard) = laggard else {
+                break;
+            };
+            self.followers.remove(&laggard);
+            dropped += 1;
+            self.dropped += 1;
+            self.trim();
+        }
+        dropped
+    }
+
+    /// Lets go of the oldest events that no follower needs, beyond the recent ones.
+    fn trim(&mut self) {
+        if !self.bounded {
+            return;
+        }
+        let needed = self.followers.values().min().copied().unwrap_or(u64::MAX);
+        while self.bytes > RECENT_BYTES {
+            match self.events.front() {
+                Some(oldest) if oldest.event.seq < needed => {
+                    self.bytes -= oldest.bytes;
+                    self.events.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Registers a follower that reads from `next` on, when memory has it.
+    fn attach(&mut self, next: u64) -> Option<u64> {
+        let first = self
+            .events
+            .front()
+            .map_or(self.next_seq, |held| held.event.seq);
+        if self.released || next < first {
+            return None;
+        }
+        let id = self.next_follower;
+        self.next_follower += 1;
+        self.followers.insert(id, next);
+        Some(id)
+    }
+
+    fn detach(&mut self, id: u64) {
+        if self.followers.remove(&id).is_some() {
+            self.trim();
+        }
+    }
+
+    /// The next events of follower `id`, at most [`BATCH_BYTES`] (at least one event).
+    fn read(&mut self, id: u64) -> Read {
+        let Some(next) = self.followers.get(&id).copied() else {
+            return Read::Dropped;
         };
-        self.progress.send_modify(|p| p.events = events);
+        if self.released {
+            self.followers.remove(&id);
+            return Read::Released;
+        }
+        let start = self.events.partition_point(|held| held.event.seq < next);
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        for held in self.events.range(start..) {
+            if !batch.is_empty() && bytes + held.bytes > BATCH_BYTES {
+                break;
+            }
+            bytes += held.bytes;
+            batch.push(held.event.clone());
+        }
+        let Some(last) = batch.last() else {
+            return Read::CaughtUp;
+        };
+        self.followers.insert(id, last.seq + 1);
+        self.trim();
+        Read::Events(batch)
+    }
+
+    /// Lets go of every event. The followers stay registered until they learn it, so one
+    /// dropped before still learns that it was.
+    fn release(&mut self) {
+        self.events = VecDeque::new();
+        self.bytes = 0;
+        self.released = true;
+    }
+}
+
+/// A client following a run: from memory while memory has what it needs next, from the store
+/// otherwise.
+struct Follower {
+    run: Arc<LiveRun>,
+    progress: watch::Receiver<Progress>,
+    /// The seq it sends next.
+    next: u64,
+    /// Its id while it reads from memory.
+    id: Option<u64>,
+}
+
+impl Follower {
+    /// The next events; `None` when the run ended and everything was sent, or when this
+    /// follower was dropped.
+    async fn next_batch(&mut self) -> Option<Vec<Event>> {
+        loop {
+            let Some(id) = self.id else {
+                let attached = self.run.lock_log().attach(self.next);
+                self.id = attached;
+                if attached.is_some() {
+                    continue;
+                }
+                match self.read_store().await {
+                    Some(batch) if batch.is_empty() => continue,
+                    other => return other,
+                }
+            };
+            // Seen before reading, so an event that comes after the read wakes the wait.
+            let finished = self.progress.borrow_and_update().finished;
+            let read = self.run.lock_log().read(id);
+            match read {
+                Read::Events(events) => {
+                    if let Some(last) = events.last() {
+                        self.next = last.seq + 1;
+                    }
+                    return Some(events);
+                }
+                Read::Dropped => {
+                    self.id = None;
+                    tracing::debug!(run_id = %self.run.id, next = self.next, "a follower fell too far behind; its stream ends");
+                    return None;
+                }
+                Read::Released => self.id = None,
+                Read::CaughtUp if finished => return None,
+                Read::CaughtUp => {
+                    if self.progress.changed().await.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A page of events from the store; empty when they are not saved yet (after a wait, to be
+    /// asked again); `None` when the run ended and all was sent, or the store fails.
+    async fn read_store(&mut self) -> Option<Vec<Event>> {
+        let Progress { last_seq, finished } = *self.progress.borrow_and_update();
+        if finished && self.next > last_seq {
+            return None;
+        }
+        // Without a store nothing leaves memory, so nothing is missing there.
+        let store = self.run.store.clone()?;
+        let events = match store.events(self.run.id, self.next - 1).await {
+            Ok(events) => sse::first_page(events),
+            Err(error) => {
+                tracing::warn!(run_id = %self.run.id, %error, "cannot read the events of a run");
+                return None;
+            }
+        };
+        if let Some(last) = events.last() {
+            self.next = last.seq + 1;
+            return Some(events);
+        }
+        if finished {
+            // Its end is not saved (its store went away): the client comes back for it.
+            return None;
+        }
+        // Live text is saved with the step after it.
+        tokio::time::sleep(sse::STORE_POLL).await;
+        Some(Vec::new())
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.run.lock_log().detach(id);
+        }
     }
 }
 
@@ -134,7 +467,7 @@ impl LiveRuns {
     ) -> Result<Arc<LiveRun>, ApiError> {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
-        let run = self.admit(run_id, session_id, 0, user)?;
+        let run = self.admit(agent, run_id, session_id, 0, user)?;
         let begun = match agent.begin(request).await {
             Ok(begun) => begun,
             Err(error) => {
@@ -168,6 +501,7 @@ impl LiveRuns {
         user: &str,
     ) -> Result<Arc<LiveRun>, ApiError> {
         let run = self.admit(
+            agent,
             resumed.run_id(),
             resumed.session_id(),
             resumed.last_seq(),
@@ -184,6 +518,7 @@ impl LiveRuns {
     /// in progress as allowed.
     fn admit(
         &self,
+        agent: &Agent,
         run_id: Uuid,
         session_id: Uuid,
         base_seq: u64,
@@ -194,14 +529,20 @@ impl LiveRuns {
                 "the server is shutting down; send the request again in a moment",
             ));
         }
+        let store = agent.store().cloned();
         let run = Arc::new(LiveRun {
             id: run_id,
             user_id: user.to_string(),
             session_id,
             base_seq,
             cancel: CancellationToken::new(),
-            log: Mutex::new(Vec::new()),
-            progress: watch::Sender::new(Progress::default()),
+            log: Mutex::new(Log::new(base_seq, store.is_some())),
+            store,
+            ended: watch::Sender::new(None),
+            progress: watch::Sender::new(Progress {
+                last_seq: base_seq,
+                finished: false,
+            }),
         });
         {
             let mut runs = self.lock_runs();
@@ -226,7 +567,7 @@ impl LiveRuns {
         Ok(run)
     }
 
-    /// Runs `drive` for `run` in a tracked task, then keeps the ended run in memory a little.
+    /// Runs `drive` for `run` in a tracked task, then keeps the ended run registered a little.
     fn spawn<F, Fut>(self: &Arc<Self>, run: Arc<LiveRun>, drive: F)
     where
         F: FnOnce(Arc<LiveRun>, Arc<dyn EventSink>) -> Fut + Send + 'static,
@@ -236,11 +577,12 @@ impl LiveRuns {
         self.tasks.spawn(async move {
             let sink: Arc<dyn EventSink> = run.clone();
             let outcome = drive(run.clone(), sink).await;
-            run.finish(outcome);
-            // Kept a little for clients that reattach at once; not tracked: shutdown need not
-            // wait for it.
+            run.finish(outcome).await;
+            // Not tracked: shutdown need not wait for it.
             tokio::spawn(async move {
-                tokio::time::sleep(LINGER).await;
+                let linger = tokio::time::sleep(LINGER);
+                let _ = tokio::time::timeout(LINGER, run.forget_outcome()).await;
+                linger.await;
                 let mut runs = registry.lock_runs();
                 // A run that resumed meanwhile has a new entry under the same id.
                 if runs
@@ -265,6 +607,17 @@ impl LiveRuns {
             .count()
     }
 
+    /// The events all runs hold in memory.
+    pub fn held(&self) -> Held {
+        let runs: Vec<Arc<LiveRun>> = self.lock_runs().values().cloned().collect();
+        runs.iter()
+            .map(|run| run.held())
+            .fold(Held::default(), |sum, held| Held {
+                events: sum.events + held.events,
+                bytes: sum.bytes + held.bytes,
+            })
+    }
+
     /// Asks every run to stop at its next safe point, and refuses new ones from now on.
     pub fn shutdown(&self) {
         self.tasks.close();
@@ -284,8 +637,145 @@ impl LiveRuns {
     }
 
     fn lock_runs(&self) -> MutexGuard<'_, HashMap<Uuid, Arc<LiveRun>>> {
-        self.runs
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.runs)
+    }
+}
+
+/// Every lock here is held for a few steps that leave the data valid, so a poisoned one is
+/// still good.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An event's size in memory, roughly: the struct, its text, and its other fields as JSON.
+pub(crate) fn event_bytes(event: &Event) -> usize {
+    let fields = match &event.kind {
+        EventKind::AssistantDelta { text } => text.len(),
+        EventKind::FinalResponse { delta } => delta.len(),
+        kind => json_len(kind),
+    };
+    std::mem::size_of::<Event>() + fields
+}
+
+fn json_len(value: &impl Serialize) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Counting cannot fail; a value that cannot be serialised counts what it wrote.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(seq: u64, bytes: usize) -> Event {
+        Event {
+            run_id: Uuid::nil(),
+            seq,
+            parent_run_id: None,
+            kind: EventKind::AssistantDelta {
+                text: "x".repeat(bytes),
+            },
+        }
+    }
+
+    fn seqs(read: Read) -> Vec<u64> {
+        match read {
+            Read::Events(events) => events.iter().map(|event| event.seq).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn without_followers_only_the_recent_events_stay() {
+        let mut log = Log::new(0, true);
+        for seq in 1..=100 {
+            log.push(delta(seq, 10_000));
+        }
+        assert!(log.bytes <= RECENT_BYTES, "{}", log.bytes);
+        assert_eq!(log.events.back().map(|held| held.event.seq), Some(100));
+        // A client asking for a trimmed event reads the store.
+        assert_eq!(log.attach(1), None);
+        assert!(log.attach(100).is_some());
+    }
+
+    #[test]
+    fn a_follower_keeps_what_it_has_not_read_then_lets_go() {
+        let mut log = Log::new(0, true);
+        let id = log.attach(1).unwrap();
+        for seq in 1..=100 {
+            log.push(delta(seq, 10_000));
+        }
+        assert_eq!(log.events.len(), 100);
+        let mut read = Vec::new();
+        while let Read::Events(events) = log.read(id) {
+            read.extend(events.iter().map(|event| event.seq));
+        }
+        assert_eq!(read, (1..=100).collect::<Vec<_>>());
+        assert!(log.bytes <= RECENT_BYTES);
+        log.detach(id);
+        assert!(log.followers.is_empty());
+    }
+
+    #[test]
+    fn a_follower_too_far_behind_is_dropped_and_the_others_keep_going() {
+        let mut log = Log::new(0, true);
+        let slow = log.attach(1).unwrap();
+        let fast = log.attach(1).unwrap();
+        let mut dropped = 0;
+        let mut fast_read = Vec::new();
+        for seq in 1..=1000 {
+            dropped += log.push(delta(seq, 10_000));
+            fast_read.extend(seqs(log.read(fast)));
+        }
+        assert_eq!(dropped, 1);
+        assert!(matches!(log.read(slow), Read::Dropped));
+        assert_eq!(fast_read, (1..=1000).collect::<Vec<_>>());
+        assert!(log.bytes <= MAX_BACKLOG_BYTES);
+    }
+
+    #[test]
+    fn a_released_log_holds_nothing_and_sends_followers_to_the_store() {
+        let mut log = Log::new(5, true);
+        let id = log.attach(6).unwrap();
+        log.push(delta(6, 10));
+        log.release();
+        assert_eq!((log.events.len(), log.bytes), (0, 0));
+        assert!(matches!(log.read(id), Read::Released));
+        assert!(log.followers.is_empty());
+        assert_eq!(log.attach(7), None);
+    }
+
+    #[test]
+    fn without_a_store_every_event_stays() {
+        let mut log = Log::new(0, false);
+        for seq in 1..=1000 {
+            log.push(delta(seq, 10_000));
+        }
+        assert_eq!(log.events.len(), 1000);
+        assert!(log.attach(1).is_some());
+    }
+
+    #[test]
+    fn batches_are_bounded_but_never_empty() {
+        let mut log = Log::new(0, true);
+        let id = log.attach(1).unwrap();
+        log.push(delta(1, 3 * BATCH_BYTES));
+        log.push(delta(2, 10));
+        assert_eq!(seqs(log.read(id)), [1]);
+        assert_eq!(seqs(log.read(id)), [2]);
+        assert!(matches!(log.read(id), Read::CaughtUp));
     }
 }

@@ -1,5 +1,8 @@
-//! Prometheus metrics: runs by status, LLM and tool call latencies, tokens. Fed by the runs'
-//! [`Telemetry`] reports; rendered in the Prometheus text format at `GET /metrics`.
+//! Prometheus metrics: runs by status, LLM and tool call latencies, tokens, the events live runs
+//! hold in memory. Fed by the runs' [`Telemetry`] reports; rendered in the Prometheus text
+//! format at `GET /metrics`.
+
+use std::sync::Once;
 
 use agentloop_core::{LlmCallReport, RunOutcome, Telemetry, protocol::ToolExecutionRecord};
 use prometheus::{
@@ -20,6 +23,9 @@ pub struct Metrics {
     llm_calls: HistogramVec,
     tool_calls: HistogramVec,
     tokens: IntCounterVec,
+    live_event_bytes: IntGauge,
+    /// The gauge is exported once someone sets it, so an unwired gauge does not read 0.
+    live_event_bytes_registered: Once,
 }
 
 impl Metrics {
@@ -49,6 +55,10 @@ impl Metrics {
         registry.register(Box::new(llm_calls.clone()))?;
         registry.register(Box::new(tool_calls.clone()))?;
         registry.register(Box::new(tokens.clone()))?;
+        let live_event_bytes = IntGauge::new(
+            "agentloop_live_event_bytes",
+            "Bytes of events live runs hold in memory for their followers (estimated)",
+        )?;
         Ok(Metrics {
             registry,
             runs,
@@ -56,7 +66,23 @@ impl Metrics {
             llm_calls,
             tool_calls,
             tokens,
+            live_event_bytes,
+            live_event_bytes_registered: Once::new(),
         })
+    }
+
+    /// The bytes of events live runs hold in memory at this moment.
+    pub fn set_live_event_bytes(&self, bytes: usize) {
+        self.live_event_bytes_registered.call_once(|| {
+            if let Err(error) = self
+                .registry
+                .register(Box::new(self.live_event_bytes.clone()))
+            {
+                tracing::error!(%error, "cannot register the live events gauge");
+            }
+        });
+        self.live_event_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// The Prometheus text format, with `active` runs at this moment.

@@ -1,7 +1,8 @@
 //! Events as Server-Sent Events: `event:` is the type, `id:` the seq, `data:` the JSON object.
 //! A run followed here is either live on this server (from memory, no gap) or known only to the
 //! store (another instance runs it, or it ended a while ago): its saved events, then new ones as
-//! they are saved.
+//! they are saved. What is read from the store is kept a page at a time, so a slow client holds
+//! at most a page of a long run.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -19,8 +20,11 @@ use axum::{
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
-/// How often the store is asked for new events of a run that lives elsewhere.
-const STORE_POLL: Duration = Duration::from_millis(500);
+/// How often the store is asked for events not saved yet.
+pub(crate) const STORE_POLL: Duration = Duration::from_millis(500);
+/// The most a client keeps of what it read from the store at a time: as much as a live run
+/// may hold for it. A run with more is read again from where the client got to.
+pub const STORE_PAGE_BYTES: usize = crate::live::MAX_BACKLOG_BYTES;
 /// A run elsewhere that emitted nothing for this long is presumed lost (its process died).
 const STORE_PATIENCE: Duration = Duration::from_secs(600);
 
@@ -56,12 +60,17 @@ pub fn response(
     response
 }
 
+/// The JSON is written straight into the frame: a large event (a whole answer) is not copied
+/// once more.
 fn frame(event: &Event) -> sse::Event {
-    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
-    sse::Event::default()
-        .event(event.kind.type_name())
-        .id(event.seq.to_string())
-        .data(data)
+    let head = || {
+        sse::Event::default()
+            .event(event.kind.type_name())
+            .id(event.seq.to_string())
+    };
+    head()
+        .json_data(event)
+        .unwrap_or_else(|_| head().data("{}"))
 }
 
 /// The events of a run known only to the store, with `seq > after`: what is saved, then what
@@ -75,13 +84,12 @@ pub fn from_store(
         store,
         after,
         last_news: tokio::time::Instant::now(),
-        first: true,
+        wait: false,
     };
     let batches = futures::stream::unfold(state, move |mut state| async move {
-        if !state.first {
+        if state.wait {
             tokio::time::sleep(STORE_POLL).await;
         }
-        state.first = false;
         let events = match state.store.events(run_id, state.after).await {
             Ok(events) => events,
             Err(error) => {
@@ -89,6 +97,10 @@ pub fn from_store(
                 return None;
             }
         };
+        let read = events.len();
+        let events = first_page(events);
+        // A page that left events behind is followed at once.
+        state.wait = events.len() == read;
         if let Some(last) = events.last() {
             state.after = last.seq;
             state.last_news = tokio::time::Instant::now();
@@ -111,5 +123,22 @@ struct Polling {
     store: Arc<dyn Store>,
     after: u64,
     last_news: tokio::time::Instant,
-    first: bool,
+    /// Whether to wait before asking the store again.
+    wait: bool,
+}
+
+/// The first events of `events`, up to [`STORE_PAGE_BYTES`] (at least one); the rest is let
+/// go, to be read again when the client gets there.
+pub(crate) fn first_page(mut events: Vec<Event>) -> Vec<Event> {
+    let mut bytes = 0;
+    let end = events
+        .iter()
+        .position(|event| {
+            bytes += crate::live::event_bytes(event);
+            bytes > STORE_PAGE_BYTES
+        })
+        .map_or(events.len(), |over| over.max(1));
+    events.truncate(end);
+    events.shrink_to_fit();
+    events
 }

@@ -174,3 +174,51 @@ pub async fn error_of(response: Response) -> (u16, Value) {
     assert!(body["error"]["message"].is_string(), "{body}");
     (status, body["error"].clone())
 }
+
+impl TestServer {
+    /// Like [`TestServer::start`], also handing back the server's state, to look at its live
+    /// runs.
+    pub async fn start_with_state(script: Vec<Reply>, extra: &str) -> (TestServer, AppState) {
+        let llm = ScriptedLlm::start(script).await;
+        let dir = tempfile::tempdir().unwrap();
+        let store_url = format!("sqlite://{}/agentloop.db", dir.path().display());
+        let text = format!(
+            "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retries = 0\n\n[store]\nurl = \"{store_url}\"\n\n{}\n{extra}\n",
+            llm.base_url(),
+            test_mcp_server_config_toml("test", None),
+        );
+        let config = Config::parse(&text, ConfigOrigin::Defaults).unwrap();
+        config.validate().unwrap();
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let telemetry = metrics.clone();
+        let runtime = Runtime::start_with(&config, |agent| agent.telemetry(telemetry))
+            .await
+            .unwrap();
+        let store = runtime.store().clone();
+        let state = AppState::new(
+            runtime.agent().clone(),
+            store.clone() as Arc<dyn Store>,
+            store.clone() as Arc<dyn KeyStore>,
+            metrics,
+            config.server.clone(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, state.clone(), async move {
+            let _ = stopped.await;
+        }));
+        let server = TestServer {
+            url,
+            llm,
+            store,
+            client: Client::new(),
+            store_url,
+            stop: Some(stop),
+            task: Some(task),
+            runtime: Some(runtime),
+            _dir: Some(dir),
+        };
+        (server, state)
+    }
+}

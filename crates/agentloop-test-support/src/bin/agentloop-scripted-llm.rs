@@ -1,6 +1,8 @@
 //! A scripted OpenAI-compatible server as a process of its own, for benchmarks and for fuzzing
 //! the HTTP API: every request gets an answer after a fixed latency; with `--tool-calls K`, the
-//! first K replies of a conversation call a tool.
+//! first K replies of a conversation call a tool; with `--answer-bytes N`, the answer is the
+//! `--answer` text repeated (space-separated) to N bytes, for answers larger than an argument
+//! can be.
 //!
 //! ```sh
 //! agentloop-scripted-llm --listen 127.0.0.1:0 --latency-ms 200 --tool-calls 1 --tool test__echo
@@ -18,6 +20,7 @@ struct Options {
     tool_calls: usize,
     tool: String,
     answer: String,
+    answer_bytes: usize,
 }
 
 fn options() -> Result<Options, String> {
@@ -27,6 +30,7 @@ fn options() -> Result<Options, String> {
         tool_calls: 0,
         tool: "test__echo".into(),
         answer: "Done.".into(),
+        answer_bytes: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -44,10 +48,16 @@ fn options() -> Result<Options, String> {
             }
             "--tool" => options.tool = value()?,
             "--answer" => options.answer = value()?,
+            "--answer-bytes" => {
+                options.answer_bytes = value()?
+                    .parse()
+                    .map_err(|_| "--answer-bytes takes a size in bytes")?
+            }
             "--help" | "-h" => {
                 return Err(
                     "usage: agentloop-scripted-llm [--listen ADDR] [--latency-ms N] \
-                            [--tool-calls K] [--tool NAME] [--answer TEXT]"
+                            [--tool-calls K] [--tool NAME] [--answer TEXT] \
+                            [--answer-bytes N]"
                         .into(),
                 );
             }
@@ -72,7 +82,9 @@ async fn main() {
         tool_calls,
         tool,
         answer,
+        answer_bytes,
     } = options;
+    let answer = repeated(&answer, answer_bytes);
     let llm = ScriptedLlm::start_on(&listen, move |request: &Value| {
         let calls_so_far = request["messages"]
             .as_array()
@@ -95,4 +107,23 @@ async fn main() {
     let _ = writeln!(stdout, "{}", llm.base_url());
     let _ = stdout.flush();
     std::future::pending::<()>().await;
+}
+
+/// `text` repeated, space-separated, cut to `bytes` (at a char boundary); `text` itself when
+/// `bytes` is 0 or `text` is empty.
+fn repeated(text: &str, bytes: usize) -> String {
+    if bytes == 0 || text.is_empty() {
+        return text.to_string();
+    }
+    let mut answer = String::with_capacity(bytes + text.len() + 1);
+    while answer.len() < bytes {
+        answer.push_str(text);
+        answer.push(' ');
+    }
+    let mut cut = bytes;
+    while !answer.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    answer.truncate(cut);
+    answer
 }
