@@ -22,7 +22,7 @@ use crate::{
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
     policy::{MutationLimiter, PolicySettings, RunPolicy, WorkflowSettings},
     registry::ToolRegistry,
-    settings::{AgentSettings, ToolSettings},
+    settings::{AgentSettings, InvalidSetting, ToolSettings},
     store::Store,
     subagent::{AGENT_TOOL_PREFIX, Parent, SubAgentSettings, SubAgentTool},
     telemetry::{NoTelemetry, Telemetry},
@@ -32,13 +32,14 @@ use crate::{
 
 /// Errors of building an agent or of a run's task.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     #[error("no LLM was given to the agent builder (call .llm(...))")]
     MissingLlm,
     #[error("invalid configuration: {0}")]
-    InvalidSettings(String),
+    InvalidSettings(#[from] InvalidSetting),
     #[error("the run task crashed: {0}")]
-    RunCrashed(String),
+    RunCrashed(#[source] tokio::task::JoinError),
 }
 
 /// A question for the agent, with what the run should know.
@@ -272,9 +273,7 @@ impl RunHandle {
 
     /// Waits for the end of the run. Events not consumed yet are dropped.
     pub async fn outcome(self) -> Result<RunOutcome, AgentError> {
-        self.task
-            .await
-            .map_err(|error| AgentError::RunCrashed(error.to_string()))
+        self.task.await.map_err(AgentError::RunCrashed)
     }
 
     /// Waits for the end of the run and returns all its events with the outcome.

@@ -61,7 +61,9 @@ pub use policy::{
 };
 pub use registry::ToolRegistry;
 pub use session_run::{BegunRun, ResumeError, Resumed, StartError};
-pub use settings::{AgentSettings, PlanningSettings, ReviewSettings, ToolSettings};
+pub use settings::{
+    AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings,
+};
 pub use step_writer::Persistence;
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, SESSION_LEASE, SessionCursor,

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use agentloop_protocol::{ChatMessage, ErrorCode, ToolCall, Usage};
 use async_trait::async_trait;
+
+use crate::settings::InvalidSetting;
 use serde_json::Value;
 
 /// Whether the model may call tools in this reply.
@@ -144,6 +146,9 @@ pub enum LlmError {
     CutReply { url: String, detail: String },
     #[error("the LLM sent a reply agentloop cannot read: {0}")]
     Protocol(String),
+    /// The client was given a configuration it cannot work with.
+    #[error("invalid LLM configuration: {0}")]
+    InvalidConfig(#[from] InvalidSetting),
 }
 
 impl LlmError {
@@ -170,9 +175,10 @@ impl LlmError {
     /// The code of the `error` event that ends the run.
     pub fn code(&self) -> ErrorCode {
         match self {
-            LlmError::Unreachable { .. } | LlmError::ConnectionLost { .. } => {
-                ErrorCode::LlmUnreachable
-            }
+            // A client that cannot be configured reaches no LLM.
+            LlmError::Unreachable { .. }
+            | LlmError::ConnectionLost { .. }
+            | LlmError::InvalidConfig(_) => ErrorCode::LlmUnreachable,
             LlmError::MissingApiKey { .. } => ErrorCode::LlmMissingApiKey,
             LlmError::Unauthorized { .. } => ErrorCode::LlmUnauthorized,
             LlmError::Rejected { .. } => ErrorCode::LlmRejected,

@@ -9,7 +9,7 @@ use governor::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CatalogEntry;
+use crate::{catalog::CatalogEntry, settings::InvalidSetting};
 
 /// The user a run belongs to when the request names none.
 pub const DEFAULT_USER: &str = "local";
@@ -50,13 +50,16 @@ pub struct MutationRate {
 }
 
 impl FromStr for MutationRate {
-    type Err = String;
+    type Err = InvalidSetting;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let invalid = || {
-            format!(
-                "policy.mutation_rate must look like \"10/minute\" (a count, then second, minute, \
-                 hour or day), got {text:?}"
+            InvalidSetting::new(
+                "policy.mutation_rate",
+                format!(
+                    "policy.mutation_rate must look like \"10/minute\" (a count, then second, \
+                     minute, hour or day), got {text:?}"
+                ),
             )
         };
         let (count, unit) = text.split_once('/').ok_or_else(invalid)?;
@@ -77,7 +80,7 @@ impl FromStr for MutationRate {
 }
 
 impl TryFrom<String> for MutationRate {
-    type Error = String;
+    type Error = InvalidSetting;
 
     fn try_from(text: String) -> Result<Self, Self::Error> {
         text.parse()
@@ -272,7 +275,10 @@ mod tests {
         );
         for bad in ["10", "0/minute", "x/minute", "10/fortnight", ""] {
             let error = bad.parse::<MutationRate>().unwrap_err();
-            assert!(error.contains("policy.mutation_rate"), "{bad}: {error}");
+            assert!(
+                error.message.contains("policy.mutation_rate"),
+                "{bad}: {error}"
+            );
         }
     }
 

@@ -4,6 +4,25 @@ use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
+/// A configuration value that its TOML type cannot rule out. The message names the key and what
+/// it accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidSetting {
+    /// The key as written in `agentloop.toml`: `agent.parallel_tools`, `tools."a.b".timeout_s`.
+    pub key: String,
+    pub message: String,
+}
+
+impl InvalidSetting {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// Limits and behaviour of the loop (`[agent]` in `agentloop.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -87,7 +106,7 @@ impl Default for AgentSettings {
 
 impl AgentSettings {
     /// Checks the values a TOML parser cannot; the message names the key and what it accepts.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         let positive = [
             ("agent.max_iterations", self.max_iterations as usize),
             ("agent.parallel_tools", self.parallel_tools),
@@ -99,35 +118,53 @@ impl AgentSettings {
         ];
         for (key, value) in positive {
             if value == 0 {
-                return Err(format!("{key} must be at least 1"));
+                return Err(InvalidSetting::new(
+                    key,
+                    format!("{key} must be at least 1"),
+                ));
             }
         }
         if self.context_tokens < 256 {
-            return Err(format!(
-                "agent.context_tokens must be at least 256 (got {})",
-                self.context_tokens
+            return Err(InvalidSetting::new(
+                "agent.context_tokens",
+                format!(
+                    "agent.context_tokens must be at least 256 (got {})",
+                    self.context_tokens
+                ),
             ));
         }
         if self.tool_output_max_chars < 100 {
-            return Err(format!(
-                "agent.tool_output_max_chars must be at least 100 (got {})",
-                self.tool_output_max_chars
+            return Err(InvalidSetting::new(
+                "agent.tool_output_max_chars",
+                format!(
+                    "agent.tool_output_max_chars must be at least 100 (got {})",
+                    self.tool_output_max_chars
+                ),
             ));
         }
         check_timeout("agent.tool_timeout_s", self.tool_timeout_s)?;
         if self.review.every_n_tool_calls == Some(0) {
-            return Err("agent.review.every_n_tool_calls must be at least 1".to_string());
+            return Err(InvalidSetting::new(
+                "agent.review.every_n_tool_calls",
+                "agent.review.every_n_tool_calls must be at least 1",
+            ));
         }
         if !(self.tools_wait_s.is_finite() && (0.0..=3600.0).contains(&self.tools_wait_s)) {
-            return Err(format!(
-                "agent.tools_wait_s must be between 0 and 3600 seconds (got {})",
-                self.tools_wait_s
+            return Err(InvalidSetting::new(
+                "agent.tools_wait_s",
+                format!(
+                    "agent.tools_wait_s must be between 0 and 3600 seconds (got {})",
+                    self.tools_wait_s
+                ),
             ));
         }
         if !(self.store_retry_s.is_finite() && (0.0..=600.0).contains(&self.store_retry_s)) {
-            return Err(format!(
-                "agent.store_retry_s must be between 0 and 600 seconds (got {})",
-                self.store_retry_s
+            return Err(InvalidSetting::new(
+                "agent.store_retry_s",
+                format!(
+                    "agent.store_retry_s must be between 0 and 600 seconds (got {})",
+                    self.store_retry_s
+                ),
             ));
         }
         Ok(())
@@ -164,27 +201,28 @@ pub struct ToolSettings {
 }
 
 impl ToolSettings {
-    pub fn validate(&self, tool: &str) -> Result<(), String> {
+    pub fn validate(&self, tool: &str) -> Result<(), InvalidSetting> {
         if let Some(seconds) = self.timeout_s {
             check_timeout(&format!("tools.\"{tool}\".timeout_s"), seconds)?;
         }
         if let Some(url) = &self.side_effect_webhook
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return Err(format!(
-                "tools.\"{tool}\".side_effect_webhook must be an http(s) URL, got {url:?}"
-            ));
+            let key = format!("tools.\"{tool}\".side_effect_webhook");
+            let message = format!("{key} must be an http(s) URL, got {url:?}");
+            return Err(InvalidSetting::new(key, message));
         }
         Ok(())
     }
 }
 
-fn check_timeout(key: &str, seconds: f64) -> Result<(), String> {
+fn check_timeout(key: &str, seconds: f64) -> Result<(), InvalidSetting> {
     if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 {
         Ok(())
     } else {
-        Err(format!(
-            "{key} must be a number of seconds between 0 and 86400 (got {seconds})"
+        Err(InvalidSetting::new(
+            key,
+            format!("{key} must be a number of seconds between 0 and 86400 (got {seconds})"),
         ))
     }
 }
@@ -205,7 +243,8 @@ mod tests {
             ..AgentSettings::default()
         };
         let error = settings.validate().unwrap_err();
-        assert!(error.contains("agent.parallel_tools"), "{error}");
+        assert_eq!(error.key, "agent.parallel_tools");
+        assert!(error.message.contains("agent.parallel_tools"), "{error}");
     }
 
     #[test]
@@ -218,6 +257,7 @@ mod tests {
             settings
                 .validate("a.b")
                 .unwrap_err()
+                .message
                 .contains("tools.\"a.b\".timeout_s")
         );
     }

@@ -24,7 +24,7 @@ use crate::{
     machine::{RunContext, RunInput, RunMachine},
     policy::{MutationLimiter, RunPolicy, WorkflowSettings},
     registry::ToolRegistry,
-    settings::AgentSettings,
+    settings::{AgentSettings, InvalidSetting},
     telemetry::Telemetry,
     tokens::TokenCounter,
     tool::{Tool, ToolContext, ToolError, ToolInfo, ToolOutput},
@@ -68,24 +68,29 @@ impl Default for SubAgentSettings {
 
 impl SubAgentSettings {
     /// Checks the values; the error names the key.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
+    pub fn validate(&self, name: &str) -> Result<(), InvalidSetting> {
         let valid_name = !name.is_empty()
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_name {
-            return Err(format!(
-                "agents.{name}: an agent name may hold only letters, digits, '_' and '-'"
+            return Err(InvalidSetting::new(
+                format!("agents.{name}"),
+                format!("agents.{name}: an agent name may hold only letters, digits, '_' and '-'"),
             ));
         }
         if self.max_iterations == Some(0) {
-            return Err(format!("agents.{name}.max_iterations must be at least 1"));
+            let key = format!("agents.{name}.max_iterations");
+            let message = format!("{key} must be at least 1");
+            return Err(InvalidSetting::new(key, message));
         }
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
-            return Err(format!(
-                "agents.{name}.timeout_s must be a positive number of seconds (got {})",
+            let key = format!("agents.{name}.timeout_s");
+            let message = format!(
+                "{key} must be a positive number of seconds (got {})",
                 self.timeout_s
-            ));
+            );
+            return Err(InvalidSetting::new(key, message));
         }
         Ok(())
     }

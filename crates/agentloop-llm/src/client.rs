@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use agentloop_core::{Llm, LlmError, ModelReply, ModelRequest, TextSink};
+use agentloop_core::{InvalidSetting, Llm, LlmError, ModelReply, ModelRequest, TextSink};
 use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
@@ -37,14 +37,10 @@ impl OpenAiClient {
     /// A client with an explicit key (or none), ignoring the environment.
     pub fn with_api_key(config: LlmConfig, api_key: Option<String>) -> Result<Self, LlmError> {
         let url = config.completions_url();
-        let invalid = |detail: String| LlmError::Unreachable {
-            url: url.clone(),
-            detail,
-        };
-        config.validate().map_err(invalid)?;
-        let timeout = config
-            .timeout()
-            .ok_or_else(|| invalid("llm.timeout_s must be positive".into()))?;
+        config.validate()?;
+        let timeout = config.timeout().ok_or_else(|| {
+            InvalidSetting::new("llm.timeout_s", "llm.timeout_s must be positive")
+        })?;
         let authorization = match api_key.as_deref().map(str::trim) {
             Some(key) if !key.is_empty() => {
                 Some(bearer(key).ok_or_else(|| LlmError::Unauthorized {
@@ -58,7 +54,10 @@ impl OpenAiClient {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
             .build()
-            .map_err(|error| invalid(error_chain(&error)))?;
+            .map_err(|error| LlmError::Unreachable {
+                url: url.clone(),
+                detail: error_chain(&error),
+            })?;
         Ok(Self {
             config,
             url,

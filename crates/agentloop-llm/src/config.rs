@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use agentloop_core::InvalidSetting;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Where and how to reach the model. Every field has a default, so an empty `[llm]` section (or
@@ -72,32 +73,47 @@ impl Default for LlmConfig {
 
 impl LlmConfig {
     /// Checks the values a TOML parser cannot; the message names the offending key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         if self.provider != "openai" {
-            return Err(format!(
-                "llm.provider must be \"openai\" (any OpenAI-compatible server), got {:?}",
-                self.provider
+            return Err(InvalidSetting::new(
+                "llm.provider",
+                format!(
+                    "llm.provider must be \"openai\" (any OpenAI-compatible server), got {:?}",
+                    self.provider
+                ),
             ));
         }
         let is_http = url::Url::parse(&self.base_url)
             .map(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
             .unwrap_or(false);
         if !is_http {
-            return Err(format!(
-                "llm.base_url must be an http(s) URL, got {:?}",
-                self.base_url
+            return Err(InvalidSetting::new(
+                "llm.base_url",
+                format!(
+                    "llm.base_url must be an http(s) URL, got {:?}",
+                    self.base_url
+                ),
             ));
         }
         if self.model.trim().is_empty() {
-            return Err("llm.model must not be empty".into());
+            return Err(InvalidSetting::new(
+                "llm.model",
+                "llm.model must not be empty",
+            ));
         }
         if self.api_key_env.trim().is_empty() {
-            return Err("llm.api_key_env must name an environment variable".into());
+            return Err(InvalidSetting::new(
+                "llm.api_key_env",
+                "llm.api_key_env must name an environment variable",
+            ));
         }
         if self.timeout().is_none() {
-            return Err(format!(
-                "llm.timeout_s must be a positive number of seconds, got {}",
-                self.timeout_s
+            return Err(InvalidSetting::new(
+                "llm.timeout_s",
+                format!(
+                    "llm.timeout_s must be a positive number of seconds, got {}",
+                    self.timeout_s
+                ),
             ));
         }
         Ok(())
@@ -197,10 +213,11 @@ mod tests {
             ),
         ];
         for (config, expected) in cases {
-            let message = config.validate().err().unwrap_or_default();
+            let error = config.validate().unwrap_err();
+            assert!(expected.starts_with(&error.key), "{error:?}");
             assert!(
-                message.contains(expected),
-                "{message:?} should contain {expected:?}"
+                error.message.contains(expected),
+                "{error:?} should contain {expected:?}"
             );
         }
     }

@@ -6,6 +6,7 @@ use std::{
     time::Duration,
 };
 
+use agentloop_core::InvalidSetting;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
@@ -169,93 +170,123 @@ impl McpServerConfig {
     }
 
     /// Checks the table of the server called `name`; the message names the offending key.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
+    pub fn validate(&self, name: &str) -> Result<(), InvalidSetting> {
         validate_server_name(name)?;
+        let table = format!("mcp_servers.{name}");
         match (&self.command, &self.url) {
-            (Some(_), Some(_)) => Err(format!(
-                "mcp_servers.{name} has both command and url: set mcp_servers.{name}.command to \
-                 start the server as a child process, or mcp_servers.{name}.url to reach it over \
-                 HTTP, not both"
+            (Some(_), Some(_)) => Err(InvalidSetting::new(
+                table,
+                format!(
+                    "mcp_servers.{name} has both command and url: set mcp_servers.{name}.command \
+                     to start the server as a child process, or mcp_servers.{name}.url to reach \
+                     it over HTTP, not both"
+                ),
             )),
-            (None, None) => Err(format!(
-                "mcp_servers.{name} needs mcp_servers.{name}.command (a server started as a \
-                 child process) or mcp_servers.{name}.url (a server reached over HTTP)"
+            (None, None) => Err(InvalidSetting::new(
+                table,
+                format!(
+                    "mcp_servers.{name} needs mcp_servers.{name}.command (a server started as a \
+                     child process) or mcp_servers.{name}.url (a server reached over HTTP)"
+                ),
             )),
             (Some(command), None) => self.validate_command(name, command),
             (None, Some(url)) => self.validate_url(name, url),
         }?;
         if self.startup_timeout().is_none() {
-            return Err(format!(
-                "mcp_servers.{name}.startup_timeout_s must be a positive number of seconds, got {}",
+            let key = format!("mcp_servers.{name}.startup_timeout_s");
+            let message = format!(
+                "{key} must be a positive number of seconds, got {}",
                 self.startup_timeout_s
-            ));
+            );
+            return Err(InvalidSetting::new(key, message));
         }
         if self.restart_backoff().is_none() {
-            return Err(format!(
-                "mcp_servers.{name}.restart_backoff_s must be a positive number of seconds, got {}",
+            let key = format!("mcp_servers.{name}.restart_backoff_s");
+            let message = format!(
+                "{key} must be a positive number of seconds, got {}",
                 self.restart_backoff_s
-            ));
+            );
+            return Err(InvalidSetting::new(key, message));
         }
         if self.restart_backoff_max().is_none()
             || self.restart_backoff_max_s < self.restart_backoff_s
         {
-            return Err(format!(
-                "mcp_servers.{name}.restart_backoff_max_s must be a number of seconds at least \
-                 restart_backoff_s ({}), got {}",
+            let key = format!("mcp_servers.{name}.restart_backoff_max_s");
+            let message = format!(
+                "{key} must be a number of seconds at least restart_backoff_s ({}), got {}",
                 self.restart_backoff_s, self.restart_backoff_max_s
-            ));
+            );
+            return Err(InvalidSetting::new(key, message));
         }
         Ok(())
     }
 
-    fn validate_command(&self, name: &str, command: &str) -> Result<(), String> {
+    fn validate_command(&self, name: &str, command: &str) -> Result<(), InvalidSetting> {
+        let key = |key: &str| format!("mcp_servers.{name}.{key}");
         if command.trim().is_empty() {
-            return Err(format!("mcp_servers.{name}.command must not be empty"));
-        }
-        if !self.headers.is_empty() {
-            return Err(format!(
-                "mcp_servers.{name}.headers only applies to a server reached over HTTP (url), \
-                 not to one started with command"
+            return Err(InvalidSetting::new(
+                key("command"),
+                format!("mcp_servers.{name}.command must not be empty"),
             ));
         }
-        if let Some(key) = self
+        if !self.headers.is_empty() {
+            return Err(InvalidSetting::new(
+                key("headers"),
+                format!(
+                    "mcp_servers.{name}.headers only applies to a server reached over HTTP (url), \
+                     not to one started with command"
+                ),
+            ));
+        }
+        if let Some(variable) = self
             .env
             .keys()
             .find(|key| key.is_empty() || key.contains(['=', '\0']))
         {
-            return Err(format!(
-                "mcp_servers.{name}.env has an invalid variable name {key:?}: it must not be \
-                 empty or contain '=' or NUL"
+            return Err(InvalidSetting::new(
+                key("env"),
+                format!(
+                    "mcp_servers.{name}.env has an invalid variable name {variable:?}: it must not \
+                     be empty or contain '=' or NUL"
+                ),
             ));
         }
         Ok(())
     }
 
-    fn validate_url(&self, name: &str, url: &str) -> Result<(), String> {
+    fn validate_url(&self, name: &str, url: &str) -> Result<(), InvalidSetting> {
         let process_keys = [
             ("args", !self.args.is_empty()),
             ("env", !self.env.is_empty()),
             ("cwd", self.cwd.is_some()),
         ];
         if let Some((key, _)) = process_keys.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "mcp_servers.{name}.{key} only applies to a server started with command, not to \
-                 one reached over HTTP (url); agentloop does not start HTTP servers"
+            return Err(InvalidSetting::new(
+                format!("mcp_servers.{name}.{key}"),
+                format!(
+                    "mcp_servers.{name}.{key} only applies to a server started with command, not \
+                     to one reached over HTTP (url); agentloop does not start HTTP servers"
+                ),
             ));
         }
+        let url_key = format!("mcp_servers.{name}.url");
         let parsed = reqwest::Url::parse(url).map_err(|error| {
-            format!("mcp_servers.{name}.url {url:?} is not a valid URL: {error}")
+            InvalidSetting::new(
+                url_key.clone(),
+                format!("mcp_servers.{name}.url {url:?} is not a valid URL: {error}"),
+            )
         })?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-            return Err(format!(
-                "mcp_servers.{name}.url {url:?} must be an http:// or https:// URL of the \
-                 server's MCP endpoint, such as http://127.0.0.1:8000/mcp"
+            return Err(InvalidSetting::new(
+                url_key,
+                format!(
+                    "mcp_servers.{name}.url {url:?} must be an http:// or https:// URL of the \
+                     server's MCP endpoint, such as http://127.0.0.1:8000/mcp"
+                ),
             ));
         }
         for (header, value) in &self.headers {
-            parse_header(header, value).map_err(|why| {
-                format!("mcp_servers.{name}.headers has an invalid header {header:?}: {why}")
-            })?;
+            parse_header(header, value).map_err(|why| why.setting(name, header))?;
         }
         Ok(())
     }
@@ -284,34 +315,61 @@ fn positive_duration(seconds: f64) -> Option<Duration> {
     }
 }
 
+/// Why a configured header cannot be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum InvalidHeader {
+    #[error("the name is not a valid HTTP header name")]
+    Name,
+    #[error("MCP sets this header itself")]
+    Reserved,
+    #[error("the value must be visible ASCII (no line breaks or control characters)")]
+    Value,
+}
+
+impl InvalidHeader {
+    /// The setting of server `server` that holds the header.
+    pub(crate) fn setting(self, server: &str, header: &str) -> InvalidSetting {
+        InvalidSetting::new(
+            format!("mcp_servers.{server}.headers"),
+            format!("mcp_servers.{server}.headers has an invalid header {header:?}: {self}"),
+        )
+    }
+}
+
 /// One configured header in the form the HTTP client sends; its value is marked sensitive so
 /// that a token never reaches a debug log.
-pub(crate) fn parse_header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
-    let header_name = HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| "the name is not a valid HTTP header name".to_owned())?;
+pub(crate) fn parse_header(
+    name: &str,
+    value: &str,
+) -> Result<(HeaderName, HeaderValue), InvalidHeader> {
+    let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| InvalidHeader::Name)?;
     if RESERVED_HEADERS.contains(&header_name.as_str()) {
-        return Err("MCP sets this header itself".to_owned());
+        return Err(InvalidHeader::Reserved);
     }
-    let mut header_value = HeaderValue::from_str(value).map_err(|_| {
-        "the value must be visible ASCII (no line breaks or control characters)".to_owned()
-    })?;
+    let mut header_value = HeaderValue::from_str(value).map_err(|_| InvalidHeader::Value)?;
     header_value.set_sensitive(true);
     Ok((header_name, header_value))
 }
 
 /// Server names become the namespace of their tools (`NAME.tool`), so a `.` or a space in them
 /// would make tool names ambiguous or unreadable for the model.
-fn validate_server_name(name: &str) -> Result<(), String> {
+fn validate_server_name(name: &str) -> Result<(), InvalidSetting> {
     if name.is_empty() {
-        return Err("mcp_servers: a server name must not be empty".to_owned());
+        return Err(InvalidSetting::new(
+            "mcp_servers",
+            "mcp_servers: a server name must not be empty",
+        ));
     }
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
-        return Err(format!(
-            "mcp_servers.{name}: the server name may contain only letters, digits, '_' and '-', \
-             because it becomes the namespace of its tools ({name}.tool)"
+        return Err(InvalidSetting::new(
+            format!("mcp_servers.{name}"),
+            format!(
+                "mcp_servers.{name}: the server name may contain only letters, digits, '_' and \
+                 '-', because it becomes the namespace of its tools ({name}.tool)"
+            ),
         ));
     }
     Ok(())
@@ -387,12 +445,12 @@ mod tests {
     #[test]
     fn exactly_one_of_command_and_url() {
         let both = parse("command = \"x\"\nurl = \"http://localhost/mcp\"").unwrap();
-        let message = both.validate("files").unwrap_err();
+        let message = both.validate("files").unwrap_err().message;
         assert!(message.contains("mcp_servers.files.command"), "{message}");
         assert!(message.contains("mcp_servers.files.url"), "{message}");
 
         let neither = parse("startup_timeout_s = 3").unwrap();
-        let message = neither.validate("files").unwrap_err();
+        let message = neither.validate("files").unwrap_err().message;
         assert!(message.contains("mcp_servers.files.command"), "{message}");
         assert!(message.contains("mcp_servers.files.url"), "{message}");
     }
@@ -400,7 +458,10 @@ mod tests {
     #[test]
     fn a_url_must_be_http() {
         for bad in ["ftp://x", "not a url", "file:///tmp/mcp", "http://"] {
-            let message = McpServerConfig::http(bad).validate("remote").unwrap_err();
+            let message = McpServerConfig::http(bad)
+                .validate("remote")
+                .unwrap_err()
+                .message;
             assert!(
                 message.contains("mcp_servers.remote.url"),
                 "{bad}: {message}"
@@ -434,7 +495,7 @@ mod tests {
             ),
         ];
         for (config, key) in cases {
-            let message = config.validate("r").unwrap_err();
+            let message = config.validate("r").unwrap_err().message;
             assert!(message.contains(key), "{key}: {message}");
         }
     }
@@ -451,7 +512,8 @@ mod tests {
             let message = McpServerConfig::http(url)
                 .with_header(name, value)
                 .validate("r")
-                .unwrap_err();
+                .unwrap_err()
+                .message;
             assert!(
                 message.contains("mcp_servers.r.headers"),
                 "{name}: {message}"
@@ -479,7 +541,7 @@ mod tests {
     fn validate_names_the_offending_key() {
         let empty = McpServerConfig::new("  ");
         assert_eq!(
-            empty.validate("files").unwrap_err(),
+            empty.validate("files").unwrap_err().message,
             "mcp_servers.files.command must not be empty"
         );
 
@@ -487,6 +549,7 @@ mod tests {
         assert!(
             zero.validate("files")
                 .unwrap_err()
+                .message
                 .contains("mcp_servers.files.startup_timeout_s")
         );
         let infinite = McpServerConfig::new("x").with_startup_timeout_s(f64::INFINITY);
@@ -497,6 +560,7 @@ mod tests {
             bad_env
                 .validate("files")
                 .unwrap_err()
+                .message
                 .contains("mcp_servers.files.env")
         );
 
@@ -514,7 +578,7 @@ mod tests {
                 "mcp_servers.files.restart_backoff_max_s",
             ),
         ] {
-            let message = config.validate("files").unwrap_err();
+            let message = config.validate("files").unwrap_err().message;
             assert!(message.contains(key), "{key}: {message}");
         }
         let never = McpServerConfig::new("x").with_restarts(0, 1.0, 1.0);
@@ -533,6 +597,7 @@ mod tests {
             config
                 .validate("a.b")
                 .unwrap_err()
+                .message
                 .contains("mcp_servers.a.b")
         );
     }

@@ -1,13 +1,16 @@
 //! Why an MCP server could not be started or reached.
 
+use agentloop_core::InvalidSetting;
+
 /// A server that could not be started: the message says what to check.
 ///
 /// `details` carries what the server left behind when it died (its exit status and the last
 /// lines of its stderr), already formatted as indented lines; it is empty when there is nothing.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     #[error("invalid MCP server configuration: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(#[from] InvalidSetting),
 
     #[error("could not start MCP server '{server}': {reason}")]
     Spawn {

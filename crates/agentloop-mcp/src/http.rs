@@ -83,11 +83,8 @@ impl HttpLink {
         };
         let mut headers = HashMap::with_capacity(config.headers.len());
         for (name, value) in &config.headers {
-            let (name, value) = parse_header(name, value).map_err(|why| {
-                McpError::InvalidConfig(format!(
-                    "mcp_servers.{server}.headers has an invalid header {name:?}: {why}"
-                ))
-            })?;
+            let (name, value) =
+                parse_header(name, value).map_err(|why| why.setting(server, name))?;
             headers.insert(name, value);
         }
         let client = reqwest::Client::builder()
@@ -163,7 +160,7 @@ impl HttpLink {
 
     /// Opens a new session in place of one the server can no longer be reached through (it went
     /// away, and may be back); the error says why not.
-    pub(crate) async fn renew(&self) -> Result<(), String> {
+    pub(crate) async fn renew(&self) -> Result<(), ReopenFailure> {
         let _reopening = self.reopening.lock().await;
         self.open_new_session().await.map(drop)
     }
@@ -241,7 +238,7 @@ impl HttpLink {
 
     /// Opens a new session and puts it in place of the current one; the caller holds
     /// `reopening`. The error says why the server did not accept one.
-    async fn open_new_session(&self) -> Result<Peer<RoleClient>, String> {
+    async fn open_new_session(&self) -> Result<Peer<RoleClient>, ReopenFailure> {
         let opened = tokio::time::timeout(self.handshake_timeout, self.open_session()).await;
         let mut session = self.lock_session();
         session.attempts += 1;
@@ -261,23 +258,28 @@ impl HttpLink {
                 return Ok(peer);
             }
             // Shut down while the new session opened: it goes with the rest.
-            Ok(Ok(_)) => return Err("it was shut down".to_owned()),
-            Ok(Err(error)) => match HttpFailure::of_handshake(&error) {
-                Some(failure) => {
-                    let advice = failure.advice(&self.server);
-                    if matches!(failure, HttpFailure::Unreachable(_)) {
-                        self.unreachable.send_replace(Some(advice.clone()));
+            Ok(Ok(_)) => return Err(ReopenFailure::ShutDown),
+            Ok(Err(error)) => {
+                let reason = match HttpFailure::of_handshake(&error) {
+                    Some(failure) => {
+                        let advice = failure.advice(&self.server);
+                        if matches!(failure, HttpFailure::Unreachable(_)) {
+                            self.unreachable.send_replace(Some(advice.clone()));
+                        }
+                        advice
                     }
-                    advice
+                    None => describe_handshake_error(&error),
+                };
+                ReopenFailure::Handshake {
+                    reason,
+                    source: Box::new(error),
                 }
-                None => describe_handshake_error(&error),
+            }
+            Err(_elapsed) => ReopenFailure::Timeout {
+                seconds: self.handshake_timeout.as_secs_f64(),
             },
-            Err(_elapsed) => format!(
-                "it did not answer a new handshake within {} s",
-                self.handshake_timeout.as_secs_f64()
-            ),
         };
-        session.last_failure = Some(failure.clone());
+        session.last_failure = Some(failure.to_string());
         Err(failure)
     }
 
@@ -363,6 +365,22 @@ fn describe_handshake_error(error: &ClientInitializeError) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// Why a new session could not be opened in place of one that went away.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReopenFailure {
+    #[error("it was shut down")]
+    ShutDown,
+    /// `reason` says what to check.
+    #[error("{reason}")]
+    Handshake {
+        reason: String,
+        #[source]
+        source: Box<ClientInitializeError>,
+    },
+    #[error("it did not answer a new handshake within {seconds} s")]
+    Timeout { seconds: f64 },
 }
 
 /// Resumes a broken event stream a few times, backing off, then gives up.

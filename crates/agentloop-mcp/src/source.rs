@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
-use agentloop_core::{Tool, ToolError, ToolSource, protocol::SourceHealth};
+use agentloop_core::{InvalidSetting, Tool, ToolError, ToolSource, protocol::SourceHealth};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
@@ -39,18 +39,17 @@ impl McpSource {
     /// Starts the server `name` (or connects to it, over HTTP), performs the MCP handshake and
     /// lists its tools, all within `startup_timeout_s`.
     pub async fn connect(name: &str, config: &McpServerConfig) -> Result<McpSource, McpError> {
-        config.validate(name).map_err(McpError::InvalidConfig)?;
+        config.validate(name)?;
         let Some(timeout) = config.startup_timeout() else {
-            return Err(McpError::InvalidConfig(format!(
-                "mcp_servers.{name}.startup_timeout_s is not a usable duration"
-            )));
+            return Err(unusable_startup_timeout(name).into());
         };
         let source = match (&config.command, &config.url) {
             (Some(program), None) => connect_stdio(name, program, config, timeout).await,
             (None, Some(url)) => connect_http(name, url, config, timeout).await,
             // `validate` refused both of these already.
-            _ => Err(McpError::InvalidConfig(format!(
-                "mcp_servers.{name} needs exactly one of command and url"
+            _ => Err(McpError::InvalidConfig(InvalidSetting::new(
+                format!("mcp_servers.{name}"),
+                format!("mcp_servers.{name} needs exactly one of command and url"),
             ))),
         }?;
         // Ends when the source is shut down or dropped.
@@ -117,9 +116,7 @@ pub(crate) async fn launch_stdio(
     changes: Changes,
 ) -> Result<StdioLink, McpError> {
     let Some(timeout) = config.startup_timeout() else {
-        return Err(McpError::InvalidConfig(format!(
-            "mcp_servers.{name}.startup_timeout_s is not a usable duration"
-        )));
+        return Err(unusable_startup_timeout(name).into());
     };
     let (transport, lifeline) = process::spawn(name, program, config)?;
     let handshake = StdioLink::handshake(name, transport, lifeline.clone(), changes);
@@ -271,4 +268,10 @@ impl fmt::Debug for McpSource {
         };
         debug.finish()
     }
+}
+/// What `validate` refuses already; checked again where the duration is used.
+pub(crate) fn unusable_startup_timeout(server: &str) -> InvalidSetting {
+    let key = format!("mcp_servers.{server}.startup_timeout_s");
+    let message = format!("{key} is not a usable duration");
+    InvalidSetting::new(key, message)
 }

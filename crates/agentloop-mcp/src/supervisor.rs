@@ -6,13 +6,14 @@
 
 use std::{sync::Arc, time::Duration};
 
-use agentloop_core::protocol::SourceState;
+use agentloop_core::{InvalidSetting, ToolError, protocol::SourceState};
 use rmcp::{Peer, RoleClient};
 use tokio::time::Instant;
 
 use crate::{
-    McpServerConfig,
+    McpError, McpServerConfig,
     connection::{Connection, Link},
+    source::unusable_startup_timeout,
     stdio::StdioLink,
 };
 
@@ -144,11 +145,28 @@ async fn supervise_stdio(connection: &Connection, config: &McpServerConfig) {
                 }
                 Err(failure) => {
                     tracing::warn!(server, attempt, reason = %failure, "MCP server did not restart");
-                    why = failure;
+                    why = failure.to_string();
                 }
             }
         }
     }
+}
+
+/// Why a server process did not come back.
+#[derive(Debug, thiserror::Error)]
+enum RestartFailure {
+    #[error("mcp_servers.{0} has no command")]
+    NoCommand(String),
+    #[error(transparent)]
+    Start(#[from] McpError),
+    #[error(transparent)]
+    Config(#[from] InvalidSetting),
+    #[error("it could not list its tools: {0}")]
+    ListTools(#[source] ToolError),
+    #[error(
+        "it did not list its tools within {seconds} s (mcp_servers.{server}.startup_timeout_s)"
+    )]
+    ListTimeout { server: String, seconds: f64 },
 }
 
 /// Starts the server's process again, completes the handshake and lists its tools (which the
@@ -156,18 +174,15 @@ async fn supervise_stdio(connection: &Connection, config: &McpServerConfig) {
 async fn restart_stdio(
     connection: &Connection,
     config: &McpServerConfig,
-) -> Result<StdioLink, String> {
+) -> Result<StdioLink, RestartFailure> {
     let server = connection.server();
     let Some(program) = config.command.as_deref() else {
-        return Err(format!("mcp_servers.{server} has no command"));
+        return Err(RestartFailure::NoCommand(server.to_owned()));
     };
-    let link = crate::source::launch_stdio(server, program, config, connection.changes().clone())
-        .await
-        .map_err(|error| error.to_string())?;
+    let link =
+        crate::source::launch_stdio(server, program, config, connection.changes().clone()).await?;
     let Some(timeout) = config.startup_timeout() else {
-        return Err(format!(
-            "mcp_servers.{server}.startup_timeout_s is not a usable duration"
-        ));
+        return Err(unusable_startup_timeout(server).into());
     };
     let listed = tokio::time::timeout(
         timeout,
@@ -176,11 +191,11 @@ async fn restart_stdio(
     .await;
     match listed {
         Ok(Ok(_tools)) => Ok(link),
-        Ok(Err(error)) => Err(format!("it could not list its tools: {error}")),
-        Err(_elapsed) => Err(format!(
-            "it did not list its tools within {} s (mcp_servers.{server}.startup_timeout_s)",
-            config.startup_timeout_s
-        )),
+        Ok(Err(error)) => Err(RestartFailure::ListTools(error)),
+        Err(_elapsed) => Err(RestartFailure::ListTimeout {
+            server: server.to_owned(),
+            seconds: config.startup_timeout_s,
+        }),
     }
 }
 
@@ -224,7 +239,7 @@ async fn supervise_http(connection: &Connection, config: &McpServerConfig) {
                 }
                 Err(failure) => {
                     tracing::warn!(server, attempt, reason = %failure, "MCP server still cannot be reached");
-                    why = failure;
+                    why = failure.to_string();
                 }
             }
         }

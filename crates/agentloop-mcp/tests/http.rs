@@ -350,10 +350,11 @@ async fn invalid_configurations_are_refused_before_connecting() {
     ];
     for (config, keys) in cases {
         let error = connect("files", &config).await.unwrap_err();
-        let McpError::InvalidConfig(message) = &error else {
+        let McpError::InvalidConfig(setting) = &error else {
             panic!("{config:?} gave {error:?}");
         };
         for key in keys {
+            let message = &setting.message;
             assert!(message.contains(key), "{key} not in {message}");
         }
     }

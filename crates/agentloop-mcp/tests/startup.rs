@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use agentloop_core::ToolSource;
+use agentloop_core::{InvalidSetting, ToolSource};
 use agentloop_mcp::{McpError, McpServerConfig, McpSource, connect_all};
 use agentloop_test_support::mcp::test_mcp_server_path;
 
@@ -82,7 +82,10 @@ async fn invalid_configurations_are_refused_before_spawning() {
         .unwrap_err();
     assert_eq!(
         error,
-        McpError::InvalidConfig("mcp_servers.files.command must not be empty".to_owned())
+        McpError::InvalidConfig(InvalidSetting::new(
+            "mcp_servers.files.command",
+            "mcp_servers.files.command must not be empty"
+        ))
     );
 
     let binary = test_mcp_server_path();

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use agentloop_core::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
 /// How the HTTP server listens and what it allows.
@@ -33,26 +34,36 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(format!(
-                "server.listen must be an address such as \"127.0.0.1:8080\" (got {:?})",
-                self.listen
+            return Err(InvalidSetting::new(
+                "server.listen",
+                format!(
+                    "server.listen must be an address such as \"127.0.0.1:8080\" (got {:?})",
+                    self.listen
+                ),
             ));
         }
         if self.max_body_bytes < 1024 {
-            return Err("server.max_body_bytes must be at least 1024".to_string());
+            return Err(InvalidSetting::new(
+                "server.max_body_bytes",
+                "server.max_body_bytes must be at least 1024",
+            ));
         }
         if self.max_runs_per_user == 0 {
-            return Err("server.max_runs_per_user must be at least 1".to_string());
+            return Err(InvalidSetting::new(
+                "server.max_runs_per_user",
+                "server.max_runs_per_user must be at least 1",
+            ));
         }
         for (key, seconds) in [
             ("server.keep_alive_s", self.keep_alive_s),
             ("server.shutdown_grace_s", self.shutdown_grace_s),
         ] {
             if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
-                return Err(format!(
-                    "{key} must be between 0 and 3600 seconds (got {seconds})"
+                return Err(InvalidSetting::new(
+                    key,
+                    format!("{key} must be between 0 and 3600 seconds (got {seconds})"),
                 ));
             }
         }
@@ -79,15 +90,15 @@ mod tests {
             listen: "localhost".into(),
             ..ServerConfig::default()
         };
-        assert!(bad.validate().unwrap_err().contains("server.listen"));
+        assert_eq!(bad.validate().unwrap_err().key, "server.listen");
         let bad = ServerConfig {
             max_runs_per_user: 0,
             ..ServerConfig::default()
         };
+        let error = bad.validate().unwrap_err();
         assert!(
-            bad.validate()
-                .unwrap_err()
-                .contains("server.max_runs_per_user")
+            error.message.contains("server.max_runs_per_user"),
+            "{error}"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The `[store]` section of agentloop.toml.
 
+use agentloop_core::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
 use crate::dialect::Backend;
@@ -26,14 +27,18 @@ impl Default for StoreConfig {
 
 impl StoreConfig {
     /// Checks what a TOML parser cannot; the message names the offending key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         if self.url.trim().is_empty() {
-            return Err(format!(
-                "store.url must not be empty; use for example {DEFAULT_STORE_URL:?}"
+            return Err(InvalidSetting::new(
+                "store.url",
+                format!("store.url must not be empty; use for example {DEFAULT_STORE_URL:?}"),
             ));
         }
         if Backend::of_url(&self.url).is_none() {
-            return Err(unsupported_url_message(&self.url));
+            return Err(InvalidSetting::new(
+                "store.url",
+                unsupported_url_message(&self.url),
+            ));
         }
         Ok(())
     }
@@ -72,7 +77,7 @@ mod tests {
         let config = StoreConfig {
             url: "mysql://root@localhost/agentloop".into(),
         };
-        let message = config.validate().unwrap_err();
+        let message = config.validate().unwrap_err().message;
         assert!(message.contains("\"mysql\""), "{message}");
         assert!(message.contains("store.url"), "{message}");
         assert!(message.contains("postgres://"), "{message}");
@@ -84,7 +89,7 @@ mod tests {
         let config = StoreConfig {
             url: "agentloop.db".into(),
         };
-        let message = config.validate().unwrap_err();
+        let message = config.validate().unwrap_err().message;
         assert!(message.contains("has no scheme"), "{message}");
         assert!(message.contains("sqlite://PATH"), "{message}");
     }

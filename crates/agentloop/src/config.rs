@@ -7,7 +7,7 @@ use std::{
 };
 
 use agentloop_core::{
-    AgentSettings, PolicySettings, SubAgentSettings, ToolSettings, WorkflowSettings,
+    AgentSettings, InvalidSetting, PolicySettings, SubAgentSettings, ToolSettings, WorkflowSettings,
 };
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
@@ -51,6 +51,7 @@ impl std::fmt::Display for ConfigOrigin {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("configuration file {path} not found (given with --config)")]
     NotFound { path: PathBuf },
@@ -64,10 +65,11 @@ pub enum ConfigError {
         origin: ConfigOrigin,
         message: String,
     },
-    #[error("{origin}: {message}")]
+    #[error("{origin}: {source}")]
     Invalid {
         origin: ConfigOrigin,
-        message: String,
+        #[source]
+        source: InvalidSetting,
     },
 }
 
@@ -76,9 +78,9 @@ impl Config {
     pub fn load(explicit: Option<&Path>) -> Result<(Config, ConfigOrigin), ConfigError> {
         let (mut config, origin) = Self::load_file(explicit)?;
         config.apply_env(|name| std::env::var(name).ok());
-        config.validate().map_err(|message| ConfigError::Invalid {
+        config.validate().map_err(|source| ConfigError::Invalid {
             origin: origin.clone(),
-            message,
+            source,
         })?;
         Ok((config, origin))
     }
@@ -136,7 +138,7 @@ impl Config {
     }
 
     /// Checks the values TOML types cannot express.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         self.llm.validate()?;
         self.agent.validate()?;
         self.store.validate()?;
@@ -152,10 +154,10 @@ impl Config {
         }
         for (name, workflow) in &self.workflows {
             if workflow.tools.is_empty() {
-                return Err(format!(
-                    "workflows.{name}.tools must name at least one tool (\"server.tool\" or \
-                     \"server.*\")"
-                ));
+                let key = format!("workflows.{name}.tools");
+                let message =
+                    format!("{key} must name at least one tool (\"server.tool\" or \"server.*\")");
+                return Err(InvalidSetting::new(key, message));
             }
         }
         Ok(())
@@ -295,15 +297,26 @@ mod tests {
         assert_eq!(config.validate(), Ok(()));
 
         let bad = parse("[agents.\"two words\"]\n").unwrap();
-        assert!(bad.validate().unwrap_err().contains("agents.two words"));
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .message
+                .contains("agents.two words")
+        );
         let bad = parse("[agents.x]\nmax_iterations = 0\n").unwrap();
         assert!(
             bad.validate()
                 .unwrap_err()
+                .message
                 .contains("agents.x.max_iterations")
         );
         let bad = parse("[agent.review]\nevery_n_tool_calls = 0\n").unwrap();
-        assert!(bad.validate().unwrap_err().contains("every_n_tool_calls"));
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .message
+                .contains("every_n_tool_calls")
+        );
         assert!(parse("[agents.x]\nprompt = \"typo\"\n").is_err());
     }
 
@@ -370,6 +383,7 @@ mod tests {
             config
                 .validate()
                 .unwrap_err()
+                .message
                 .contains("workflows.empty.tools")
         );
         let config = parse("[agent]\nparallel_tools = 0\n").unwrap();
@@ -377,6 +391,7 @@ mod tests {
             config
                 .validate()
                 .unwrap_err()
+                .message
                 .contains("agent.parallel_tools")
         );
     }
@@ -435,6 +450,7 @@ mod tests {
                 .unwrap()
                 .validate()
                 .unwrap_err()
+                .message
                 .contains("store.url")
         );
     }

@@ -22,8 +22,8 @@ mod view;
 use std::{collections::HashMap, sync::Arc};
 
 use agentloop_protocol::{
-    ChatMessage, ErrorCode, EventKind, FinalizeReason, InputKind, InputRequest, MessageKind, PendingCall,
-    Plan, RunStatus, SessionMessage, ToolExecutionRecord, Usage,
+    ChatMessage, ErrorCode, EventKind, FinalizeReason, InputKind, InputRequest, MessageKind,
+    PendingCall, Plan, RunStatus, SessionMessage, ToolExecutionRecord, Usage,
 };
 use chrono::{DateTime, Utc};
 use serde_json::json;
