@@ -67,7 +67,7 @@ pub use settings::{
 pub use step_writer::Persistence;
 pub use store::{
     ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, SESSION_LEASE, SessionCursor,
-    SessionLock, StepRecord, Store, StoreError,
+    ErrorSource, SessionLock, StepRecord, Store, StoreError,
 };
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};

@@ -99,7 +99,7 @@ impl StepWriter {
                             last_seq: emitter.last_seq(),
                         })
                         .map_err(|error| {
-                            StoreError::Corrupt(format!(
+                            StoreError::corrupt(format!(
                                 "the paused run cannot be written: {error}"
                             ))
                         })?,

@@ -1,7 +1,7 @@
 //! Memory: what a store must keep so that sessions survive restarts and runs can be followed,
 //! replayed and resumed. Implemented on SQL databases by `agentloop-store`.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use agentloop_protocol::{
     Event, FinalizeReason, RunInfo, RunStatus, SessionInfo, SessionMessage, ToolExecutionRecord,
@@ -17,27 +17,96 @@ use crate::machine::{RunFailure, RunProgress};
 /// so a crashed process frees its sessions within this time.
 pub const SESSION_LEASE: Duration = Duration::from_secs(90);
 
-/// Why a store operation failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// The cause of a [`StoreError`] (a database driver's error), kept for its chain
+/// ([`std::error::Error::source`]) and shared so that the error stays `Clone`.
+pub type ErrorSource = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Why a store operation failed. The message says what to check or fix; the cause, when the
+/// database gave one, is the error's `source()`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
-    /// The database cannot be reached or opened; the message says which and how to fix it.
-    #[error("{0}")]
-    Unavailable(String),
+    /// The database cannot be reached or opened, or cannot take a write for now; the message
+    /// says which and how to fix it.
+    #[error("{message}")]
+    Unavailable {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
     /// A query failed.
-    #[error("store query failed: {0}")]
-    Query(String),
+    #[error("store query failed: {message}")]
+    Query {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
     /// What was stored cannot be read back (a newer schema, a corrupted row).
-    #[error("stored data cannot be read: {0}")]
-    Corrupt(String),
+    #[error("stored data cannot be read: {message}")]
+    Corrupt {
+        message: String,
+        #[source]
+        source: Option<ErrorSource>,
+    },
     #[error("{0} not found")]
     NotFound(String),
 }
 
 impl StoreError {
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        StoreError::Unavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn query(message: impl Into<String>) -> Self {
+        StoreError::Query {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn corrupt(message: impl Into<String>) -> Self {
+        StoreError::Corrupt {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error, caused by `cause`.
+    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        match &mut self {
+            StoreError::Unavailable { source, .. }
+            | StoreError::Query { source, .. }
+            | StoreError::Corrupt { source, .. } => *source = Some(Arc::new(cause)),
+            StoreError::NotFound(_) => {}
+        }
+        self
+    }
+
+    /// What went wrong, without the prefix of its kind.
+    pub fn message(&self) -> &str {
+        match self {
+            StoreError::Unavailable { message, .. }
+            | StoreError::Query { message, .. }
+            | StoreError::Corrupt { message, .. }
+            | StoreError::NotFound(message) => message,
+        }
+    }
+
     /// Whether trying again later may succeed (the database is down or unreachable), as
     /// opposed to a statement it refuses or data it cannot read.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(self, StoreError::Unavailable { .. })
+    }
+}
+
+/// Equal when of the same kind with the same message; the causes are not compared.
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.message() == other.message()
     }
 }
 

@@ -30,8 +30,9 @@ pub(crate) fn json_text(value: &Value) -> String {
 /// The JSON of a value a row holds; serialising our own protocol types cannot fail in practice,
 /// but a failure still must not panic.
 pub(crate) fn to_json<T: serde::Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
-    serde_json::to_string(value)
-        .map_err(|error| StoreError::Query(format!("cannot serialise {what}: {error}")))
+    serde_json::to_string(value).map_err(|error| {
+        StoreError::query(format!("cannot serialise {what}: {error}")).caused_by(error)
+    })
 }
 
 /// One row of `table`, read column by column.
@@ -60,7 +61,7 @@ impl<'r> Cells<'r> {
     }
 
     pub(crate) fn corrupt(&self, column: &str, detail: &str) -> StoreError {
-        StoreError::Corrupt(format!(
+        StoreError::corrupt(format!(
             "{}.{column} {detail} (was the database written by a newer agentloop, or edited by \
              hand?)",
             self.table

@@ -64,13 +64,13 @@ impl Target {
                 in_memory: false,
                 file: None,
             }),
-            None => Err(StoreError::Unavailable(unsupported_url_message(url))),
+            None => Err(StoreError::unavailable(unsupported_url_message(url))),
         }
     }
 
-    fn cannot_connect(&self, error: &sqlx::Error) -> StoreError {
+    fn cannot_connect(&self, error: sqlx::Error) -> StoreError {
         let location = &self.location;
-        StoreError::Unavailable(match self.backend {
+        let message = match self.backend {
             Backend::Sqlite => format!(
                 "cannot open the SQLite database at {location}: {error}; check that its directory \
                  exists and is writable, or set store.url (or DATABASE_URL)"
@@ -80,11 +80,12 @@ impl Target {
                  server is running and accepts this user and database, or set store.url (or \
                  DATABASE_URL)"
             ),
-        })
+        };
+        StoreError::unavailable(message).caused_by(error)
     }
 
     fn no_answer(&self) -> StoreError {
-        StoreError::Unavailable(format!(
+        StoreError::unavailable(format!(
             "cannot connect to the PostgreSQL database at {}: no answer within {} s; check that \
              the host and port are those of a PostgreSQL server (not another service, or a \
              proxy or firewall that holds connections), or set store.url (or DATABASE_URL)",
@@ -174,13 +175,14 @@ pub(crate) async fn open(url: &str) -> Result<Db, StoreError> {
     let pool = pool_options(&target, rollback_on_acquire.clone())
         .connect(&target.url)
         .await
-        .map_err(|error| target.cannot_connect(&error))?;
+        .map_err(|error| target.cannot_connect(error))?;
     let file = match &target.file {
         Some(path) => Some(DbFile::opened(path.clone()).map_err(|error| {
-            StoreError::Unavailable(format!(
+            StoreError::unavailable(format!(
                 "cannot find the SQLite database {} just opened: {error}; check its directory",
                 path.display()
             ))
+            .caused_by(error)
         })?),
         None => None,
     };
@@ -222,7 +224,7 @@ async fn probe(target: &Target) -> Result<(), StoreError> {
             Err(_) => return Err(target.no_answer()),
         },
     }
-    .map_err(|error| target.cannot_connect(&error))?;
+    .map_err(|error| target.cannot_connect(error))?;
     if let Err(error) = connection.close().await {
         tracing::debug!(%error, "closing the probe connection failed");
     }
@@ -297,7 +299,7 @@ pub(crate) async fn apply_migrations(db: &Db) -> Result<Vec<String>, StoreError>
     }
     let applied = migrate_locked(migrator, &mut connection)
         .await
-        .map_err(|error| from_migrate(&error, &db.location));
+        .map_err(|error| from_migrate(error, &db.location));
     if applied.is_err() {
         // It may still hold PostgreSQL's advisory migration lock, which would block every
         // later migration if the connection went back to the pool.

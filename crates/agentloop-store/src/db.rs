@@ -92,7 +92,7 @@ impl Db {
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
-        crate::errors::from_sqlx(&error, &self.location)
+        crate::errors::from_sqlx(error, &self.location)
     }
 
     /// Whether the database answers, and for a SQLite file whether it is still the file this
@@ -204,22 +204,23 @@ impl DbFile {
         let path = self.path.display();
         match std::fs::metadata(&self.path) {
             Ok(metadata) if FileIdentity::of(&metadata) == self.identity => Ok(()),
-            Ok(_) => Err(StoreError::Unavailable(format!(
+            Ok(_) => Err(StoreError::unavailable(format!(
                 "the SQLite database {path} was replaced by another file while agentloop had it \
                  open: what agentloop writes now goes to the old file, which is lost when it \
                  stops; restart agentloop to use the new file"
             ))),
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                Err(StoreError::Unavailable(format!(
+                Err(StoreError::unavailable(format!(
                     "the SQLite database {path} was deleted while agentloop had it open: what \
                      agentloop writes now is lost when it stops; stop agentloop and restore the \
                      file from a backup, or restart it to begin with an empty store"
                 )))
             }
-            Err(error) => Err(StoreError::Unavailable(format!(
+            Err(error) => Err(StoreError::unavailable(format!(
                 "cannot check the SQLite database {path}: {error}; check the permissions of its \
                  directory"
-            ))),
+            ))
+            .caused_by(error)),
         }
     }
 }

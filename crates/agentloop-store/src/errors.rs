@@ -14,18 +14,18 @@ use crate::connect::ACQUIRE_TIMEOUT;
 
 const SET_THE_URL: &str = "or set store.url (or DATABASE_URL)";
 
-pub(crate) fn from_sqlx(error: &sqlx::Error, location: &str) -> StoreError {
-    if let Some(advice) = unavailable_advice(error) {
-        return StoreError::Unavailable(format!(
-            "the database at {location} is unavailable: {error}; {advice}"
-        ));
+/// The error of a statement, keeping sqlx's error as its cause.
+pub(crate) fn from_sqlx(error: sqlx::Error, location: &str) -> StoreError {
+    if let Some(advice) = unavailable_advice(&error) {
+        let message = format!("the database at {location} is unavailable: {error}; {advice}");
+        return StoreError::unavailable(message).caused_by(error);
     }
     match error {
         sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
-            StoreError::Corrupt(error.to_string())
+            StoreError::corrupt(error.to_string()).caused_by(error)
         }
-        sqlx::Error::Migrate(migrate) => from_migrate(migrate, location),
-        _ => StoreError::Query(error.to_string()),
+        sqlx::Error::Migrate(migrate) => from_migrate(*migrate, location),
+        _ => StoreError::query(error.to_string()).caused_by(error),
     }
 }
 
@@ -86,32 +86,44 @@ fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
     }
 }
 
-pub(crate) fn from_migrate(error: &MigrateError, location: &str) -> StoreError {
-    match error {
-        MigrateError::VersionMissing(version) => StoreError::Unavailable(format!(
+pub(crate) fn from_migrate(error: MigrateError, location: &str) -> StoreError {
+    let unavailable = match &error {
+        MigrateError::VersionMissing(version) => format!(
             "the database at {location} has schema migration {version}, which this version of \
              agentloop does not know: a newer agentloop has used it; upgrade agentloop, or set \
              store.url (or DATABASE_URL) to another database"
-        )),
-        MigrateError::VersionMismatch(version) => StoreError::Unavailable(format!(
+        ),
+        MigrateError::VersionMismatch(version) => format!(
             "schema migration {version} of the database at {location} differs from the one this \
              version of agentloop ships; use the agentloop release that created the database, or \
              set store.url (or DATABASE_URL) to another database"
-        )),
-        MigrateError::Dirty(version) => StoreError::Unavailable(format!(
+        ),
+        MigrateError::Dirty(version) => format!(
             "schema migration {version} of the database at {location} was left half applied; \
              repair the schema by hand and delete its row from _sqlx_migrations"
-        )),
-        MigrateError::Execute(inner) | MigrateError::ExecuteMigration(inner, _) => {
-            match from_sqlx(inner, location) {
-                StoreError::Query(message) => StoreError::Query(format!(
-                    "cannot set up the schema of the database at {location}: {message}"
-                )),
-                other => other,
-            }
+        ),
+        MigrateError::Execute(_) | MigrateError::ExecuteMigration(..) => {
+            return schema_statement_failed(error, location);
         }
-        other => StoreError::Unavailable(format!(
-            "cannot set up the schema of the database at {location}: {other}"
-        )),
+        other => format!("cannot set up the schema of the database at {location}: {other}"),
+    };
+    StoreError::unavailable(unavailable).caused_by(error)
+}
+
+/// A statement of a migration failed: said as a failed schema set-up unless the database is
+/// unavailable.
+fn schema_statement_failed(error: MigrateError, location: &str) -> StoreError {
+    let (MigrateError::Execute(inner) | MigrateError::ExecuteMigration(inner, _)) = error else {
+        return StoreError::unavailable(format!(
+            "cannot set up the schema of the database at {location}: {error}"
+        ))
+        .caused_by(error);
+    };
+    match from_sqlx(inner, location) {
+        StoreError::Query { message, source } => StoreError::Query {
+            message: format!("cannot set up the schema of the database at {location}: {message}"),
+            source,
+        },
+        other => other,
     }
 }

@@ -56,7 +56,7 @@ pub(crate) async fn lock(
             return Ok(SessionLock::Busy { run_id: holder });
         }
     }
-    Err(StoreError::Query(format!(
+    Err(StoreError::query(format!(
         "session {session_id} kept changing hands while run {run_id} tried to take it"
     )))
 }

@@ -67,7 +67,9 @@ pub(crate) async fn record_progress(
             .as_ref()
             .map(serde_json::to_string)
             .transpose()
-            .map_err(|error| StoreError::Query(format!("cannot encode a run snapshot: {error}")))?;
+            .map_err(|error| {
+                StoreError::query(format!("cannot encode a run snapshot: {error}")).caused_by(error)
+            })?;
         query = query
             .bind(end.status.as_str())
             .bind(end.status.is_final().then(|| millis(end.finished_at)))
@@ -113,8 +115,9 @@ pub(crate) async fn paused(db: &Db, id: Uuid) -> Result<Option<serde_json::Value
     };
     let text: Option<String> = db.cells(&row, "runs").optional_text("snapshot")?;
     text.map(|text| {
-        serde_json::from_str(&text)
-            .map_err(|error| StoreError::Corrupt(format!("runs.snapshot of run {id}: {error}")))
+        serde_json::from_str(&text).map_err(|error| {
+            StoreError::corrupt(format!("runs.snapshot of run {id}: {error}")).caused_by(error)
+        })
     })
     .transpose()
 }

@@ -99,7 +99,7 @@ impl SqlStore {
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(limit, call).await {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Unavailable(format!(
+            Err(_) => Err(StoreError::unavailable(format!(
                 "the database at {} did not answer within {} s; check that it is running and \
                  reachable, and not stalled (disk, locks), or set store.url (or DATABASE_URL)",
                 self.db.location,

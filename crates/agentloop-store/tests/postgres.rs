@@ -58,7 +58,7 @@ async fn the_schema_in_the_url_holds_the_tables() {
 async fn a_closed_port_is_named_without_the_password() {
     let url = "postgres://agent:hunter2@127.0.0.1:1/agentloop";
     let error = SqlStore::connect(url).await.unwrap_err();
-    let StoreError::Unavailable(message) = error else {
+    let StoreError::Unavailable { message, .. } = error else {
         panic!("expected Unavailable, got {error:?}");
     };
     assert!(message.contains("PostgreSQL"), "{message}");
@@ -79,7 +79,7 @@ async fn postgresql_is_an_accepted_scheme_too() {
 
 fn unavailable(error: StoreError) -> String {
     match error {
-        StoreError::Unavailable(message) => message,
+        StoreError::Unavailable { message, .. } => message,
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }
@@ -172,7 +172,7 @@ async fn when_postgres_is_cut_calls_fail_in_seconds_and_the_pool_recovers() {
         let error = store.session(kept).await.unwrap_err();
         let failed_after = started.elapsed();
         eprintln!("a call failed {failed_after:?} after the cut: {error}");
-        assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+        assert!(matches!(error, StoreError::Unavailable { .. }), "{error:?}");
         assert!(failed_after <= Duration::from_secs(6), "{failed_after:?}");
     }
 
@@ -210,7 +210,7 @@ async fn when_postgres_stops_answering_ping_and_calls_give_up_on_their_own() {
     let error = store.session(kept).await.unwrap_err();
     let failed_after = started.elapsed();
     eprintln!("a call failed {failed_after:?} into the blackhole: {error}");
-    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    assert!(matches!(error, StoreError::Unavailable { .. }), "{error:?}");
     assert!(failed_after <= Duration::from_secs(6), "{failed_after:?}");
 
     proxy.restore();

@@ -19,7 +19,7 @@ suite_tests!(fixture);
 
 fn unavailable(error: StoreError) -> String {
     match error {
-        StoreError::Unavailable(message) => message,
+        StoreError::Unavailable { message, .. } => message,
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }
@@ -100,7 +100,13 @@ async fn every_connection_runs_with_foreign_keys_and_wal() {
     };
     let error = fixture.store.save_step(&orphan).await.unwrap_err();
     assert!(
-        matches!(&error, StoreError::Query(message) if message.contains("FOREIGN KEY")),
+        matches!(&error, StoreError::Query { message, .. } if message.contains("FOREIGN KEY")),
+        "{error:?}"
+    );
+    // The database's own error is kept as the cause.
+    let cause = std::error::Error::source(&error).map(ToString::to_string);
+    assert!(
+        cause.is_some_and(|cause| cause.contains("FOREIGN KEY")),
         "{error:?}"
     );
     // WAL is a property of the file, visible from any connection.

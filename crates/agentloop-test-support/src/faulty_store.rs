@@ -157,7 +157,7 @@ impl Store for FaultyStore {
 
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {
         if self.refuses(step) {
-            return Err(StoreError::Unavailable(
+            return Err(StoreError::unavailable(
                 "lost the database (injected by FaultyStore)".to_string(),
             ));
         }

@@ -123,7 +123,7 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
         };
         let error = store.save_step(&paused).await.unwrap_err();
         assert!(
-            matches!(&error, StoreError::Unavailable(message) if message.contains("full")),
+            matches!(&error, StoreError::Unavailable { message, .. } if message.contains("full")),
             "attempt {attempt}: {error:?}"
         );
     }
@@ -182,7 +182,7 @@ async fn a_failed_transaction_on_a_memory_database_is_rolled_back_before_the_nex
     // foreign key: the transaction is left unfinished.
     let orphan = step(Uuid::new_v4(), run_id, 5, vec!["lost".into()]);
     let error = store.save_step(&orphan).await.unwrap_err();
-    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    assert!(matches!(error, StoreError::Query { .. }), "{error:?}");
 
     // Written outside a transaction right after: must not join the abandoned one.
     let second = Uuid::new_v4();

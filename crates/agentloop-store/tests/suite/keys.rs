@@ -277,7 +277,7 @@ pub async fn an_undecodable_key_row_is_a_corrupt_error(fixture: &Fixture) {
         ))
         .await;
     match fixture.store.list_api_keys(None).await.unwrap_err() {
-        StoreError::Corrupt(message) => {
+        StoreError::Corrupt { message, .. } => {
             assert!(message.contains("api_keys.revoked_at"), "{message}")
         }
         other => panic!("expected a Corrupt error naming api_keys.revoked_at, got {other:?}"),
@@ -323,5 +323,5 @@ pub async fn malformed_keys_are_refused_without_a_query(fixture: &Fixture) {
         );
     }
     let error = fixture.store.authenticate(&key.secret).await.unwrap_err();
-    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    assert!(matches!(error, StoreError::Unavailable { .. }), "{error:?}");
 }

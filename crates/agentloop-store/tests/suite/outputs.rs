@@ -296,11 +296,11 @@ pub async fn a_missing_tool_output_is_a_corrupt_error(fixture: &Fixture) {
         .unwrap();
     fixture.execute("DELETE FROM tool_outputs").await;
     match store.messages(session_id).await.unwrap_err() {
-        StoreError::Corrupt(message) => assert!(message.contains("messages.content_hash")),
+        StoreError::Corrupt { message, .. } => assert!(message.contains("messages.content_hash")),
         other => panic!("expected Corrupt, got {other:?}"),
     }
     match store.tool_executions(run_id).await.unwrap_err() {
-        StoreError::Corrupt(message) => {
+        StoreError::Corrupt { message, .. } => {
             assert!(message.contains("tool_executions.result_hash"))
         }
         other => panic!("expected Corrupt, got {other:?}"),

@@ -326,7 +326,7 @@ pub async fn a_failing_step_writes_nothing(fixture: &Fixture) {
         ..step(run_id, session_id)
     };
     let error = store.save_step(&failing).await.unwrap_err();
-    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    assert!(matches!(error, StoreError::Query { .. }), "{error:?}");
 
     assert_eq!(store.messages(session_id).await.unwrap(), vec![saved]);
     assert!(store.tool_executions(run_id).await.unwrap().is_empty());

@@ -7,7 +7,7 @@ use super::data::*;
 
 fn assert_corrupt(error: StoreError, table_and_column: &str) {
     match error {
-        StoreError::Corrupt(message) => {
+        StoreError::Corrupt { message, .. } => {
             assert!(message.contains(table_and_column), "{message}")
         }
         other => panic!("expected a Corrupt error naming {table_and_column}, got {other:?}"),
@@ -123,7 +123,7 @@ pub async fn a_schema_from_a_newer_agentloop_is_refused(fixture: &Fixture) {
         .await;
     let error = SqlStore::connect(&fixture.url).await.unwrap_err();
     match error {
-        StoreError::Unavailable(message) => {
+        StoreError::Unavailable { message, .. } => {
             assert!(message.contains("99990101000000"), "{message}");
             assert!(message.contains("newer agentloop"), "{message}");
         }
