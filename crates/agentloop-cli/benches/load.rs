@@ -20,6 +20,9 @@
 //!
 //! Without `--bench` (`cargo test --benches`) it runs one small wave, to check that it works.
 //!
+//! `--soak SECONDS [--concurrency C]` keeps one server under steady load for that long (see
+//! `load/soak.rs`): throughput, latency, RSS and CPU every 30 s, and the server must end healthy.
+//!
 //! `--memory` measures the server's resident memory instead (see `load/memory.rs`): runs that
 //! stream large answers, one after another, then SSE clients that never read.
 //!
@@ -48,6 +51,8 @@ use serde_json::{Value, json};
 
 #[path = "load/memory.rs"]
 mod memory;
+#[path = "load/soak.rs"]
+mod soak;
 
 /// How often the server's memory and its runs in progress are sampled during a wave.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -80,6 +85,8 @@ struct Options {
     cold_connections: bool,
     /// Measure memory under large answers instead of latency under waves.
     memory: Option<memory::Settings>,
+    /// Keep one server under steady load for a while instead.
+    soak: Option<soak::Settings>,
 }
 
 fn options() -> Options {
@@ -93,6 +100,7 @@ fn options() -> Options {
             store: StoreKind::Sqlite,
             cold_connections: false,
             memory: None,
+            soak: None,
         }
     } else {
         Options {
@@ -101,11 +109,13 @@ fn options() -> Options {
             store: StoreKind::Sqlite,
             cold_connections: false,
             memory: None,
+            soak: None,
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
     let mut measure_memory = false;
     let mut runs_given = false;
+    let mut soak_concurrency = None;
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -139,13 +149,26 @@ fn options() -> Options {
             "--slow-readers" => {
                 memory.slow_readers = value().parse().expect("--slow-readers takes a count");
             }
+            "--soak" => {
+                let seconds: u64 = value().parse().expect("--soak takes seconds");
+                options.soak = Some(soak::Settings {
+                    duration: Duration::from_secs(seconds),
+                    concurrency: 20,
+                });
+            }
+            "--concurrency" => {
+                soak_concurrency = Some(value().parse().expect("--concurrency takes a count"));
+            }
             "--bench" => {}
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
                  sqlite|postgres --cold-connections, or --memory [--runs N] [--answer-bytes B] \
-                 [--slow-readers S]"
+                 [--slow-readers S], or --soak SECONDS [--concurrency C]"
             ),
         }
+    }
+    if let (Some(soak), Some(concurrency)) = (options.soak.as_mut(), soak_concurrency) {
+        soak.concurrency = concurrency;
     }
     if measure_memory {
         if let Some(&runs) = options.waves.iter().max().filter(|_| runs_given) {
@@ -909,6 +932,15 @@ async fn main() {
         .unwrap_or_default()
         .trim()
         .to_string();
+    if let Some(settings) = &options.soak {
+        let (failed, healthy) = soak::soak(settings, dir.path(), &key, options.latency).await;
+        drop(llm);
+        if failed > 0 || !healthy {
+            eprintln!("{failed} runs failed; the server ended healthy: {healthy}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(settings) = &options.memory {
         let failed = memory::measure(settings, dir.path(), &key).await;
         drop(llm);
