@@ -150,7 +150,8 @@ async fn sample(server: &Server, client: &reqwest::Client) -> (u64, Option<Strin
     (rss, held)
 }
 
-async fn metric(client: &reqwest::Client, address: &str, name: &str) -> Option<f64> {
+/// The value of the metric `name` (no labels) from the server's `/metrics`.
+pub async fn metric(client: &reqwest::Client, address: &str, name: &str) -> Option<f64> {
     let text = client
         .get(format!("{address}/metrics"))
         .send()

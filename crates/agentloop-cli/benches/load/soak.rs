@@ -103,7 +103,9 @@ pub async fn soak(settings: &Settings, dir: &Path, key: &str, latency: Duration)
         .await
         .map(|response| response.status().as_u16())
         .unwrap_or(0);
-    let active = active_runs(&client, &address).await;
+    let active = memory::metric(&client, &address, "agentloop_runs_active")
+        .await
+        .map(|value| value as u64);
     let cpu_total = cpu_seconds(server.pid()).unwrap_or_default() - cpu_before;
     println!(
         "  total: {} runs in {:.0} s ({:.1} runs/s), {} failed; server CPU {:.1} s ({:.2} ms per \
@@ -130,19 +132,4 @@ pub async fn soak(settings: &Settings, dir: &Path, key: &str, latency: Duration)
     }
     let healthy = ready == 200 && active == Some(0) && status.success();
     (totals.1, healthy)
-}
-
-/// `agentloop_runs_active` from `/metrics`.
-async fn active_runs(client: &reqwest::Client, address: &str) -> Option<u64> {
-    let text = client
-        .get(format!("{address}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("agentloop_runs_active "))
-        .and_then(|value| value.trim().parse().ok())
 }
