@@ -20,8 +20,8 @@ use crate::{
     hooks::ToolHook,
     llm::Llm,
     machine::{RunContext, RunInput, RunMachine, RunOutcome},
-    policy::{MutationLimiter, PolicySettings, RunPolicy, WorkflowSettings},
-    registry::ToolRegistry,
+    policy::{MutationLimiter, PolicySettings, RunPolicy, UnknownWorkflow, WorkflowSettings},
+    registry::{SourceLeftOut, ToolRegistry},
     settings::{AgentSettings, InvalidSetting, ToolSettings},
     store::Store,
     subagent::{AGENT_TOOL_PREFIX, Parent, SubAgentSettings, SubAgentTool},
@@ -145,7 +145,7 @@ impl Agent {
 
     /// Adds the tools of a source that became ready after the agent was built (a slow MCP
     /// server); later runs are offered them. The error says why the source was left out.
-    pub async fn add_source(&self, source: Arc<dyn ToolSource>) -> Result<(), String> {
+    pub async fn add_source(&self, source: Arc<dyn ToolSource>) -> Result<(), SourceLeftOut> {
         self.services.tools.add_source(source).await.map(|_| ())
     }
 
@@ -182,7 +182,7 @@ impl Agent {
             });
         let (policy, refused) = match self.policy_for(&request.context) {
             Ok(policy) => (policy, None),
-            Err(message) => (RunPolicy::default(), Some(message)),
+            Err(unknown) => (RunPolicy::default(), Some(unknown)),
         };
         let input = RunInput {
             run_id: request.run_id.unwrap_or_else(Uuid::now_v7),
@@ -204,15 +204,15 @@ impl Agent {
             self.services.tools.catalog(),
             self.services.counter.clone(),
         );
-        if let Some(message) = refused {
+        if let Some(unknown) = refused {
             // The run ends before it starts; driving it emits why.
-            let _ = machine.fail(ErrorCode::UnknownWorkflow, message);
+            let _ = machine.fail(ErrorCode::UnknownWorkflow, unknown.to_string());
         }
         machine
     }
 
     /// The rules of a run with `context` (an error names an unknown workflow).
-    pub fn policy_for(&self, context: &RunContext) -> Result<RunPolicy, String> {
+    pub fn policy_for(&self, context: &RunContext) -> Result<RunPolicy, UnknownWorkflow> {
         RunPolicy::for_run(
             context.read_only,
             context.workflow.as_deref(),
@@ -487,7 +487,10 @@ impl AgentBuilder {
                 .map(|source| registry.add_source(source)),
         )
         .await;
-        let mut warnings: Vec<String> = listed.into_iter().filter_map(Result::err).collect();
+        let mut warnings: Vec<String> = listed
+            .into_iter()
+            .filter_map(|listed| listed.err().map(|left_out| left_out.to_string()))
+            .collect();
         let catalog = registry.catalog();
         warnings.extend(catalog.warnings().iter().cloned());
         warnings.extend(unclarifiable);

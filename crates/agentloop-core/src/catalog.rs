@@ -51,7 +51,7 @@ impl CatalogEntry {
 
     /// Checks arguments against the tool's JSON Schema; the error lists every problem with the
     /// path where it was found.
-    pub fn validate(&self, arguments: &Value) -> Result<(), String> {
+    pub fn validate(&self, arguments: &Value) -> Result<(), SchemaViolations> {
         match &self.validator {
             Some(validator) => check_schema(validator, arguments),
             None => Ok(()),
@@ -64,9 +64,17 @@ impl CatalogEntry {
     }
 }
 
-/// Checks `value` against a compiled JSON Schema; the error lists every problem with the path
-/// where it was found, in words a model can act on.
-pub(crate) fn check_schema(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+/// Where a value does not fit a JSON Schema: every problem with the path where it was found, in
+/// words a model can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct SchemaViolations(pub Vec<String>);
+
+/// Checks `value` against a compiled JSON Schema.
+pub(crate) fn check_schema(
+    validator: &jsonschema::Validator,
+    value: &Value,
+) -> Result<(), SchemaViolations> {
     let problems: Vec<String> = validator
         .iter_errors(value)
         .map(|error| {
@@ -81,7 +89,7 @@ pub(crate) fn check_schema(validator: &jsonschema::Validator, value: &Value) -> 
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(SchemaViolations(problems))
     }
 }
 
@@ -248,12 +256,15 @@ mod tests {
         let catalog = ToolCatalog::new(vec![tool("math.add", number_schema())], &BTreeMap::new());
         let entry = catalog.get("math.add").unwrap();
         assert_eq!(entry.validate(&json!({"a": 1})), Ok(()));
-        let missing = entry.validate(&json!({})).unwrap_err();
+        let missing = entry.validate(&json!({})).unwrap_err().to_string();
         assert!(
             missing.contains("\"a\" is a required property"),
             "{missing}"
         );
-        let wrong = entry.validate(&json!({"a": "one"})).unwrap_err();
+        let wrong = entry
+            .validate(&json!({"a": "one"}))
+            .unwrap_err()
+            .to_string();
         assert!(wrong.contains("/a"), "{wrong}");
     }
 

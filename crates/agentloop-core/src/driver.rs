@@ -11,20 +11,21 @@ use tokio_util::{sync::CancellationToken, task::AbortOnDropHandle};
 use uuid::Uuid;
 
 use crate::{
+    catalog::ToolCatalog,
     emitter::Emitter,
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
         Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation, ToolOutcome,
-        ToolResult, text,
+        ToolResult, recheck,
     },
+    policy::RunPolicy,
     registry::ToolRegistry,
     settings::AgentSettings,
-    settings::ToolSettings,
     step_writer::{Persistence, StepWriter},
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
-    tool::{Tool, ToolContext},
+    tool::ToolContext,
 };
 
 /// What a run needs from its agent.
@@ -199,11 +200,10 @@ async fn run_tools(
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
     let input = machine.input();
+    let policy = Arc::new(input.policy.clone());
     let mut running: FuturesUnordered<_> = invocations
         .into_iter()
         .map(|invocation| {
-            let entry = machine.catalog().get(&invocation.tool);
-            let tool = entry.map(|entry| (entry.tool.clone(), entry.settings.clone()));
             let context = ToolContext {
                 run_id: input.run_id,
                 session_id: input.session_id,
@@ -214,15 +214,12 @@ async fn run_tools(
                 read_only: input.context.read_only,
                 events: Some(nested_sender.clone()),
             };
-            let hooks = services.hooks.clone();
-            execute(
-                invocation,
-                tool,
-                context,
-                hooks,
-                permits.clone(),
-                gate.clone(),
-            )
+            let tool = CallTool {
+                catalog: machine.catalog().clone(),
+                policy: policy.clone(),
+                hooks: services.hooks.clone(),
+            };
+            execute(invocation, tool, context, permits.clone(), gate.clone())
         })
         .collect();
     drop(nested_sender);
@@ -268,11 +265,17 @@ fn relay(emitter: &mut Emitter, writer: &mut StepWriter, event: Event) {
     emitter.send(event);
 }
 
+/// What a call needs of its run: the tools and the rules it started with, and the hooks.
+struct CallTool {
+    catalog: Arc<ToolCatalog>,
+    policy: Arc<RunPolicy>,
+    hooks: Arc<Vec<Arc<dyn ToolHook>>>,
+}
+
 async fn execute(
     invocation: ToolInvocation,
-    tool: Option<(Arc<dyn Tool>, ToolSettings)>,
+    call: CallTool,
     context: ToolContext,
-    hooks: Arc<Vec<Arc<dyn ToolHook>>>,
     permits: Arc<Semaphore>,
     gate: Arc<RwLock<()>>,
 ) -> ToolResult {
@@ -282,10 +285,10 @@ async fn execute(
         mut arguments,
         timeout,
     } = invocation;
-    let Some((tool, settings)) = tool else {
-        let outcome = ToolOutcome::Failed(text::tool_unavailable(&name));
-        return ToolResult::new(call_id, 0, outcome);
+    let Some(entry) = call.catalog.get(&name) else {
+        return ToolResult::new(call_id, 0, ToolOutcome::Unavailable);
     };
+    let hooks = &call.hooks;
     let original = arguments.clone();
     for hook in hooks.iter() {
         if let BeforeCall::Skip { reason } = hook.before_call(&name, &mut arguments, &context).await
@@ -293,6 +296,15 @@ async fn execute(
             return ToolResult::new(call_id, 0, ToolOutcome::Skipped(reason));
         }
     }
+    // The pipeline checked the arguments the model wrote; rewritten ones are checked again.
+    if arguments != original
+        && let Some(refusal) = recheck(entry, &call.policy, &arguments)
+    {
+        let mut refused = ToolResult::new(call_id, 0, ToolOutcome::Refused(refusal));
+        refused.arguments = Some(arguments);
+        return refused;
+    }
+    let tool = entry.tool.clone();
     // Both are only closed when dropped, which cannot happen while we hold the Arcs.
     let _permit = permits.acquire_owned().await.ok();
     let (_shared, _exclusive) = if tool.supports_parallel() {
@@ -312,11 +324,11 @@ async fn execute(
     }));
     let outcome = match tokio::time::timeout(timeout, &mut task).await {
         Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
-        Ok(Ok(Err(error))) => ToolOutcome::Failed(error.to_string()),
-        Ok(Err(join_error)) => ToolOutcome::Failed(text::tool_crashed(&join_error.to_string())),
+        Ok(Ok(Err(error))) => ToolOutcome::Failed(error),
+        Ok(Err(join_error)) => ToolOutcome::Crashed(join_error.to_string()),
         Err(_) => {
             task.abort();
-            ToolOutcome::Failed(text::tool_timed_out(&name, timeout))
+            ToolOutcome::TimedOut(timeout)
         }
     };
     let duration_ms = started.elapsed().as_millis() as u64;
@@ -327,7 +339,7 @@ async fn execute(
             arguments: &arguments,
             output,
             context: &context,
-            settings: &settings,
+            settings: &entry.settings,
         };
         for hook in hooks.iter() {
             side_effects.push(match hook.after_call(&completed).await {
@@ -338,7 +350,7 @@ async fn execute(
                     refresh: effect.refresh,
                 },
                 Err(error) => SideEffectNote {
-                    note: Some(error),
+                    note: Some(error.to_string()),
                     failed: true,
                     refresh: false,
                 },

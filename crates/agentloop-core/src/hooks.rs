@@ -42,6 +42,31 @@ pub struct SideEffect {
     pub refresh: bool,
 }
 
+/// A side effect that failed: the message becomes a `[Side Effect Error]` note for the model
+/// and the user; the cause, when there is one, is the error's `source()`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SideEffectError {
+    pub message: String,
+    #[source]
+    pub cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl SideEffectError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// The same error, caused by `cause`.
+    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.cause = Some(Box::new(cause));
+        self
+    }
+}
+
 /// Runs around every tool call of an agent.
 #[async_trait]
 pub trait ToolHook: Send + Sync {
@@ -56,7 +81,7 @@ pub trait ToolHook: Send + Sync {
     }
 
     /// An error does not fail the call nor the run: it becomes a `[Side Effect Error]` note.
-    async fn after_call(&self, call: &CompletedCall<'_>) -> Result<SideEffect, String> {
+    async fn after_call(&self, call: &CompletedCall<'_>) -> Result<SideEffect, SideEffectError> {
         let _ = call;
         Ok(SideEffect::default())
     }

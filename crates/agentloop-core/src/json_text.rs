@@ -3,24 +3,48 @@
 //! Python's `True`/`None`), so reading is tolerant; what is still wrong is reported in words a
 //! model can act on. Used for plans, reviews and the JSON planner's actions.
 
+use std::{convert::Infallible, sync::Arc};
+
 use serde_json::Value;
+
+/// Why no JSON object was taken from a text; `E` is why the caller refused one.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectError<E> {
+    #[error("the reply was empty")]
+    Empty,
+    #[error("the reply holds no JSON object (expected one object, starting with '{{')")]
+    NoObject,
+    #[error("the JSON object is not complete (a `}}` is missing)")]
+    Incomplete,
+    /// Not even the tolerant reading made sense of it; the strict parser's error is the one
+    /// reported: JSON is the format the model was asked for.
+    #[error("the JSON object is not valid JSON: {0}")]
+    InvalidJson(#[source] Arc<serde_json::Error>),
+    /// The caller's `accept` refused the object.
+    #[error(transparent)]
+    Refused(E),
+}
 
 /// The first JSON object of `text` that `accept` takes. Every complete top-level `{…}` is tried
 /// in order (inside the first code fence, when there is one); when none is accepted, the
 /// first problem is reported.
-pub fn find_object<T>(
+pub fn find_object<T, E>(
     text: &str,
-    mut accept: impl FnMut(Value) -> Result<T, String>,
-) -> Result<T, String> {
+    mut accept: impl FnMut(Value) -> Result<T, E>,
+) -> Result<T, ObjectError<E>> {
     if text.trim().is_empty() {
-        return Err("the reply was empty".to_string());
+        return Err(ObjectError::Empty);
     }
     let text = fenced_body(text)
         .filter(|body| body.contains('{'))
         .unwrap_or(text);
     let mut first_error = None;
     for candidate in objects(text) {
-        match read_object(candidate).and_then(&mut accept) {
+        let found = read_object(candidate)
+            .map_err(|error| ObjectError::InvalidJson(Arc::new(error)))
+            .and_then(|value| accept(value).map_err(ObjectError::Refused));
+        match found {
             Ok(found) => return Ok(found),
             Err(error) => {
                 first_error.get_or_insert(error);
@@ -29,15 +53,15 @@ pub fn find_object<T>(
     }
     Err(first_error.unwrap_or_else(|| {
         if text.contains('{') {
-            "the JSON object is not complete (a `}` is missing)".to_string()
+            ObjectError::Incomplete
         } else {
-            "the reply holds no JSON object (expected one object, starting with '{')".to_string()
+            ObjectError::NoObject
         }
     }))
 }
 
 /// The first JSON object in `text`, read leniently.
-pub fn extract_object(text: &str) -> Result<Value, String> {
+pub fn extract_object(text: &str) -> Result<Value, ObjectError<Infallible>> {
     find_object(text, Ok)
 }
 
@@ -95,13 +119,12 @@ fn objects(text: &str) -> Vec<&str> {
 
 /// Strict JSON first; then JSON5 (single quotes, trailing commas, comments, bare keys) after
 /// [`loosen`]. The strict error is the one reported: it is the format the model was asked for.
-fn read_object(candidate: &str) -> Result<Value, String> {
+fn read_object(candidate: &str) -> Result<Value, serde_json::Error> {
     let strict = match serde_json::from_str::<Value>(candidate) {
         Ok(value) => return Ok(value),
         Err(error) => error,
     };
-    json5::from_str::<Value>(&loosen(candidate))
-        .map_err(|_| format!("the JSON object is not valid JSON: {strict}"))
+    json5::from_str::<Value>(&loosen(candidate)).map_err(|_| strict)
 }
 
 /// Fixes what even JSON5 refuses but models write: raw line breaks and tabs inside strings, and
@@ -215,7 +238,7 @@ mod tests {
         let none = find_object(r#"{"a": 1} {"b": 2}"#, |value| {
             Err::<(), _>(format!("refused {value}"))
         });
-        assert_eq!(none.unwrap_err(), r#"refused {"a":1}"#);
+        assert_eq!(none.unwrap_err().to_string(), r#"refused {"a":1}"#);
     }
 
     #[test]
@@ -223,17 +246,25 @@ mod tests {
         assert!(
             extract_object("I will call the tool now.")
                 .unwrap_err()
+                .to_string()
                 .contains("no JSON object")
         );
-        assert!(extract_object("   ").unwrap_err().contains("empty"));
+        assert!(
+            extract_object("   ")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         assert!(
             extract_object("{\"a\": }")
                 .unwrap_err()
+                .to_string()
                 .contains("not valid JSON")
         );
         assert!(
             extract_object("{\"a\": 1")
                 .unwrap_err()
+                .to_string()
                 .contains("not complete")
         );
     }

@@ -41,33 +41,32 @@ pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
 pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
-pub use catalog::{CatalogEntry, ToolCatalog};
+pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{InputLog, RunServices, drive, drive_from};
 pub use emitter::{Emitter, EventSink};
-pub use hooks::{BeforeCall, CompletedCall, SideEffect, ToolHook};
-pub use json_text::{extract_object, find_object};
+pub use hooks::{BeforeCall, CompletedCall, SideEffect, SideEffectError, ToolHook};
+pub use json_text::{ObjectError, extract_object, find_object};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
 pub use machine::{
-    Input, InputAnswer, MachineChanges, PausedRun, RunContext, RunFailure, RunInput, RunMachine,
-    RunOutcome, RunProgress, RunState, Step,
+    CallRefusal, Input, InputAnswer, InvalidAnswer, MachineChanges, OtherStateVersion, PausedRun,
+    RunContext, RunFailure, RunInput, RunMachine, RunOutcome, RunProgress, RunState, Step,
 };
 pub use names::sanitize as provider_safe_name;
 pub use policy::DEFAULT_USER;
 pub use policy::{
-    MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, WorkflowSettings,
+    MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, UnknownWorkflow,
+    WorkflowSettings,
 };
-pub use registry::ToolRegistry;
-pub use session_run::{BegunRun, ResumeError, Resumed, StartError};
-pub use settings::{
-    AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings,
-};
+pub use registry::{SourceLeftOut, ToolRegistry};
+pub use session_run::{BegunRun, CorruptRun, ResumeError, Resumed, StartError};
+pub use settings::{AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings};
 pub use step_writer::Persistence;
 pub use store::{
-    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, SESSION_LEASE, SessionCursor,
-    ErrorSource, SessionLock, StepRecord, Store, StoreError,
+    ApiKeyInfo, ErrorSource, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, SESSION_LEASE,
+    SessionCursor, SessionLock, StepRecord, Store, StoreError,
 };
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};

@@ -162,6 +162,23 @@ pub struct RunPolicy {
     pub agent: Option<(String, WorkflowSettings)>,
 }
 
+/// A run's context names a workflow the agent does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown workflow {name:?} (known: {})", list_or_none(known))]
+pub struct UnknownWorkflow {
+    pub name: String,
+    /// The workflows there are.
+    pub known: Vec<String>,
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// Why the policy refuses a call.
 pub struct Refusal {
     pub error: String,
@@ -176,21 +193,16 @@ impl RunPolicy {
         workflows: &BTreeMap<String, WorkflowSettings>,
         limiter: Option<Arc<MutationLimiter>>,
         limit_key: String,
-    ) -> Result<RunPolicy, String> {
+    ) -> Result<RunPolicy, UnknownWorkflow> {
         let workflow = match workflow {
             None => None,
             Some(name) => match workflows.get(name) {
                 Some(settings) => Some((name.to_string(), settings.clone())),
                 None => {
-                    let known: Vec<&str> = workflows.keys().map(String::as_str).collect();
-                    return Err(format!(
-                        "unknown workflow {name:?} (known: {})",
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    ));
+                    return Err(UnknownWorkflow {
+                        name: name.to_string(),
+                        known: workflows.keys().cloned().collect(),
+                    });
                 }
             },
         };
@@ -359,8 +371,9 @@ mod tests {
     fn an_unknown_workflow_is_refused_with_the_known_ones() {
         let mut workflows = BTreeMap::new();
         workflows.insert("triage".to_string(), WorkflowSettings::default());
-        let error =
-            RunPolicy::for_run(false, Some("trige"), &workflows, None, String::new()).unwrap_err();
+        let error = RunPolicy::for_run(false, Some("trige"), &workflows, None, String::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("\"trige\"") && error.contains("triage"),
             "{error}"

@@ -98,18 +98,21 @@ impl ToolRegistry {
     pub async fn add_source(
         self: &Arc<Self>,
         source: Arc<dyn ToolSource>,
-    ) -> Result<Arc<ToolCatalog>, String> {
+    ) -> Result<Arc<ToolCatalog>, SourceLeftOut> {
         let changes = source.changes();
         let tools = match offered_tools(source.as_ref()).await {
             Ok(tools) => tools,
             Err(error) => {
-                let reason = format!("tool source {} is left out: {error}", source.name());
+                let left_out = SourceLeftOut {
+                    name: source.name().to_owned(),
+                    error,
+                };
                 let mut health = source.status();
                 health.state = SourceState::Down {
-                    reason: reason.clone(),
+                    reason: left_out.to_string(),
                 };
                 self.note_source(source.name(), health);
-                return Err(reason);
+                return Err(left_out);
             }
         };
         self.lock_parts().known.insert(
@@ -194,6 +197,15 @@ impl ToolRegistry {
 }
 
 /// What a source offers now: its tools while it is up, none otherwise.
+/// A tool source whose tools could not be listed: it offers none.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("tool source {name} is left out: {error}")]
+pub struct SourceLeftOut {
+    pub name: String,
+    #[source]
+    pub error: ToolError,
+}
+
 async fn offered_tools(source: &dyn ToolSource) -> Result<Vec<Arc<dyn Tool>>, ToolError> {
     if source.status().state.is_up() {
         source.tools().await
@@ -387,7 +399,10 @@ mod tests {
             },
         );
         let error = registry.add_source(Arc::new(Broken)).await.unwrap_err();
-        assert!(error.contains("exited with status 1"), "{error}");
+        assert!(
+            error.to_string().contains("exited with status 1"),
+            "{error}"
+        );
 
         let statuses = registry.source_statuses();
         let names: Vec<&str> = statuses.iter().map(|status| status.name.as_str()).collect();

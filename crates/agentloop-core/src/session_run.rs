@@ -13,8 +13,8 @@ use crate::{
     agent::{Agent, RunRequest},
     driver::drive,
     emitter::{Emitter, EventSink},
-    machine::{Input, RunOutcome},
-    policy::DEFAULT_USER,
+    machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome},
+    policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::Persistence,
     store::{NewRun, NewSession, SESSION_LEASE, SessionLock, Store, StoreError},
 };
@@ -33,8 +33,8 @@ pub enum StartError {
     )]
     SessionBusy { session_id: Uuid, run_id: Uuid },
     /// The run's context names a workflow the agent does not have.
-    #[error("{0}")]
-    UnknownWorkflow(String),
+    #[error(transparent)]
+    UnknownWorkflow(#[from] UnknownWorkflow),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -109,8 +109,7 @@ impl Agent {
     pub async fn begin(&self, mut request: RunRequest) -> Result<BegunRun, StartError> {
         let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
-        self.policy_for(&request.context)
-            .map_err(StartError::UnknownWorkflow)?;
+        self.policy_for(&request.context)?;
         let Some(store) = self.store().cloned() else {
             return Ok(BegunRun {
                 request,
@@ -323,19 +322,33 @@ fn title(query: &str) -> String {
 }
 
 /// Why a paused run cannot resume.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResumeError {
     #[error("the agent has no store: only runs saved in a store can pause and resume")]
     NoStore,
     #[error("run {0} is not waiting for input")]
     NotPaused(Uuid),
     /// The answer does not fit what the run waits for; the run stays paused.
-    #[error("{0}")]
-    InvalidAnswer(String),
+    #[error(transparent)]
+    InvalidAnswer(#[from] InvalidAnswer),
     #[error("the paused run cannot be read: {0}")]
-    Corrupt(String),
+    Corrupt(#[from] CorruptRun),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Why a stored paused run cannot be resumed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptRun {
+    #[error("{0}")]
+    Unreadable(#[from] serde_json::Error),
+    #[error(transparent)]
+    OtherVersion(#[from] OtherStateVersion),
+    /// Its workflow is no longer configured.
+    #[error(transparent)]
+    UnknownWorkflow(#[from] UnknownWorkflow),
 }
 
 /// A paused run, restored and given its answer, ready to be driven on.
@@ -373,9 +386,7 @@ impl Agent {
     ) -> Result<Resumed, ResumeError> {
         let (mut machine, last_seq, save_chat, store) = self.restore_paused(run_id).await?;
         let now = crate::clock::now();
-        let step = machine
-            .resume_at(answer, now)
-            .map_err(ResumeError::InvalidAnswer)?;
+        let step = machine.resume_at(answer, now)?;
         if let Some(log) = &self.services().inputs {
             log.record(machine.run_id(), &Input::Answer(answer.clone()), now);
         }
@@ -450,8 +461,8 @@ impl Agent {
             .paused_run(run_id)
             .await?
             .ok_or(ResumeError::NotPaused(run_id))?;
-        let paused: crate::machine::PausedRun = serde_json::from_value(value)
-            .map_err(|error| ResumeError::Corrupt(error.to_string()))?;
+        let paused: crate::machine::PausedRun =
+            serde_json::from_value(value).map_err(CorruptRun::from)?;
         let save_chat = store
             .run(run_id)
             .await?
@@ -459,7 +470,7 @@ impl Agent {
             .unwrap_or(true);
         let policy = self
             .policy_for(&paused_context(&paused))
-            .map_err(ResumeError::Corrupt)?;
+            .map_err(CorruptRun::from)?;
         let machine = crate::machine::RunMachine::restore(
             paused.state,
             policy,
@@ -467,7 +478,7 @@ impl Agent {
             self.catalog(),
             self.services().counter.clone(),
         )
-        .map_err(ResumeError::Corrupt)?;
+        .map_err(CorruptRun::from)?;
         Ok((machine, paused.last_seq, save_chat, store))
     }
 }

@@ -175,7 +175,7 @@ impl SubAgentTool {
             self.parent.limiter.clone(),
             crate::policy::limit_key(context.entity_id.as_deref(), context.user_id.as_deref()),
         )
-        .map_err(ToolError::Failed)?;
+        .map_err(|unknown| ToolError::Failed(unknown.to_string()))?;
         policy.agent = Some((
             self.name.clone(),
             WorkflowSettings {

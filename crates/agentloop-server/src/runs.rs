@@ -232,13 +232,15 @@ pub async fn run_input(
 
 fn resume_error(error: ResumeError) -> ApiError {
     match error {
-        ResumeError::InvalidAnswer(message) => ApiError::bad_request("invalid_answer", message),
+        ResumeError::InvalidAnswer(invalid) => {
+            ApiError::bad_request("invalid_answer", invalid.to_string())
+        }
         ResumeError::NotPaused(id) => ApiError::conflict(
             "run_not_waiting",
             format!("run {id} is not waiting for input (it may have resumed already)"),
         ),
         ResumeError::Store(error) => error.into(),
-        ResumeError::NoStore | ResumeError::Corrupt(_) => ApiError::internal(error.to_string()),
+        other => ApiError::internal(other.to_string()),
     }
 }
 

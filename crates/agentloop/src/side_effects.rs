@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agentloop_core::{CompletedCall, SideEffect, ToolHook};
+use agentloop_core::{CompletedCall, SideEffect, SideEffectError, ToolHook};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -38,7 +38,7 @@ impl WebhookSideEffects {
 
 #[async_trait]
 impl ToolHook for WebhookSideEffects {
-    async fn after_call(&self, call: &CompletedCall<'_>) -> Result<SideEffect, String> {
+    async fn after_call(&self, call: &CompletedCall<'_>) -> Result<SideEffect, SideEffectError> {
         let Some(url) = &call.settings.side_effect_webhook else {
             return Ok(SideEffect::default());
         };
@@ -68,20 +68,21 @@ impl ToolHook for WebhookSideEffects {
                 while let Some(source) = cause.source() {
                     cause = source;
                 }
-                format!(
+                let message = format!(
                     "the side-effect webhook of {} ({url}) failed: {cause}",
                     call.tool
-                )
+                );
+                SideEffectError::new(message).caused_by(error)
             })?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         if !status.is_success() {
             let excerpt: String = text.chars().take(200).collect();
-            return Err(format!(
+            return Err(SideEffectError::new(format!(
                 "the side-effect webhook of {} ({url}) answered HTTP {}: {excerpt}",
                 call.tool,
                 status.as_u16()
-            ));
+            )));
         }
         // An empty or non-JSON answer is a side effect with nothing to say.
         let answer: WebhookAnswer = serde_json::from_str(&text).unwrap_or_default();

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Agent, AgentSettings, FnTool, RunRequest, ToolOutput,
+    Agent, AgentSettings, BeforeCall, FnTool, RunRequest, ToolContext, ToolHook, ToolOutput,
     llm::{Llm, LlmError, ModelReply, ModelRequest, TextSink},
 };
 
@@ -245,4 +245,75 @@ async fn a_serial_tool_never_runs_beside_another_call() {
         outcome.records
     );
     assert_eq!(*overlaps.lock().unwrap(), Vec::<&str>::new());
+}
+
+/// Rewrites every call's arguments to `arguments`.
+struct Rewrite(serde_json::Value);
+
+#[async_trait]
+impl ToolHook for Rewrite {
+    async fn before_call(
+        &self,
+        _tool: &str,
+        arguments: &mut serde_json::Value,
+        _context: &ToolContext,
+    ) -> BeforeCall {
+        *arguments = self.0.clone();
+        BeforeCall::Proceed
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn arguments_a_hook_rewrote_are_checked_again_before_the_tool_runs() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let hook_for = |arguments| {
+        let llm = ScriptLlm::new(vec![calls(&[("kb.search", r#"{"q": "x"}"#)]), text("done")]);
+        let schema =
+            json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+        let runs = runs.clone();
+        let tool = FnTool::new("kb.search", "searches", schema, move |_, _| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            async { Ok(ToolOutput::text("found")) }
+        });
+        Agent::builder()
+            .llm(llm)
+            .tool(tool)
+            .hook(Arc::new(Rewrite(arguments)))
+    };
+
+    // A rewrite that still fits the schema runs, with the new arguments on the record.
+    let agent = hook_for(json!({"q": "y"})).build().await.unwrap();
+    let (_, outcome) = agent.run(RunRequest::new("find")).collect().await.unwrap();
+    assert_eq!(outcome.records[0].status, ToolStatus::Success);
+    assert_eq!(outcome.records[0].arguments, json!({"q": "y"}));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // One that does not never reaches the tool; the model reads why.
+    let agent = hook_for(json!({"q": 5})).build().await.unwrap();
+    let (_, outcome) = agent.run(RunRequest::new("find")).collect().await.unwrap();
+    let record = &outcome.records[0];
+    assert_eq!(record.status, ToolStatus::Error);
+    assert_eq!(record.arguments, json!({"q": 5}));
+    let error = record.error.as_deref().unwrap();
+    assert!(
+        error.contains("do not match the schema of kb.search"),
+        "{error}"
+    );
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the refused call did not run"
+    );
+    let tool_message = outcome
+        .messages
+        .iter()
+        .find(|m| m.message.role == agentloop_protocol::Role::Tool)
+        .unwrap();
+    assert!(
+        tool_message
+            .message
+            .text_content()
+            .contains("Fix the arguments"),
+        "{tool_message:?}"
+    );
 }

@@ -8,6 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::tool::ToolError;
+
 /// A call the driver must execute.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolInvocation {
@@ -45,14 +47,33 @@ impl ToolResult {
     }
 }
 
-/// How a call ended.
+/// How a call ended. The machine writes what the model reads of it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ToolOutcome {
     Success(crate::tool::ToolOutput),
-    /// The tool failed, timed out or crashed; the message says which.
-    Failed(String),
+    /// The tool reported a failure.
+    Failed(ToolError),
+    /// The call did not end within its time limit (and was stopped).
+    TimedOut(Duration),
+    /// The tool's task panicked; why.
+    Crashed(String),
+    /// The tool left the catalog since the run started.
+    Unavailable,
     /// A hook skipped the call; the reason goes to the model.
     Skipped(String),
+    /// A hook rewrote the arguments, and the call no longer passes the checks it passed before
+    /// (schema, policy): it did not run.
+    Refused(CallRefusal),
+}
+
+/// A call the pipeline does not let through: its status, what went wrong and what the model
+/// can do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRefusal {
+    pub status: ToolStatus,
+    pub error: String,
+    pub hint: String,
 }
 
 /// One side effect of a successful call.
@@ -142,19 +163,25 @@ pub(crate) fn refused_record(
     }
 }
 
+/// Why the model's argument text is not arguments.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArgumentsError {
+    #[error("the arguments must be a JSON object, not {0}")]
+    NotAnObject(&'static str),
+    #[error("the arguments are not valid JSON ({0})")]
+    InvalidJson(#[source] serde_json::Error),
+}
+
 /// Parses the model's argument text: empty means no arguments; anything else must be a JSON
 /// object.
-pub(crate) fn parse_arguments(raw: &str) -> Result<Value, String> {
+pub(crate) fn parse_arguments(raw: &str) -> Result<Value, ArgumentsError> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
     match serde_json::from_str::<Value>(raw) {
         Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(other) => Err(format!(
-            "the arguments must be a JSON object, not {}",
-            json_type(&other)
-        )),
-        Err(error) => Err(format!("the arguments are not valid JSON ({error})")),
+        Ok(other) => Err(ArgumentsError::NotAnObject(json_type(&other))),
+        Err(error) => Err(ArgumentsError::InvalidJson(error)),
     }
 }
 
@@ -180,10 +207,16 @@ mod tests {
 
     #[test]
     fn non_objects_and_broken_json_are_named() {
-        assert!(parse_arguments("[1]").unwrap_err().contains("not an array"));
+        assert!(
+            parse_arguments("[1]")
+                .unwrap_err()
+                .to_string()
+                .contains("not an array")
+        );
         assert!(
             parse_arguments("{\"a\":")
                 .unwrap_err()
+                .to_string()
                 .contains("not valid JSON")
         );
     }

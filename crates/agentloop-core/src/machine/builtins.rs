@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::Value;
 
 use super::schemas;
-use crate::{llm::ToolSpec, settings::AgentSettings};
+use crate::{catalog::SchemaViolations, llm::ToolSpec, settings::AgentSettings};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Builtin {
@@ -17,12 +17,12 @@ pub(crate) enum Builtin {
 
 struct Definition {
     spec: ToolSpec,
-    validator: Result<jsonschema::Validator, String>,
+    validator: schemas::Compiled,
 }
 
 fn define(name: &str, description: &str, schema: Value) -> Definition {
     Definition {
-        validator: jsonschema::validator_for(&schema).map_err(|error| error.to_string()),
+        validator: schemas::compile(&schema),
         spec: ToolSpec {
             name: name.to_string(),
             description: description.to_string(),
@@ -92,13 +92,8 @@ impl Builtin {
         Self::all_offered(settings).find(|builtin| builtin.name() == name)
     }
 
-    pub fn validate(self, arguments: &Value) -> Result<(), String> {
-        let validator = self
-            .definition()
-            .validator
-            .as_ref()
-            .map_err(|error| format!("internal error: the schema does not compile: {error}"))?;
-        crate::catalog::check_schema(validator, arguments)
+    pub fn validate(self, arguments: &Value) -> Result<(), SchemaViolations> {
+        schemas::check(&self.definition().validator, arguments)
     }
 }
 

@@ -29,8 +29,9 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
-pub use batch::{SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
-pub use snapshot::PausedRun;
+pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
+pub use pipeline::recheck;
+pub use snapshot::{OtherStateVersion, PausedRun};
 pub use state::RunState;
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
@@ -164,6 +165,29 @@ pub struct InputAnswer {
     /// Ids of the calls that must not run.
     #[serde(default)]
     pub deny: Vec<String>,
+}
+
+/// Why an answer does not fit what a paused run waits for; the run stays paused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidAnswer {
+    #[error("the run is not waiting for input")]
+    NotWaiting,
+    #[error("the run waits for decisions on its tool calls (approve, deny), not for an answer")]
+    DecisionsExpected,
+    #[error("{call_id} is not a call waiting for approval (waiting: {})", waiting.join(", "))]
+    NotWaitingForApproval {
+        call_id: String,
+        waiting: Vec<String>,
+    },
+    #[error("{0} is both approved and denied")]
+    ApprovedAndDenied(String),
+    #[error("approve or deny every waiting call; undecided: {}", .0.join(", "))]
+    Undecided(Vec<String>),
+    #[error("no call waits for approval; the run waits for an answer to: {question}")]
+    NoCallWaits { question: String },
+    #[error("the run waits for an answer to: {question} (send it as \"answer\")")]
+    AnswerExpected { question: String },
 }
 
 /// What a step changed: written to the store before its events are emitted.
@@ -404,39 +428,36 @@ impl RunMachine {
     }
 
     /// [`RunMachine::resume`] with an answer given at `now`.
-    pub fn resume_at(&mut self, answer: &InputAnswer, now: DateTime<Utc>) -> Result<Step, String> {
+    pub fn resume_at(
+        &mut self,
+        answer: &InputAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<Step, InvalidAnswer> {
         self.state.now = now.max(self.state.now);
         self.resume(answer)
     }
 
     /// Continues a paused run with a human's answer. An answer that does not fit what the run
     /// waits for is refused (the run stays paused).
-    pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, String> {
+    pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, InvalidAnswer> {
         if self.state.phase != Phase::AwaitingInput {
-            return Err("the run is not waiting for input".to_string());
+            return Err(InvalidAnswer::NotWaiting);
         }
         if !self.pending_approvals().is_empty() {
             if answer.answer.is_some() {
-                return Err(
-                    "the run waits for decisions on its tool calls (approve, deny), not for an answer"
-                        .to_string(),
-                );
+                return Err(InvalidAnswer::DecisionsExpected);
             }
             return self.decide(&answer.approve, &answer.deny);
         }
         let Some(question) = self.open_question() else {
-            return Err("the run is not waiting for input".to_string());
+            return Err(InvalidAnswer::NotWaiting);
         };
         if !answer.approve.is_empty() || !answer.deny.is_empty() {
-            return Err(format!(
-                "no call waits for approval; the run waits for an answer to: {question}"
-            ));
+            return Err(InvalidAnswer::NoCallWaits { question });
         }
         match answer.answer.as_deref().map(str::trim) {
             Some(text) if !text.is_empty() => Ok(self.answer(text)),
-            _ => Err(format!(
-                "the run waits for an answer to: {question} (send it as \"answer\")"
-            )),
+            _ => Err(InvalidAnswer::AnswerExpected { question }),
         }
     }
 

@@ -2,6 +2,8 @@
 //! withdrawal, repetition, JSON, schema), the ones that pass go to the driver, and the batch is
 //! resolved in the order the model issued the calls.
 
+use std::fmt::Display;
+
 use agentloop_protocol::{
     ChatMessage, EventKind, FinalizeReason, InputKind, MessageKind, PendingCall, RunStatus,
     ToolCall, ToolExecutionRecord, ToolStatus,
@@ -9,15 +11,15 @@ use agentloop_protocol::{
 use serde_json::Value;
 
 use super::{
-    Phase, RunMachine, Step,
+    InvalidAnswer, Phase, RunMachine, Step,
     batch::{
-        Batch, Slot, SlotState, ToolInvocation, ToolOutcome, ToolResult, parse_arguments,
-        refused_record,
+        ArgumentsError, Batch, CallRefusal, Slot, SlotState, ToolInvocation, ToolOutcome,
+        ToolResult, parse_arguments, refused_record,
     },
     builtins::Builtin,
     text::{self, bound},
 };
-use crate::canonical::canonical_json;
+use crate::{canonical::canonical_json, catalog::CatalogEntry, policy::RunPolicy};
 
 impl RunMachine {
     /// Feeds the result of one tool call; returns the next step once every call of the batch
@@ -35,7 +37,10 @@ impl RunMachine {
         if !matches!(slot.state, SlotState::Running) {
             return None;
         }
-        let ran = !matches!(result.outcome, ToolOutcome::Skipped(_));
+        let ran = !matches!(
+            result.outcome,
+            ToolOutcome::Skipped(_) | ToolOutcome::Refused(_)
+        );
         if let ToolOutcome::Success(output) = &result.outcome {
             self.state.documents.extend(text::documents(output));
             if let Some(usage) = output.usage {
@@ -49,6 +54,16 @@ impl RunMachine {
                 slot.final_answer = Some(text::finalize_answer(output));
             }
         }
+        let tool = &slot.call.name;
+        let failed = |error: String| {
+            let message = text::tool_error_message(
+                ToolStatus::Error,
+                &error,
+                "The tool failed. Fix the arguments if they caused it, try another tool, or tell \
+                 the user what could not be done.",
+            );
+            (ToolStatus::Error, None, None, Some(error), message)
+        };
         let (status, output, structured, error, message) = match result.outcome {
             ToolOutcome::Success(output) => (
                 ToolStatus::Success,
@@ -57,15 +72,10 @@ impl RunMachine {
                 None,
                 output.text,
             ),
-            ToolOutcome::Failed(error) => {
-                let message = text::tool_error_message(
-                    ToolStatus::Error,
-                    &error,
-                    "The tool failed. Fix the arguments if they caused it, try another tool, or \
-                     tell the user what could not be done.",
-                );
-                (ToolStatus::Error, None, None, Some(error), message)
-            }
+            ToolOutcome::Failed(error) => failed(error.to_string()),
+            ToolOutcome::TimedOut(limit) => failed(text::tool_timed_out(tool, limit)),
+            ToolOutcome::Crashed(why) => failed(text::tool_crashed(&why)),
+            ToolOutcome::Unavailable => failed(text::tool_unavailable(tool)),
             ToolOutcome::Skipped(reason) => {
                 let message = text::tool_error_message(
                     ToolStatus::Skipped,
@@ -73,6 +83,11 @@ impl RunMachine {
                     "The call was not run. Do not repeat it; go on without it or tell the user.",
                 );
                 (ToolStatus::Skipped, None, None, Some(reason), message)
+            }
+            ToolOutcome::Refused(refusal) => {
+                let message =
+                    text::tool_error_message(refusal.status, &refusal.error, &refusal.hint);
+                (refusal.status, None, None, Some(refusal.error), message)
             }
         };
         if let Some(arguments) = result.arguments {
@@ -162,9 +177,10 @@ impl RunMachine {
         };
         let tool = entry.map_or_else(|| call.name.clone(), |entry| entry.name().to_string());
         let parsed = parse_arguments(&call.arguments);
-        let arguments = parsed
-            .clone()
-            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let arguments = match &parsed {
+            Ok(parsed) => parsed.clone(),
+            Err(_) => Value::String(call.arguments.clone()),
+        };
         let call = ToolCall {
             id: call_id,
             name: tool.clone(),
@@ -224,14 +240,8 @@ impl RunMachine {
             };
             return self.refuse(call, arguments, ToolStatus::Blocked, error, hint);
         }
-        if let Some(refusal) = self.state.input.policy.refusal(entry) {
-            return self.refuse(
-                call,
-                arguments,
-                ToolStatus::Blocked,
-                refusal.error,
-                refusal.hint,
-            );
+        if let Some(refusal) = policy_refusal(entry, &self.state.input.policy) {
+            return self.refuse_with(call, arguments, refusal);
         }
 
         let key = format!(
@@ -254,13 +264,12 @@ impl RunMachine {
                     "Call {} again with a JSON object that matches its schema.",
                     entry.provider_name
                 );
-                return self.refuse(call, arguments, ToolStatus::Error, problem, &hint);
+                let error = problem.to_string();
+                return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
             }
         };
-        if let Err(problems) = entry.validate(&parsed) {
-            let error = format!("the arguments do not match the schema of {tool}: {problems}");
-            let hint = format!("Fix the arguments and call {} again.", entry.provider_name);
-            return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
+        if let Some(refusal) = schema_refusal(entry, &parsed) {
+            return self.refuse_with(call, arguments, refusal);
         }
         // Last, so that only calls that will run take from the budget.
         if let Some(refusal) = self.state.input.policy.take_mutation(entry) {
@@ -334,7 +343,11 @@ impl RunMachine {
 
     /// Applies a human's decision on the calls waiting for approval: the approved ones run
     /// (with the rest of their batch), the denied ones become tool errors the model reads.
-    pub(super) fn decide(&mut self, approve: &[String], deny: &[String]) -> Result<Step, String> {
+    pub(super) fn decide(
+        &mut self,
+        approve: &[String],
+        deny: &[String],
+    ) -> Result<Step, InvalidAnswer> {
         let pending: Vec<String> = self
             .pending_approvals()
             .into_iter()
@@ -342,25 +355,22 @@ impl RunMachine {
             .collect();
         for id in approve.iter().chain(deny) {
             if !pending.contains(id) {
-                return Err(format!(
-                    "{id} is not a call waiting for approval (waiting: {})",
-                    pending.join(", ")
-                ));
+                return Err(InvalidAnswer::NotWaitingForApproval {
+                    call_id: id.clone(),
+                    waiting: pending,
+                });
             }
             if approve.contains(id) && deny.contains(id) {
-                return Err(format!("{id} is both approved and denied"));
+                return Err(InvalidAnswer::ApprovedAndDenied(id.clone()));
             }
         }
-        let undecided: Vec<&str> = pending
+        let undecided: Vec<String> = pending
             .iter()
             .filter(|id| !approve.contains(id) && !deny.contains(id))
-            .map(String::as_str)
+            .cloned()
             .collect();
         if !undecided.is_empty() {
-            return Err(format!(
-                "approve or deny every waiting call; undecided: {}",
-                undecided.join(", ")
-            ));
+            return Err(InvalidAnswer::Undecided(undecided));
         }
         for index in 0..self.state.batch.slots.len() {
             let slot = &self.state.batch.slots[index];
@@ -382,7 +392,7 @@ impl RunMachine {
         builtin: Builtin,
         call: ToolCall,
         arguments: Value,
-        parsed: Result<Value, String>,
+        parsed: Result<Value, ArgumentsError>,
     ) -> Slot {
         let key = format!(
             "{}\n{}",
@@ -396,10 +406,19 @@ impl RunMachine {
         }
         self.state.seen_calls.insert(key, call.id.clone());
         let hint = format!("Fix the arguments and call {} again.", builtin.name());
-        let parsed = match parsed.and_then(|parsed| builtin.validate(&parsed).map(|()| parsed)) {
-            Ok(parsed) => parsed,
+        let unfit = |problem: &dyn Display| {
+            format!("the arguments do not fit {}: {problem}", builtin.name())
+        };
+        let parsed = match parsed {
+            Ok(parsed) => match builtin.validate(&parsed) {
+                Ok(()) => parsed,
+                Err(problem) => {
+                    let error = unfit(&problem);
+                    return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
+                }
+            },
             Err(problem) => {
-                let error = format!("the arguments do not fit {}: {problem}", builtin.name());
+                let error = unfit(&problem);
                 return self.refuse(call, arguments, ToolStatus::Error, error, &hint);
             }
         };
@@ -467,6 +486,15 @@ impl RunMachine {
             record: Box::new(record),
             message,
         }
+    }
+
+    fn refuse_with(&mut self, call: ToolCall, arguments: Value, refusal: CallRefusal) -> Slot {
+        let CallRefusal {
+            status,
+            error,
+            hint,
+        } = refusal;
+        self.refuse(call, arguments, status, error, &hint)
     }
 
     fn refuse(
@@ -737,6 +765,35 @@ impl RunMachine {
         self.state.call_ids.insert(id.clone());
         id
     }
+}
+
+/// Why the run's policy does not let `entry`'s tool be called, if it does not.
+pub(crate) fn policy_refusal(entry: &CatalogEntry, policy: &RunPolicy) -> Option<CallRefusal> {
+    let refusal = policy.refusal(entry)?;
+    Some(CallRefusal {
+        status: ToolStatus::Blocked,
+        error: refusal.error,
+        hint: refusal.hint.to_string(),
+    })
+}
+
+/// Why `arguments` do not fit `entry`'s JSON Schema, if they do not.
+pub(crate) fn schema_refusal(entry: &CatalogEntry, arguments: &Value) -> Option<CallRefusal> {
+    let problems = entry.validate(arguments).err()?;
+    Some(CallRefusal {
+        status: ToolStatus::Error,
+        error: format!(
+            "the arguments do not match the schema of {}: {problems}",
+            entry.name()
+        ),
+        hint: format!("Fix the arguments and call {} again.", entry.provider_name),
+    })
+}
+
+/// The checks a call passes before it runs (policy, schema), made again on the arguments a
+/// `before_call` hook rewrote: a rewritten call that fails them never reaches the tool.
+pub fn recheck(entry: &CatalogEntry, policy: &RunPolicy, arguments: &Value) -> Option<CallRefusal> {
+    policy_refusal(entry, policy).or_else(|| schema_refusal(entry, arguments))
 }
 
 /// The text a record contributes when a later call repeats it.

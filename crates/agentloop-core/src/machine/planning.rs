@@ -4,7 +4,7 @@
 //! run go on without a plan (the trace says so). The model keeps the plan current with the
 //! built-in `write_plan` tool.
 
-use std::sync::Arc;
+use std::{fmt::Display, sync::Arc};
 
 use agentloop_protocol::{ChatMessage, EventKind, Plan, SubTask, SubTaskStatus};
 use serde::Deserialize;
@@ -17,9 +17,37 @@ use super::{
     text::one_line,
 };
 use crate::{
-    json_text::find_object,
+    catalog::SchemaViolations,
+    json_text::{ObjectError, find_object},
     llm::{CallPurpose, ModelReply, ModelRequest, ToolChoice},
 };
+
+/// Why a plan (or a reviewer's verdict, or a plan update) was not taken. The model reads it and
+/// tries again.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlanProblem {
+    #[error(transparent)]
+    Schema(#[from] SchemaViolations),
+    #[error("the {what} cannot be read: {source}")]
+    Unreadable {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("two sub-tasks have the id {0:?}")]
+    DuplicateId(String),
+    #[error("sub-task {0:?} depends on itself")]
+    DependsOnItself(String),
+    #[error("sub-task {task:?} depends on {dependency:?}, which is not a sub-task")]
+    UnknownDependency { task: String, dependency: String },
+    #[error("there is no sub-task {0:?}; to add it, give it a description")]
+    NoSuchTask(String),
+}
+
+impl PlanProblem {
+    pub(crate) fn unreadable(what: &'static str) -> impl FnOnce(serde_json::Error) -> Self {
+        move |source| PlanProblem::Unreadable { what, source }
+    }
+}
 
 /// What `write_plan` takes.
 #[derive(Debug, Deserialize)]
@@ -57,7 +85,7 @@ impl RunMachine {
                 self.state.guidance.log.notes.push(format!(
                     "No plan: the planner's reply was invalid twice ({}); the run went on without \
                      a plan.",
-                    one_line(&problem, 300)
+                    one_line(&problem.to_string(), 300)
                 ));
                 return self.next_iteration();
             }
@@ -84,9 +112,9 @@ impl RunMachine {
     }
 
     /// Applies a `write_plan` call; the text is the tool's result.
-    pub(super) fn write_plan(&mut self, arguments: &Value) -> Result<String, String> {
+    pub(super) fn write_plan(&mut self, arguments: &Value) -> Result<String, PlanProblem> {
         let update: PlanUpdate = serde_json::from_value(arguments.clone())
-            .map_err(|error| format!("the plan update cannot be read: {error}"))?;
+            .map_err(PlanProblem::unreadable("plan update"))?;
         let mut plan = self.state.guidance.plan.clone().unwrap_or_else(|| Plan {
             goal: self.state.input.query.clone(),
             sub_tasks: Vec::new(),
@@ -110,12 +138,9 @@ impl RunMachine {
                     }
                 }
                 None => {
-                    let description = change.description.ok_or_else(|| {
-                        format!(
-                            "there is no sub-task {:?}; to add it, give it a description",
-                            change.id
-                        )
-                    })?;
+                    let description = change
+                        .description
+                        .ok_or_else(|| PlanProblem::NoSuchTask(change.id.clone()))?;
                     plan.sub_tasks.push(SubTask {
                         id: change.id,
                         description,
@@ -164,7 +189,7 @@ impl RunMachine {
 
     /// A JSON reply (plan or verdict) that did not validate. The first time it is kept, to be
     /// shown to the model with the problem (`true`: ask again); the second time it is given up.
-    pub(super) fn keep_for_retry(&mut self, reply: String, problem: &str) -> bool {
+    pub(super) fn keep_for_retry(&mut self, reply: String, problem: &impl Display) -> bool {
         if self.state.guidance.retry.take().is_some() {
             return false;
         }
@@ -199,31 +224,30 @@ impl RunMachine {
 }
 
 /// Reads and checks a plan from the model's reply: the first JSON object that is a valid plan.
-pub(crate) fn parse_plan(text: &str) -> Result<Plan, String> {
+pub(crate) fn parse_plan(text: &str) -> Result<Plan, ObjectError<PlanProblem>> {
     find_object(text, |value| {
         schemas::validate(Schema::Plan, &value)?;
-        let plan: Plan = serde_json::from_value(value)
-            .map_err(|error| format!("the plan cannot be read: {error}"))?;
+        let plan: Plan = serde_json::from_value(value).map_err(PlanProblem::unreadable("plan"))?;
         check_plan(&plan)?;
         Ok(plan)
     })
 }
 
 /// What a schema cannot say: ids are unique, and dependencies name other sub-tasks.
-pub(crate) fn check_plan(plan: &Plan) -> Result<(), String> {
+pub(crate) fn check_plan(plan: &Plan) -> Result<(), PlanProblem> {
     for (index, task) in plan.sub_tasks.iter().enumerate() {
         if plan.sub_tasks[..index].iter().any(|t| t.id == task.id) {
-            return Err(format!("two sub-tasks have the id {:?}", task.id));
+            return Err(PlanProblem::DuplicateId(task.id.clone()));
         }
         for dependency in &task.depends_on {
             if dependency == &task.id {
-                return Err(format!("sub-task {:?} depends on itself", task.id));
+                return Err(PlanProblem::DependsOnItself(task.id.clone()));
             }
             if !plan.sub_tasks.iter().any(|t| &t.id == dependency) {
-                return Err(format!(
-                    "sub-task {:?} depends on {dependency:?}, which is not a sub-task",
-                    task.id
-                ));
+                return Err(PlanProblem::UnknownDependency {
+                    task: task.id.clone(),
+                    dependency: dependency.clone(),
+                });
             }
         }
     }
@@ -247,13 +271,24 @@ mod tests {
     fn inconsistent_plans_are_refused_with_the_reason() {
         let twice = r#"{"goal": "g", "needs_clarification": false, "sub_tasks": [
             {"id": "1", "description": "a"}, {"id": "1", "description": "b"}]}"#;
-        assert!(parse_plan(twice).unwrap_err().contains("two sub-tasks"));
+        assert!(
+            parse_plan(twice)
+                .unwrap_err()
+                .to_string()
+                .contains("two sub-tasks")
+        );
         let dangling = r#"{"goal": "g", "needs_clarification": false, "sub_tasks": [
             {"id": "1", "description": "a", "depends_on": ["7"]}]}"#;
-        assert!(parse_plan(dangling).unwrap_err().contains("not a sub-task"));
+        assert!(
+            parse_plan(dangling)
+                .unwrap_err()
+                .to_string()
+                .contains("not a sub-task")
+        );
         assert!(
             parse_plan("I will search first.")
                 .unwrap_err()
+                .to_string()
                 .contains("no JSON object")
         );
     }

@@ -10,12 +10,12 @@ use serde::Deserialize;
 use super::{
     Phase, RunMachine, Step,
     guidance::{ReviewEntry, render_plan},
-    planning::check_plan,
+    planning::{PlanProblem, check_plan},
     schemas::{self, Schema},
     text::{one_line, records_digest},
 };
 use crate::{
-    json_text::find_object,
+    json_text::{ObjectError, find_object},
     llm::{CallPurpose, ModelReply},
 };
 
@@ -80,7 +80,7 @@ impl RunMachine {
             Err(problem) => {
                 self.state.guidance.log.notes.push(format!(
                     "A review was skipped: the reviewer's reply was invalid twice ({}).",
-                    one_line(&problem, 300)
+                    one_line(&problem.to_string(), 300)
                 ));
                 return self.next_iteration();
             }
@@ -163,11 +163,11 @@ impl RunMachine {
     }
 }
 
-fn parse_verdict(text: &str) -> Result<Verdict, String> {
+fn parse_verdict(text: &str) -> Result<Verdict, ObjectError<PlanProblem>> {
     find_object(text, |value| {
         schemas::validate(Schema::Review, &value)?;
-        let verdict: Verdict = serde_json::from_value(value)
-            .map_err(|error| format!("the verdict cannot be read: {error}"))?;
+        let verdict: Verdict =
+            serde_json::from_value(value).map_err(PlanProblem::unreadable("verdict"))?;
         if let Some(plan) = &verdict.plan {
             check_plan(plan)?;
         }
@@ -184,13 +184,16 @@ mod tests {
         let stop = parse_verdict("{\"action\": \"stop\", \"reason\": \"no Q4 data\"}").unwrap();
         assert_eq!(stop.action, Action::Stop);
         assert_eq!(stop.reason.as_deref(), Some("no Q4 data"));
-        let error = parse_verdict("{\"action\": \"ask_user\"}").unwrap_err();
+        let error = parse_verdict("{\"action\": \"ask_user\"}")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("question"), "{error}");
         let bad_plan = r#"{"action": "replan", "plan": {"goal": "g", "needs_clarification": false,
             "sub_tasks": [{"id": "1", "description": "a", "depends_on": ["1"]}]}}"#;
         assert!(
             parse_verdict(bad_plan)
                 .unwrap_err()
+                .to_string()
                 .contains("depends on itself")
         );
     }

@@ -5,6 +5,8 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
+use crate::catalog::{SchemaViolations, check_schema};
+
 /// A plan: `{goal, sub_tasks: [{id, description, status, depends_on}], needs_clarification,
 /// clarification_question}`.
 pub(crate) fn plan_schema() -> Value {
@@ -106,21 +108,32 @@ pub(crate) enum Schema {
     Review,
 }
 
-static PLAN: LazyLock<Result<jsonschema::Validator, String>> =
-    LazyLock::new(|| jsonschema::validator_for(&plan_schema()).map_err(|e| e.to_string()));
-static REVIEW: LazyLock<Result<jsonschema::Validator, String>> =
-    LazyLock::new(|| jsonschema::validator_for(&review_schema()).map_err(|e| e.to_string()));
+/// A schema of the loop, compiled once. One that does not compile fails every check, saying so.
+pub(crate) type Compiled = Result<jsonschema::Validator, SchemaViolations>;
+
+pub(crate) fn compile(schema: &Value) -> Compiled {
+    jsonschema::validator_for(schema).map_err(|error| {
+        SchemaViolations(vec![format!(
+            "internal error: the schema does not compile: {error}"
+        )])
+    })
+}
+
+/// Checks `value` against a compiled schema.
+pub(crate) fn check(compiled: &Compiled, value: &Value) -> Result<(), SchemaViolations> {
+    let validator = compiled.as_ref().map_err(Clone::clone)?;
+    check_schema(validator, value)
+}
+
+static PLAN: LazyLock<Compiled> = LazyLock::new(|| compile(&plan_schema()));
+static REVIEW: LazyLock<Compiled> = LazyLock::new(|| compile(&review_schema()));
 
 /// Checks `value`; the error lists every problem with where it was found.
-pub(crate) fn validate(schema: Schema, value: &Value) -> Result<(), String> {
-    let validator = match schema {
-        Schema::Plan => &*PLAN,
-        Schema::Review => &*REVIEW,
-    };
-    let validator = validator
-        .as_ref()
-        .map_err(|error| format!("internal error: the schema does not compile: {error}"))?;
-    crate::catalog::check_schema(validator, value)
+pub(crate) fn validate(schema: Schema, value: &Value) -> Result<(), SchemaViolations> {
+    match schema {
+        Schema::Plan => check(&PLAN, value),
+        Schema::Review => check(&REVIEW, value),
+    }
 }
 
 #[cfg(test)]
@@ -145,7 +158,7 @@ mod tests {
                           "clarification_question": "Which Alex?"});
         assert!(validate(Schema::Plan, &good).is_ok());
         let silent = json!({"goal": "g", "sub_tasks": [], "needs_clarification": true});
-        let error = validate(Schema::Plan, &silent).unwrap_err();
+        let error = validate(Schema::Plan, &silent).unwrap_err().to_string();
         assert!(error.contains("clarification_question"), "{error}");
         let clear = json!({"goal": "g", "sub_tasks": [], "needs_clarification": false,
                            "clarification_question": null});
@@ -155,7 +168,7 @@ mod tests {
     #[test]
     fn plan_problems_name_their_place() {
         let bad = json!({"goal": "", "sub_tasks": [{"id": "1"}], "needs_clarification": "no"});
-        let error = validate(Schema::Plan, &bad).unwrap_err();
+        let error = validate(Schema::Plan, &bad).unwrap_err().to_string();
         assert!(error.contains("at /goal"), "{error}");
         assert!(error.contains("at /sub_tasks/0"), "{error}");
         assert!(error.contains("at /needs_clarification"), "{error}");

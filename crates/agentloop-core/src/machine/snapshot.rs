@@ -23,6 +23,17 @@ pub struct PausedRun {
     pub last_seq: u64,
 }
 
+/// A paused run saved by another version of agentloop, whose state this one cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the paused run was saved by another version of agentloop (state version {saved}, this one \
+     reads {reads})"
+)]
+pub struct OtherStateVersion {
+    pub saved: u32,
+    pub reads: u32,
+}
+
 impl RunMachine {
     /// The state of this paused run; `None` when it is not paused.
     pub fn snapshot(&self) -> Option<&RunState> {
@@ -37,13 +48,12 @@ impl RunMachine {
         settings: Arc<AgentSettings>,
         catalog: Arc<ToolCatalog>,
         counter: Arc<dyn TokenCounter>,
-    ) -> Result<RunMachine, String> {
+    ) -> Result<RunMachine, OtherStateVersion> {
         if state.version != STATE_VERSION {
-            return Err(format!(
-                "the paused run was saved by another version of agentloop (state version {}, \
-                 this one reads {STATE_VERSION})",
-                state.version
-            ));
+            return Err(OtherStateVersion {
+                saved: state.version,
+                reads: STATE_VERSION,
+            });
         }
         state.input.policy = policy;
         Ok(RunMachine::from_state(state, settings, catalog, counter))

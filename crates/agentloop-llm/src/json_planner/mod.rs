@@ -13,7 +13,8 @@ use agentloop_core::{CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextS
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use parse::{Action, parse_reply};
+use agentloop_core::ObjectError;
+use parse::{Action, ActionProblem, parse_reply};
 
 /// Wraps an [`Llm`] that cannot call tools natively (`llm.tool_calling = "json"`).
 ///
@@ -58,7 +59,7 @@ impl JsonToolCalling {
         };
         tracing::debug!(%error, "the model's JSON reply could not be read; asking once more");
         let unreadable = ChatMessage::assistant(first.content.unwrap_or_default());
-        let correction = ChatMessage::user(prompt::correction(&error, finalize_only));
+        let correction = ChatMessage::user(prompt::correction(&error.to_string(), finalize_only));
         converted.messages.push(Arc::new(unreadable));
         converted.messages.push(Arc::new(correction));
         let second = self.ask(&converted).await?;
@@ -104,13 +105,10 @@ impl fmt::Debug for JsonToolCalling {
     }
 }
 
-fn read(reply: &ModelReply, finalize_only: bool) -> Result<Action, String> {
+fn read(reply: &ModelReply, finalize_only: bool) -> Result<Action, ObjectError<ActionProblem>> {
     let action = parse_reply(reply.content.as_deref().unwrap_or_default())?;
     if finalize_only && matches!(action, Action::Tool { .. }) {
-        return Err(
-            "calling tools is not possible now; only {\"action\": \"finalize\"} is allowed"
-                .to_string(),
-        );
+        return Err(ObjectError::Refused(ActionProblem::ToolsNotAllowed));
     }
     Ok(action)
 }

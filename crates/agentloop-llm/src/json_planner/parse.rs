@@ -3,6 +3,7 @@
 //! "reasoning"}` or `{"action": "finalize", "answer"}`; what is wrong is reported in words the
 //! model can act on.
 
+use agentloop_core::ObjectError;
 use serde_json::{Map, Value};
 
 /// What the model decided to do this turn.
@@ -18,43 +19,55 @@ pub(crate) enum Action {
     },
 }
 
+/// Why an object is not an action, in words the model can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ActionProblem {
+    #[error("the reply must be a JSON object")]
+    NotAnObject,
+    #[error("\"action\" must be the string \"tool\" or \"finalize\", got {0}")]
+    ActionNotAString(String),
+    #[error("the object has no \"action\": it must be \"tool\" or \"finalize\"")]
+    NoAction,
+    #[error("\"action\" must be \"tool\" or \"finalize\", got {0:?}")]
+    UnknownAction(String),
+    #[error("\"action\": \"tool\" needs \"tool\": the name of one of the tools, as a string")]
+    NoTool,
+    #[error(
+        "\"parameters\" must be a JSON object of the tool's arguments (names to values), got {0}"
+    )]
+    ParametersNotAnObject(&'static str),
+    #[error("\"answer\" must not be empty")]
+    EmptyAnswer,
+    #[error("\"action\": \"finalize\" needs \"answer\": the answer for the user, as a string")]
+    NoAnswer,
+    /// A tool action where only the answer may come (the forced summary).
+    #[error("calling tools is not possible now; only {{\"action\": \"finalize\"}} is allowed")]
+    ToolsNotAllowed,
+}
+
 /// The action of a reply, or why there is none. Every complete `{…}` of the reply is tried in
 /// order; the first that reads as an action wins, else the first problem is reported.
-pub(crate) fn parse_reply(reply: &str) -> Result<Action, String> {
+pub(crate) fn parse_reply(reply: &str) -> Result<Action, ObjectError<ActionProblem>> {
     agentloop_core::find_object(reply, into_action)
 }
 
-fn into_action(value: Value) -> Result<Action, String> {
+fn into_action(value: Value) -> Result<Action, ActionProblem> {
     let Value::Object(mut object) = value else {
-        return Err("the reply must be a JSON object".to_string());
+        return Err(ActionProblem::NotAnObject);
     };
     let action = match object.get("action") {
         Some(Value::String(action)) => action.trim().to_ascii_lowercase(),
-        Some(other) => {
-            return Err(format!(
-                "\"action\" must be the string \"tool\" or \"finalize\", got {other}"
-            ));
-        }
+        Some(other) => return Err(ActionProblem::ActionNotAString(other.to_string())),
         // The intent is plain even when the model forgot the key.
         None if object.contains_key("tool") => "tool".to_string(),
         None if object.contains_key("answer") => "finalize".to_string(),
-        None => {
-            return Err(
-                "the object has no \"action\": it must be \"tool\" or \"finalize\"".to_string(),
-            );
-        }
+        None => return Err(ActionProblem::NoAction),
     };
     match action.as_str() {
         "tool" => {
             let tool = match object.get("tool") {
                 Some(Value::String(tool)) if !tool.trim().is_empty() => tool.trim().to_string(),
-                _ => {
-                    return Err(
-                        "\"action\": \"tool\" needs \"tool\": the name of one of the tools, as a \
-                         string"
-                            .to_string(),
-                    );
-                }
+                _ => return Err(ActionProblem::NoTool),
             };
             let parameters = parameters(object.remove("parameters"))?;
             let reasoning = match object.remove("reasoning") {
@@ -71,37 +84,26 @@ fn into_action(value: Value) -> Result<Action, String> {
             Some(Value::String(answer)) if !answer.trim().is_empty() => {
                 Ok(Action::Finalize { answer })
             }
-            Some(Value::String(_)) => Err("\"answer\" must not be empty".to_string()),
-            _ => Err(
-                "\"action\": \"finalize\" needs \"answer\": the answer for the user, as a string"
-                    .to_string(),
-            ),
+            Some(Value::String(_)) => Err(ActionProblem::EmptyAnswer),
+            _ => Err(ActionProblem::NoAnswer),
         },
-        other => Err(format!(
-            "\"action\" must be \"tool\" or \"finalize\", got {other:?}"
-        )),
+        other => Err(ActionProblem::UnknownAction(other.to_string())),
     }
 }
 
 /// The tool's arguments: an object, nothing (no arguments), or an object encoded as a string
 /// (some models quote it).
-fn parameters(value: Option<Value>) -> Result<Map<String, Value>, String> {
+fn parameters(value: Option<Value>) -> Result<Map<String, Value>, ActionProblem> {
     match value {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(parameters)) => Ok(parameters),
         Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(parameters)) => Ok(parameters),
-            _ => Err(not_an_object("a string")),
+            _ => Err(ActionProblem::ParametersNotAnObject("a string")),
         },
-        Some(Value::Array(_)) => Err(not_an_object("an array")),
-        Some(_) => Err(not_an_object("a single value")),
+        Some(Value::Array(_)) => Err(ActionProblem::ParametersNotAnObject("an array")),
+        Some(_) => Err(ActionProblem::ParametersNotAnObject("a single value")),
     }
-}
-
-fn not_an_object(got: &str) -> String {
-    format!(
-        "\"parameters\" must be a JSON object of the tool's arguments (names to values), got {got}"
-    )
 }
 
 #[cfg(test)]
@@ -122,7 +124,7 @@ mod tests {
 
     fn error(reply: &str) -> String {
         match parse_reply(reply) {
-            Err(error) => error,
+            Err(error) => error.to_string(),
             Ok(action) => panic!("expected an error for {reply:?}, got {action:?}"),
         }
     }
@@ -136,8 +138,8 @@ mod tests {
         assert_eq!(parameters, json!({"text": "hi"}));
         assert_eq!(reasoning, "to echo");
         assert_eq!(
-            parse_reply(r#"{"action": "finalize", "answer": "Paris."}"#),
-            Ok(Action::Finalize {
+            parse_reply(r#"{"action": "finalize", "answer": "Paris."}"#).ok(),
+            Some(Action::Finalize {
                 answer: "Paris.".into()
             })
         );
@@ -150,8 +152,8 @@ mod tests {
         let cases = [(fenced, "fenced"), (bare, "bare")];
         for (reply, expected) in cases {
             assert_eq!(
-                parse_reply(reply),
-                Ok(Action::Finalize {
+                parse_reply(reply).ok(),
+                Some(Action::Finalize {
                     answer: expected.into()
                 })
             );
@@ -171,8 +173,8 @@ mod tests {
     fn braces_and_quotes_inside_strings_do_not_end_the_object() {
         let reply = r#"{"action": "finalize", "answer": "use {x} and \"}\" or '{'"} trailing }"#;
         assert_eq!(
-            parse_reply(reply),
-            Ok(Action::Finalize {
+            parse_reply(reply).ok(),
+            Some(Action::Finalize {
                 answer: "use {x} and \"}\" or '{'".into()
             })
         );
@@ -195,8 +197,8 @@ mod tests {
     #[test]
     fn raw_line_breaks_inside_strings_are_tolerated() {
         assert_eq!(
-            parse_reply("{\"action\": \"finalize\", \"answer\": \"line one\nline two\"}"),
-            Ok(Action::Finalize {
+            parse_reply("{\"action\": \"finalize\", \"answer\": \"line one\nline two\"}").ok(),
+            Some(Action::Finalize {
                 answer: "line one\nline two".into()
             })
         );
@@ -227,8 +229,8 @@ mod tests {
     fn a_later_object_is_used_when_the_first_is_not_an_action() {
         let reply = r#"The schema is {"type": "object"}. {"action": "finalize", "answer": "ok"}"#;
         assert_eq!(
-            parse_reply(reply),
-            Ok(Action::Finalize {
+            parse_reply(reply).ok(),
+            Some(Action::Finalize {
                 answer: "ok".into()
             })
         );
@@ -238,8 +240,8 @@ mod tests {
     fn a_missing_action_is_inferred_from_tool_or_answer() {
         assert_eq!(tool(r#"{"tool": "list"}"#).0, "list");
         assert_eq!(
-            parse_reply(r#"{"answer": "42"}"#),
-            Ok(Action::Finalize {
+            parse_reply(r#"{"answer": "42"}"#).ok(),
+            Some(Action::Finalize {
                 answer: "42".into()
             })
         );

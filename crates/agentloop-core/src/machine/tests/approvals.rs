@@ -150,7 +150,7 @@ fn an_answer_that_does_not_fit_is_refused_and_the_run_stays_paused() {
             approve: approve.into_iter().map(str::to_string).collect(),
             deny: deny.into_iter().map(str::to_string).collect(),
         };
-        let error = m.resume(&answer).unwrap_err();
+        let error = m.resume(&answer).unwrap_err().to_string();
         assert!(error.contains(expected), "{error}");
         assert!(m.is_paused());
     }

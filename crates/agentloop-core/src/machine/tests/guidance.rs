@@ -242,7 +242,7 @@ fn an_unclear_request_pauses_with_the_question_and_goes_on_with_the_answer() {
         approve: vec!["x".into()],
         ..InputAnswer::default()
     });
-    assert!(refused.unwrap_err().contains("Which Alex"));
+    assert!(refused.unwrap_err().to_string().contains("Which Alex"));
     assert!(m.resume(&answer("  ")).is_err());
     assert!(m.is_paused());
 

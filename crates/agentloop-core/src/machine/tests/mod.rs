@@ -12,7 +12,7 @@ use crate::{
     catalog::ToolCatalog,
     llm::{LlmError, ModelReply, ModelRequest, ToolChoice},
     settings::AgentSettings,
-    tool::{FnTool, Tool, ToolOutput},
+    tool::{FnTool, Tool, ToolError, ToolOutput},
 };
 
 fn schema() -> Value {
@@ -101,7 +101,11 @@ fn done(call_id: &str, output: &str) -> ToolResult {
 }
 
 fn failed(call_id: &str, error: &str) -> ToolResult {
-    ToolResult::new(call_id, 3, ToolOutcome::Failed(error.into()))
+    ToolResult::new(
+        call_id,
+        3,
+        ToolOutcome::Failed(ToolError::Failed(error.into())),
+    )
 }
 
 fn model(step: Step) -> ModelRequest {
