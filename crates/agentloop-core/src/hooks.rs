@@ -14,6 +14,7 @@ use crate::{
 
 /// What a before-call hook decides.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum BeforeCall {
     Proceed,
     /// The call does not run; the model reads the reason.

@@ -181,6 +181,7 @@ impl SessionCursor {
 
 /// Whether a run got the session for itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionLock {
     Acquired,
     /// Another run holds it.

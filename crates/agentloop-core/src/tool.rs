@@ -74,6 +74,7 @@ impl ToolOutput {
 
 /// Why a tool call failed. Every variant reaches the model as a tool error it can act on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The tool ran and reported a failure (MCP `isError`).
     #[error("{0}")]

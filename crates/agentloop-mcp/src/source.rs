@@ -176,8 +176,10 @@ async fn start(name: &str, connection: Connection) -> Result<McpSource, McpError
             _ => String::new(),
         };
         let reason = match error {
-            ToolError::Failed(why) | ToolError::InvalidArguments(why) => why,
-            ToolError::Unavailable(why) => why,
+            ToolError::Failed(why)
+            | ToolError::InvalidArguments(why)
+            | ToolError::Unavailable(why) => why,
+            other => other.to_string(),
         };
         return Err(McpError::ListTools {
             server: name.to_owned(),

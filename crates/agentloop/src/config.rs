@@ -36,6 +36,7 @@ pub struct Config {
 
 /// Where the configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigOrigin {
     File(PathBuf),
     Defaults,

@@ -20,6 +20,7 @@ use crate::side_effects::WebhookSideEffects;
 use crate::config::Config;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     #[error(transparent)]
     Llm(#[from] LlmError),
