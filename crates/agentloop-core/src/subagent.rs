@@ -11,6 +11,7 @@ use std::{
 
 use agentloop_protocol::{Event, RunStatus};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -27,7 +28,7 @@ use crate::{
     settings::{AgentSettings, InvalidSetting},
     telemetry::Telemetry,
     tokens::TokenCounter,
-    tool::{Tool, ToolContext, ToolError, ToolInfo, ToolOutput},
+    tool::{Tool, ToolContext, ToolError, ToolInfo, ToolOutput, schema_for},
 };
 
 pub use crate::names::AGENT_TOOL_PREFIX;
@@ -109,6 +110,15 @@ pub(crate) struct Parent {
     pub inputs: Option<Arc<dyn crate::driver::InputLog>>,
 }
 
+/// The arguments of a tool `agent.NAME`: its JSON Schema is derived from this type.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SubAgentTask {
+    /// The task, with everything the agent needs to know: it does not see this conversation.
+    #[schemars(length(min = 1))]
+    task: String,
+}
+
 /// The tool `agent.NAME`.
 pub(crate) struct SubAgentTool {
     info: ToolInfo,
@@ -132,19 +142,7 @@ impl SubAgentTool {
         } else {
             spec.description.clone()
         };
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "task": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "The task, with everything the agent needs to know: it does \
-                                    not see this conversation."
-                }
-            },
-            "required": ["task"],
-            "additionalProperties": false
-        });
+        let schema = schema_for::<SubAgentTask>();
         // The sub-agent's own calls are checked against the caller's read-only context, so
         // calling it changes nothing by itself.
         let info = ToolInfo::new(format!("{AGENT_TOOL_PREFIX}{name}"), description, schema)
@@ -219,7 +217,10 @@ impl Tool for SubAgentTool {
     }
 
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
-        let task = arguments["task"].as_str().unwrap_or_default().to_string();
+        // The arguments passed the schema of this type.
+        let task = serde_json::from_value::<SubAgentTask>(arguments)
+            .map(|args| args.task)
+            .unwrap_or_default();
         let registry = self
             .tools
             .upgrade()

@@ -42,6 +42,25 @@ impl ToolInfo {
     }
 }
 
+/// The JSON Schema of `T` as a tool's arguments (or a reply the loop reads) are checked
+/// against: one self-contained object (no `$ref`), without the `$schema`, `title` and
+/// `description` of the type itself (the tool's description says what it is for). The
+/// documentation of its fields becomes their descriptions.
+pub(crate) fn schema_for<T: schemars::JsonSchema>() -> Value {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    let mut schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("$schema");
+        root.remove("title");
+        root.remove("description");
+    }
+    schema
+}
+
 /// A successful tool result.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolOutput {

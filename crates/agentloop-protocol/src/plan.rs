@@ -1,9 +1,26 @@
 use serde::{Deserialize, Serialize};
 
-/// A run's plan (seed 003): what it is for, and the steps to get there.
+/// A run's plan (seed 003): what it is for, and the steps to get there. With the `schema`
+/// feature, its JSON Schema is the one a model's plan is checked against.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend(
+        // A plan that needs clarification must ask something.
+        "if" = {
+            "required": ["needs_clarification"],
+            "properties": {"needs_clarification": {"const": true}}
+        },
+        "then" = {
+            "required": ["clarification_question"],
+            "properties": {"clarification_question": {"type": "string", "minLength": 1}}
+        }
+    ))
+)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub goal: String,
     pub sub_tasks: Vec<SubTask>,
     /// The request is ambiguous: ask `clarification_question` before acting.
@@ -14,9 +31,12 @@ pub struct Plan {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubTask {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub id: String,
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub description: String,
     #[serde(default = "pending")]
     pub status: SubTaskStatus,
@@ -29,6 +49,7 @@ fn pending() -> SubTaskStatus {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SubTaskStatus {

@@ -4,10 +4,21 @@
 
 use std::sync::{Arc, LazyLock};
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::schemas;
 use crate::{catalog::SchemaViolations, llm::ToolSpec, settings::AgentSettings};
+
+/// The arguments of `ask_user`: its JSON Schema is derived from this type.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AskUserArgs {
+    /// One short, specific question for the user.
+    #[schemars(length(min = 1))]
+    pub question: String,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Builtin {

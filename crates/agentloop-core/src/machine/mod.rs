@@ -36,7 +36,7 @@ pub use state::RunState;
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
 use crate::{
-    catalog::ToolCatalog,
+    catalog::{CatalogEntry, ToolCatalog},
     llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice, ToolSpec},
     policy::RunPolicy,
     settings::AgentSettings,
@@ -50,6 +50,18 @@ use view::Viewed;
 /// `ask_user`); they hide catalog tools of the same name.
 pub(crate) fn builtin_tools(settings: &AgentSettings) -> impl Iterator<Item = &'static str> + '_ {
     Builtin::all_offered(settings).map(Builtin::name)
+}
+
+/// Why a run does not offer a tool of its catalog now.
+enum Withheld {
+    /// A built-in tool of the same name hides it.
+    Hidden,
+    /// It failed too often in this run.
+    Withdrawn,
+    /// It waits for a clear request (`requires_clarity`), and the request was not clarified.
+    Unclear,
+    /// The run's policy does not allow it.
+    Refused(CallRefusal),
 }
 
 /// Who a run is for and under which rules.
@@ -774,29 +786,40 @@ impl RunMachine {
         }
     }
 
-    /// The catalog's tools the model is offered: allowed by the run's policy, not withdrawn,
-    /// and, for tools that require a clear request, only once it was clarified.
-    fn offered_entries(&self) -> impl Iterator<Item = &crate::catalog::CatalogEntry> {
-        self.catalog.entries().iter().filter(|entry| {
-            !self.state.withdrawn.contains(entry.name())
-                && (self.state.guidance.clarified || !entry.settings.requires_clarity)
-                && self.state.input.policy.refusal(entry).is_none()
-                && Builtin::find(entry.name(), &self.settings).is_none()
-        })
+    /// Why the run does not offer `entry` now, if it does not: the one rule behind what the
+    /// model is offered, what a plan may count on, and which calls the pipeline refuses.
+    fn withheld(&self, entry: &CatalogEntry) -> Option<Withheld> {
+        if Builtin::find(entry.name(), &self.settings).is_some() {
+            return Some(Withheld::Hidden);
+        }
+        if self.state.withdrawn.contains(entry.name()) {
+            return Some(Withheld::Withdrawn);
+        }
+        if entry.settings.requires_clarity && !self.state.guidance.clarified {
+            return Some(Withheld::Unclear);
+        }
+        pipeline::policy_refusal(entry, &self.state.input.policy).map(Withheld::Refused)
+    }
+
+    /// The catalog's tools the model is offered now.
+    fn offered_entries(&self) -> impl Iterator<Item = &CatalogEntry> {
+        self.catalog
+            .entries()
+            .iter()
+            .filter(|entry| self.withheld(entry).is_none())
     }
 
     /// The tools a plan may count on, and whether each waits for a clear request: the catalog's
-    /// tools the run may use (also those gated until clarification), then `ask_user`.
+    /// tools offered now or once the request is clear, then `ask_user`.
     fn plannable_specs(&self) -> impl Iterator<Item = (ToolSpec, bool)> + '_ {
         self.catalog
             .entries()
             .iter()
-            .filter(|entry| {
-                !self.state.withdrawn.contains(entry.name())
-                    && self.state.input.policy.refusal(entry).is_none()
-                    && Builtin::find(entry.name(), &self.settings).is_none()
+            .filter_map(|entry| match self.withheld(entry) {
+                None => Some((entry.spec(), false)),
+                Some(Withheld::Unclear) => Some((entry.spec(), true)),
+                Some(_) => None,
             })
-            .map(|entry| (entry.spec(), entry.settings.requires_clarity))
             .chain(
                 Builtin::all_offered(&self.settings)
                     .filter(|builtin| *builtin != Builtin::WritePlan)

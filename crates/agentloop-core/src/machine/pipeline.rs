@@ -11,12 +11,12 @@ use agentloop_protocol::{
 use serde_json::Value;
 
 use super::{
-    InvalidAnswer, Phase, RunMachine, Step,
+    InvalidAnswer, Phase, RunMachine, Step, Withheld,
     batch::{
         ArgumentsError, Batch, CallRefusal, Slot, SlotState, ToolInvocation, ToolOutcome,
         ToolResult, parse_arguments, refused_record,
     },
-    builtins::Builtin,
+    builtins::{AskUserArgs, Builtin},
     text::{self, bound},
 };
 use crate::{canonical::canonical_json, catalog::CatalogEntry, policy::RunPolicy};
@@ -196,53 +196,57 @@ impl RunMachine {
         if let Some(builtin) = builtin {
             return self.check_builtin(builtin, call, arguments, parsed);
         }
-        let Some(entry) = entry else {
-            let available: Vec<String> = self.offered_specs().map(|spec| spec.name).collect();
-            let error = format!(
-                "unknown tool '{tool}'. Available tools: {}",
-                if available.is_empty() {
-                    "none".to_string()
+        let withheld = entry.and_then(|entry| self.withheld(entry));
+        let entry = match (entry, withheld) {
+            (Some(entry), None) => entry,
+            // Not in the catalog, or hidden by a built-in tool of the same name.
+            (None, _) | (Some(_), Some(Withheld::Hidden)) => {
+                let available: Vec<String> = self.offered_specs().map(|spec| spec.name).collect();
+                let error = format!(
+                    "unknown tool '{tool}'. Available tools: {}",
+                    if available.is_empty() {
+                        "none".to_string()
+                    } else {
+                        available.join(", ")
+                    }
+                );
+                return self.refuse(
+                    call,
+                    arguments,
+                    ToolStatus::Error,
+                    error,
+                    "Call one of the available tools, with its exact name.",
+                );
+            }
+            (Some(_), Some(Withheld::Withdrawn)) => {
+                let error = format!(
+                    "tool '{tool}' was withdrawn from this run after {} failures in a row",
+                    self.settings.tool_failure_limit
+                );
+                return self.refuse(
+                    call,
+                    arguments,
+                    ToolStatus::Blocked,
+                    error,
+                    "Use another tool, or answer with what you have.",
+                );
+            }
+            (Some(_), Some(Withheld::Unclear)) => {
+                let error = format!(
+                    "tool '{tool}' is offered only once the request is clear, and it was not \
+                     clarified yet"
+                );
+                let hint = if self.settings.ask_user {
+                    "Ask the user what they mean with ask_user, or answer with what you know."
                 } else {
-                    available.join(", ")
-                }
-            );
-            return self.refuse(
-                call,
-                arguments,
-                ToolStatus::Error,
-                error,
-                "Call one of the available tools, with its exact name.",
-            );
+                    "Answer with what you know, or say what the user should make clear."
+                };
+                return self.refuse(call, arguments, ToolStatus::Blocked, error, hint);
+            }
+            (Some(_), Some(Withheld::Refused(refusal))) => {
+                return self.refuse_with(call, arguments, refusal);
+            }
         };
-        if self.state.withdrawn.contains(&tool) {
-            let error = format!(
-                "tool '{tool}' was withdrawn from this run after {} failures in a row",
-                self.settings.tool_failure_limit
-            );
-            return self.refuse(
-                call,
-                arguments,
-                ToolStatus::Blocked,
-                error,
-                "Use another tool, or answer with what you have.",
-            );
-        }
-
-        if entry.settings.requires_clarity && !self.state.guidance.clarified {
-            let error = format!(
-                "tool '{tool}' is offered only once the request is clear, and it was not \
-                 clarified yet"
-            );
-            let hint = if self.settings.ask_user {
-                "Ask the user what they mean with ask_user, or answer with what you know."
-            } else {
-                "Answer with what you know, or say what the user should make clear."
-            };
-            return self.refuse(call, arguments, ToolStatus::Blocked, error, hint);
-        }
-        if let Some(refusal) = policy_refusal(entry, &self.state.input.policy) {
-            return self.refuse_with(call, arguments, refusal);
-        }
 
         let key = format!(
             "{tool}\n{}",
@@ -424,7 +428,9 @@ impl RunMachine {
         };
         let state = match builtin {
             Builtin::AskUser => SlotState::Asking {
-                question: parsed["question"].as_str().unwrap_or_default().to_string(),
+                question: serde_json::from_value::<AskUserArgs>(parsed)
+                    .map(|args| args.question)
+                    .unwrap_or_default(),
             },
             Builtin::WritePlan => match self.write_plan(&parsed) {
                 Ok(text) => {

@@ -7,6 +7,7 @@
 use std::{fmt::Display, sync::Arc};
 
 use agentloop_protocol::{ChatMessage, EventKind, Plan, SubTask, SubTaskStatus};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -49,17 +50,24 @@ impl PlanProblem {
     }
 }
 
-/// What `write_plan` takes.
-#[derive(Debug, Deserialize)]
-struct PlanUpdate {
+/// The arguments of `write_plan`: its JSON Schema is derived from this type.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlanUpdate {
+    /// A new goal, when it changed.
+    #[schemars(length(min = 1))]
     goal: Option<String>,
+    /// Sub-tasks to change (by id) or to add (a new id, with a description).
     sub_tasks: Vec<TaskUpdate>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct TaskUpdate {
+    #[schemars(length(min = 1))]
     id: String,
     status: Option<SubTaskStatus>,
+    #[schemars(length(min = 1))]
     description: Option<String>,
     depends_on: Option<Vec<String>>,
 }

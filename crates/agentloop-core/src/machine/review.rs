@@ -5,6 +5,7 @@
 //! `continue` and is noted in the trace.
 
 use agentloop_protocol::{FinalizeReason, Plan};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
@@ -19,15 +20,24 @@ use crate::{
     llm::{CallPurpose, ModelReply},
 };
 
-#[derive(Debug, Deserialize)]
-struct Verdict {
+/// A reviewer's verdict; its JSON Schema is derived from this type: each action needs its field.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("allOf" = [
+    {"if": {"properties": {"action": {"const": "replan"}}},
+     "then": {"required": ["plan"]}},
+    {"if": {"properties": {"action": {"const": "ask_user"}}},
+     "then": {"required": ["question"], "properties": {"question": {"minLength": 1}}}},
+    {"if": {"properties": {"action": {"const": "stop"}}},
+     "then": {"required": ["reason"], "properties": {"reason": {"minLength": 1}}}}
+]))]
+pub(crate) struct Verdict {
     action: Action,
     reason: Option<String>,
     question: Option<String>,
     plan: Option<Plan>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 enum Action {
     Continue,

@@ -1,104 +1,38 @@
 //! The JSON Schemas of what the loop asks the model for in JSON (a plan, a review verdict) and
-//! of its built-in tools' arguments, compiled once.
+//! of its built-in tools' arguments: each derived from the Rust type that reads it
+//! ([`schema_for`]), compiled once.
 
 use std::sync::LazyLock;
 
-use serde_json::{Value, json};
+use agentloop_protocol::Plan;
+use serde_json::Value;
 
-use crate::catalog::{SchemaViolations, check_schema};
+use super::{builtins::AskUserArgs, planning::PlanUpdate, review::Verdict};
+use crate::{
+    catalog::{SchemaViolations, check_schema},
+    tool::schema_for,
+};
 
 /// A plan: `{goal, sub_tasks: [{id, description, status, depends_on}], needs_clarification,
-/// clarification_question}`.
+/// clarification_question}`; one that needs clarification must ask something.
 pub(crate) fn plan_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["goal", "sub_tasks", "needs_clarification"],
-        "properties": {
-            "goal": {"type": "string", "minLength": 1},
-            "sub_tasks": {"type": "array", "items": {
-                "type": "object",
-                "required": ["id", "description"],
-                "properties": {
-                    "id": {"type": "string", "minLength": 1},
-                    "description": {"type": "string", "minLength": 1},
-                    "status": {"enum": ["pending", "done", "blocked"]},
-                    "depends_on": {"type": "array", "items": {"type": "string"}}
-                }
-            }},
-            "needs_clarification": {"type": "boolean"},
-            "clarification_question": {"type": ["string", "null"]}
-        },
-        "if": {"properties": {"needs_clarification": {"const": true}}},
-        "then": {
-            "required": ["clarification_question"],
-            "properties": {"clarification_question": {"type": "string", "minLength": 1}}
-        }
-    })
+    schema_for::<Plan>()
 }
 
-/// A reviewer's verdict: `{action: continue|replan|ask_user|stop, reason, plan, question}`.
+/// A reviewer's verdict: `{action: continue|replan|ask_user|stop, reason, plan, question}`,
+/// each action with its field.
 fn review_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["action"],
-        "properties": {
-            "action": {"enum": ["continue", "replan", "ask_user", "stop"]},
-            "reason": {"type": "string"},
-            "question": {"type": "string"},
-            "plan": plan_schema()
-        },
-        "allOf": [
-            {"if": {"properties": {"action": {"const": "replan"}}},
-             "then": {"required": ["plan"]}},
-            {"if": {"properties": {"action": {"const": "ask_user"}}},
-             "then": {"required": ["question"], "properties": {"question": {"minLength": 1}}}},
-            {"if": {"properties": {"action": {"const": "stop"}}},
-             "then": {"required": ["reason"], "properties": {"reason": {"minLength": 1}}}}
-        ]
-    })
+    schema_for::<Verdict>()
 }
 
 /// Arguments of the built-in `write_plan` tool.
 pub(crate) fn write_plan_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "goal": {"type": "string", "minLength": 1, "description": "A new goal, when it changed."},
-            "sub_tasks": {
-                "type": "array",
-                "description": "Sub-tasks to change (by id) or to add (a new id, with a description).",
-                "items": {
-                    "type": "object",
-                    "required": ["id"],
-                    "properties": {
-                        "id": {"type": "string", "minLength": 1},
-                        "status": {"enum": ["pending", "done", "blocked"]},
-                        "description": {"type": "string", "minLength": 1},
-                        "depends_on": {"type": "array", "items": {"type": "string"}}
-                    },
-                    "additionalProperties": false
-                }
-            }
-        },
-        "required": ["sub_tasks"],
-        "additionalProperties": false
-    })
+    schema_for::<PlanUpdate>()
 }
 
 /// Arguments of the built-in `ask_user` tool.
 pub(crate) fn ask_user_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "question": {
-                "type": "string",
-                "minLength": 1,
-                "description": "One short, specific question for the user."
-            }
-        },
-        "required": ["question"],
-        "additionalProperties": false
-    })
+    schema_for::<AskUserArgs>()
 }
 
 /// The schemas the loop validates against.
@@ -138,6 +72,8 @@ pub(crate) fn validate(schema: Schema, value: &Value) -> Result<(), SchemaViolat
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -149,7 +85,30 @@ mod tests {
             ask_user_schema(),
         ] {
             jsonschema::validator_for(&schema).unwrap();
+            // Self-contained, so that a model needs nothing else to read it.
+            let text = schema.to_string();
+            assert!(
+                !text.contains("$ref") && !text.contains("$schema"),
+                "{text}"
+            );
         }
+    }
+
+    #[test]
+    fn what_a_schema_accepts_its_type_reads() {
+        let update = json!({"goal": "g", "sub_tasks": [{"id": "1", "status": "done"}]});
+        assert!(validate_with(&write_plan_schema(), &update).is_ok());
+        assert!(serde_json::from_value::<PlanUpdate>(update).is_ok());
+        let extra = json!({"sub_tasks": [], "priority": "high"});
+        assert!(validate_with(&write_plan_schema(), &extra).is_err());
+        assert!(serde_json::from_value::<PlanUpdate>(extra).is_err());
+        let plan = json!({"goal": "g", "sub_tasks": [{"id": "1", "description": "d"}]});
+        assert!(validate(Schema::Plan, &plan).is_ok());
+        assert!(serde_json::from_value::<Plan>(plan).is_ok());
+    }
+
+    fn validate_with(schema: &Value, value: &Value) -> Result<(), SchemaViolations> {
+        check(&compile(schema), value)
     }
 
     #[test]
