@@ -222,6 +222,22 @@ pub struct InputRequest {
     pub calls: Vec<PendingCall>,
 }
 
+/// A human's answer to a paused run: decisions on the calls waiting for approval, or the answer
+/// to its question. The body of `POST /v1/runs/{id}/input` (with its `stream`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InputAnswer {
+    /// The answer to the run's clarification question (`input_required.question`).
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// Ids of the calls allowed to run (`input_required.calls[].call_id`).
+    #[serde(default)]
+    pub approve: Vec<String>,
+    /// Ids of the calls that must not run; the model is told they were denied.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
 /// A tool call waiting for a human decision.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,9 +1,9 @@
 //! The body of `POST /v1/runs` (and `/copilot-agent`), checked field by field: a bad body gets
 //! a 400 that names the field.
 
-use agentloop_core::{RunContext, RunRequest};
+use agentloop_core::{InputAnswer, RunContext, RunRequest};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -192,6 +192,43 @@ mod tests {
     }
 
     #[test]
+    fn the_input_fields_are_those_of_the_answer_and_stream() {
+        let answer = serde_json::to_value(InputAnswer::default()).unwrap();
+        let mut fields: Vec<&str> = answer
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.push("stream");
+        fields.sort_unstable();
+        assert_eq!(fields, INPUT_FIELDS);
+    }
+
+    #[test]
+    fn an_input_body_is_the_core_answer_and_stream() {
+        let body = InputBody::parse(br#"{"approve": ["c1"], "stream": false}"#).unwrap();
+        assert_eq!(body.input.approve, ["c1"]);
+        assert!(body.input.answer.is_none() && body.input.deny.is_empty());
+        assert!(!body.stream);
+        assert!(InputBody::parse(b"{}").unwrap().stream);
+        let error = InputBody::parse(br#"{"aprove": ["c1"]}"#).unwrap_err();
+        assert_eq!(error.code, "invalid_body");
+        assert!(
+            error.message.starts_with("aprove: unknown field"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.details, Some(json!({"field": "aprove"})));
+        let error = InputBody::parse(br#"{"answer": 5}"#).unwrap_err();
+        assert!(
+            error.message.starts_with("answer: invalid type"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
     fn broken_json_is_said_to_be_broken() {
         for body in ["{", "", "not json", "{\"query\": "] {
             assert_eq!(error(body).code, "invalid_json", "{body}");
@@ -201,19 +238,11 @@ mod tests {
 }
 
 /// The body of `POST /v1/runs/{id}/input`: the answer to the run's question, or a decision on
-/// the calls waiting for approval.
+/// the calls waiting for approval (the core's [`InputAnswer`]), and how to answer.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct InputBody {
-    /// The answer to the run's clarification question (`input_required.question`).
-    #[serde(default)]
-    pub answer: Option<String>,
-    /// Ids of the calls allowed to run (`input_required.calls[].call_id`).
-    #[serde(default)]
-    pub approve: Vec<String>,
-    /// Ids of the calls that must not run; the model is told they were denied.
-    #[serde(default)]
-    pub deny: Vec<String>,
+    #[serde(flatten)]
+    pub input: InputAnswer,
     /// Answer with the run's further events (`text/event-stream`, the default) or, when false,
     /// with the finished run as JSON.
     #[serde(default = "yes")]
@@ -221,10 +250,33 @@ pub struct InputBody {
 }
 
 impl InputBody {
+    /// The body's fields are `stream` and those of [`InputAnswer`]; any other is refused. A
+    /// problem names its field (serde loses the path inside a flattened struct, so the two are
+    /// read apart).
     pub fn parse(bytes: &[u8]) -> Result<InputBody, ApiError> {
-        parse_json(bytes)
+        let mut fields: Map<String, Value> = parse_json(bytes)?;
+        if let Some(field) = fields
+            .keys()
+            .find(|key| !INPUT_FIELDS.contains(&key.as_str()))
+        {
+            let expected = INPUT_FIELDS.map(|name| format!("`{name}`")).join(", ");
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                format!("{field}: unknown field `{field}`, expected one of {expected}"),
+            )
+            .with_details(json!({ "field": field })));
+        }
+        let stream = match fields.remove("stream") {
+            Some(stream) => read_value("stream", stream)?,
+            None => true,
+        };
+        let input = read_value("", Value::Object(fields))?;
+        Ok(InputBody { input, stream })
     }
 }
+
+/// The fields of [`InputBody`]: those of [`InputAnswer`], and `stream`.
+const INPUT_FIELDS: [&str; 4] = ["answer", "approve", "deny", "stream"];
 
 /// Parses a JSON body; a problem names its field.
 fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -237,11 +289,22 @@ fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
                 format!("the body is not valid JSON: {inner}"),
             );
         }
-        let field = field_of(&error.path().to_string(), &inner.to_string());
-        ApiError::bad_request(
-            "invalid_body",
-            format!("{field}: {}", plain(&inner.to_string())),
-        )
-        .with_details(json!({ "field": field }))
+        invalid_field("", &error.path().to_string(), &inner.to_string())
     })
+}
+
+/// Reads the value of field `at` (`""`: the whole body) of a body already parsed as JSON.
+fn read_value<T: serde::de::DeserializeOwned>(at: &str, value: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value)
+        .map_err(|error| invalid_field(at, &error.path().to_string(), &error.inner().to_string()))
+}
+
+fn invalid_field(at: &str, path: &str, message: &str) -> ApiError {
+    let field = match (at, field_of(path, message).as_str()) {
+        ("", field) => field.to_string(),
+        (at, "body") => at.to_string(),
+        (at, field) => format!("{at}.{field}"),
+    };
+    ApiError::bad_request("invalid_body", format!("{field}: {}", plain(message)))
+        .with_details(json!({ "field": field }))
 }

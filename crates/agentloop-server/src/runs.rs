@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use agentloop_core::{
-    InputAnswer, ResumeError, RunOutcome,
+    ResumeError, RunOutcome,
     protocol::{
         FinalizeReason, InputRequest, MessageKind, Plan, Role, RunInfo, RunStatus, SessionMessage,
         ToolExecutionRecord, Usage,
@@ -216,14 +216,9 @@ pub async fn run_input(
     let bytes = body_bytes(&state, body)?;
     let input = InputBody::parse(&bytes)?;
     owned_run(&state, id, &user).await?;
-    let decision = InputAnswer {
-        answer: input.answer,
-        approve: input.approve,
-        deny: input.deny,
-    };
     let resumed = state
         .agent
-        .resume(id, &decision)
+        .resume(id, &input.input)
         .await
         .map_err(resume_error)?;
     let run = state.runs.resume(&state.agent, resumed, &user)?;

@@ -793,6 +793,14 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
         );
     }
     assert!(api["components"]["schemas"]["RunBody"]["properties"]["query"].is_object());
+    // The input body is the core's answer and `stream`, documented from the one type.
+    let input = api["components"]["schemas"]["InputBody"].to_string();
+    assert!(
+        input.contains("#/components/schemas/InputAnswer"),
+        "{input}"
+    );
+    assert!(input.contains("\"stream\""), "{input}");
+    assert!(api["components"]["schemas"]["InputAnswer"]["properties"]["approve"].is_object());
     assert_eq!(
         api["components"]["securitySchemes"]["api_key"]["scheme"],
         "bearer"

@@ -29,6 +29,8 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
+/// A human's answer to a paused run (the body of `POST /v1/runs/{id}/input` without `stream`).
+pub use agentloop_protocol::InputAnswer;
 pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
 pub use pipeline::recheck;
 pub use snapshot::{OtherStateVersion, PausedRun};
@@ -162,21 +164,6 @@ pub struct RunOutcome {
     /// Id of the final assistant message.
     pub message_id: Option<Uuid>,
     pub should_refresh: bool,
-}
-
-/// A human's answer to a paused run: decisions on the calls waiting for approval, or the answer
-/// to its question.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct InputAnswer {
-    /// The answer to the run's clarification question.
-    #[serde(default)]
-    pub answer: Option<String>,
-    /// Ids of the calls allowed to run.
-    #[serde(default)]
-    pub approve: Vec<String>,
-    /// Ids of the calls that must not run.
-    #[serde(default)]
-    pub deny: Vec<String>,
 }
 
 /// Why an answer does not fit what a paused run waits for; the run stays paused.
