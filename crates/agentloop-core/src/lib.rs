@@ -41,6 +41,7 @@ pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
 pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
+pub use clock::{Clock, SystemClock};
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{InputLog, RunServices, drive, drive_from};

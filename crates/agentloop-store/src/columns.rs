@@ -2,7 +2,10 @@
 //! milliseconds, JSON as text, counters as BIGINT, free text through `text::encode`. Anything
 //! unreadable becomes `StoreError::Corrupt` naming the table and column, never a panic.
 
-use agentloop_core::StoreError;
+use std::future::Future;
+use std::sync::Arc;
+
+use agentloop_core::{Clock, StoreError};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -192,9 +195,24 @@ impl<'r> Cells<'r> {
     }
 }
 
-/// Now, truncated to what the database keeps, so that what a method returns equals what a later
-/// read gives back.
+tokio::task_local! {
+    /// The clock of the store whose call is running ([`SqlStore::with_clock`]); scoped around
+    /// every call, so that each query reads the time of its own store.
+    ///
+    /// [`SqlStore::with_clock`]: crate::SqlStore::with_clock
+    static CLOCK: Arc<dyn Clock>;
+}
+
+/// Runs `call` with `clock` as the time [`now`] reads.
+pub(crate) async fn with_clock<F: Future>(clock: Arc<dyn Clock>, call: F) -> F::Output {
+    CLOCK.scope(clock, call).await
+}
+
+/// Now, by the store's clock, truncated to what the database keeps, so that what a method
+/// returns equals what a later read gives back.
 pub(crate) fn now() -> DateTime<Utc> {
-    let now = Utc::now();
+    let now = CLOCK
+        .try_with(|clock| clock.now())
+        .unwrap_or_else(|_| Utc::now());
     DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
 }

@@ -2,12 +2,13 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
-    ApiKeyInfo, KeyStore, NewApiKey, NewRun, NewSession, SessionCursor, SessionLock, StepRecord,
-    Store, StoreError,
+    ApiKeyInfo, Clock, KeyStore, NewApiKey, NewRun, NewSession, SessionCursor, SessionLock,
+    StepRecord, Store, StoreError, SystemClock,
 };
 use async_trait::async_trait;
 use uuid::Uuid;
@@ -33,6 +34,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// `text.rs`).
 pub struct SqlStore {
     db: Db,
+    clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for SqlStore {
@@ -58,7 +60,17 @@ impl SqlStore {
         for migration in connect::apply_migrations(&db).await? {
             tracing::info!(database = %db.location, %migration, "applied schema migration");
         }
-        Ok(SqlStore { db })
+        Ok(SqlStore {
+            db,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// The same store, keeping `clock`'s time instead of the system's: what it records and what
+    /// it compares leases with. Tests of leases and ordering move a clock instead of sleeping.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> SqlStore {
+        self.clock = clock;
+        self
     }
 
     /// Brings the schema of the database at `url` up to date and returns the migrations it
@@ -97,7 +109,8 @@ impl SqlStore {
         limit: Duration,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(limit, call).await {
+        let call = tokio::time::timeout(limit, call);
+        match crate::columns::with_clock(self.clock.clone(), call).await {
             Ok(result) => result,
             Err(_) => Err(StoreError::unavailable(format!(
                 "the database at {} did not answer within {} s; check that it is running and \

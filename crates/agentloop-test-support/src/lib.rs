@@ -2,6 +2,7 @@
 //! a scripted OpenAI-compatible HTTP server ([`scripted_llm`]) and a small MCP server started as
 //! a real child process ([`mcp`]), and a PostgreSQL schema per test ([`postgres`]).
 
+pub mod clock;
 pub mod faulty_store;
 pub mod mcp;
 pub mod postgres;

@@ -7,7 +7,7 @@ use super::Fixture;
 use super::data::*;
 
 const LONG: Duration = Duration::from_secs(60);
-/// A lease that is over by the time [`OUTLIVE`] has been slept.
+/// A lease that is over once the store's clock moved [`OUTLIVE`] on.
 const SHORT: Duration = Duration::from_millis(5);
 const OUTLIVE: Duration = Duration::from_millis(50);
 
@@ -36,7 +36,7 @@ pub async fn a_session_lock_is_exclusive_until_released_or_expired(fixture: &Fix
         SessionLock::Acquired
     );
 
-    tokio::time::sleep(OUTLIVE).await;
+    fixture.clock.advance(OUTLIVE);
     assert_eq!(
         holder(fixture, session_id).await,
         None,
@@ -65,7 +65,7 @@ pub async fn renewing_extends_only_the_holders_lease(fixture: &Fixture) {
         .renew_session_lock(session_id, b, Duration::ZERO)
         .await
         .unwrap();
-    tokio::time::sleep(OUTLIVE).await;
+    fixture.clock.advance(OUTLIVE);
     assert_eq!(
         store.lock_session(session_id, b, LONG).await.unwrap(),
         SessionLock::Busy { run_id: a },

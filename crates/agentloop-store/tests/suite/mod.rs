@@ -15,8 +15,10 @@ mod text;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use agentloop_store::SqlStore;
+use agentloop_test_support::clock::ManualClock;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
@@ -96,10 +98,12 @@ macro_rules! suite_tests {
 
 pub type Cleanup = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// A store on a database of its own, and a second pool on the same database for what the
-/// store's API cannot do: counting rows, planting corrupt ones.
+/// A store on a database of its own, on a clock the test moves, and a second pool on the same
+/// database for what the store's API cannot do: counting rows, planting corrupt ones.
 pub struct Fixture {
     pub store: SqlStore,
+    /// The store's time: tests of leases and ordering advance it instead of sleeping.
+    pub clock: Arc<ManualClock>,
     pub url: String,
     pub backend: &'static str,
     raw: AnyPool,
@@ -116,9 +120,11 @@ impl Fixture {
         cleanup: Option<Cleanup>,
         guard: Box<dyn std::any::Any + Send + Sync>,
     ) -> Fixture {
+        let clock = Arc::new(ManualClock::new());
         let store = SqlStore::connect(&url)
             .await
-            .unwrap_or_else(|error| panic!("cannot open the test store at {url}: {error}"));
+            .unwrap_or_else(|error| panic!("cannot open the test store at {url}: {error}"))
+            .with_clock(clock.clone());
         let raw = AnyPoolOptions::new()
             .max_connections(1)
             .connect(&url)
@@ -126,6 +132,7 @@ impl Fixture {
             .unwrap_or_else(|error| panic!("cannot open a raw pool on {url}: {error}"));
         Fixture {
             store,
+            clock,
             url,
             backend,
             raw,

@@ -1,5 +1,5 @@
 use agentloop_core::protocol::EventKind;
-use agentloop_core::{NewSession, SessionCursor, StepRecord, Store};
+use agentloop_core::{Clock, NewSession, SessionCursor, StepRecord, Store};
 use uuid::Uuid;
 
 use super::Fixture;
@@ -23,6 +23,11 @@ pub async fn creates_and_reads_a_session(fixture: &Fixture) {
     assert_eq!(created.message_count, 0);
     assert_eq!(created.active_run_id, None);
     assert_eq!(created.created_at, created.updated_at);
+    assert_eq!(
+        created.created_at,
+        fixture.clock.now(),
+        "the store keeps its clock's time"
+    );
 
     let read = fixture.store.session(new.id).await.unwrap();
     assert_eq!(read, Some(created));
@@ -36,9 +41,9 @@ pub async fn creates_and_reads_a_session(fixture: &Fixture) {
 pub async fn lists_sessions_newest_first_filtered_and_limited(fixture: &Fixture) {
     let first = session(fixture, "alice").await;
     // Creation times are kept to the millisecond: keep them apart.
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    fixture.clock.advance(std::time::Duration::from_millis(5));
     let second = session(fixture, "bob").await;
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    fixture.clock.advance(std::time::Duration::from_millis(5));
     let third = session(fixture, "alice").await;
 
     let ids = |sessions: Vec<agentloop_core::protocol::SessionInfo>| {
@@ -48,7 +53,7 @@ pub async fn lists_sessions_newest_first_filtered_and_limited(fixture: &Fixture)
     assert_eq!(ids(all), [third, second, first]);
 
     // A new message makes the oldest session the most recently updated.
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    fixture.clock.advance(std::time::Duration::from_millis(5));
     let run_id = run(fixture, first).await;
     save_messages(fixture, run_id, first, &[question(first, run_id, "again?")]).await;
     let all = fixture.store.list_sessions(None, 10).await.unwrap();
