@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use agentloop::{RunStatus, SqlStore, Store};
 use agentloop_test_support::{
-    mcp::test_mcp_server_config_toml,
+    config::TestConfig,
+    mcp::wait_for_call,
     scripted_llm::{Reply, ScriptedLlm},
+    sse::parse_sse,
 };
 use serde_json::{Value, json};
 
@@ -22,15 +24,8 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("agentloop.toml"),
-        format!(
-            "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\n{}",
-            llm.base_url(),
-            test_mcp_server_config_toml("test", None)
-        ),
-    )
-    .unwrap();
+    let log = dir.path().join("calls.jsonl");
+    common::write_test_config(dir.path(), &TestConfig::new(&llm.base_url()).mcp_log(&log));
     let key = common::create_key(dir.path(), "ann").await;
 
     let served = common::Served::start(dir.path());
@@ -64,22 +59,15 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
         .unwrap();
     assert_eq!(response.status(), 200);
     let reading = tokio::spawn(async move { response.text().await.unwrap() });
-    while llm.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The sleep has begun: the run has a call in flight when the server is told to stop.
+    wait_for_call(&log, "sleep").await;
 
     let (status, rest) = served.terminate().await;
     assert!(status.success(), "exit status {status:?}");
     assert!(rest.contains("every run was saved"), "{rest}");
 
     let stream = reading.await.unwrap();
-    let done = stream
-        .lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .map(|data| serde_json::from_str::<Value>(data).unwrap())
-        .next_back()
-        .unwrap();
+    let done = parse_sse(&stream).pop().unwrap().data;
     assert_eq!(done["type"], "done");
     assert_eq!(done["status"], "cancelled");
 

@@ -8,10 +8,7 @@ use common::{agentloop, stderr, stdout};
 
 use std::process::Output;
 
-use agentloop_test_support::{
-    mcp::test_mcp_server_config_toml,
-    scripted_llm::{Reply, ScriptedLlm},
-};
+use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::{Value, json};
 
 /// The session id `run` prints on stderr.
@@ -33,15 +30,7 @@ async fn a_session_continues_and_can_be_listed_and_shown() {
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("agentloop.toml"),
-        format!(
-            "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\n{}",
-            llm.base_url(),
-            test_mcp_server_config_toml("test", None)
-        ),
-    )
-    .unwrap();
+    common::write_config(dir.path(), &llm.base_url(), "");
 
     let first = agentloop(dir.path(), &["run", "What is 2 + 2?"]).await;
     assert!(first.status.success(), "{}", stderr(&first));

@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use agentloop_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSource};
 use agentloop_mcp::{McpError, McpServerConfig, McpSource};
 use agentloop_test_support::mcp::{
-    TestMcpHttp, read_test_mcp_log, test_mcp_http_config_toml, test_mcp_server_http,
+    TestMcpHttp, read_test_mcp_log, test_mcp_http_config_toml, test_mcp_server_http, wait_for_call,
 };
 use serde_json::{Value, json};
 
@@ -257,13 +257,7 @@ async fn a_server_dying_during_a_call_fails_the_call() {
     // Long enough that the server surely dies first; the call gives up resuming its event
     // stream after a few attempts rather than wait for this.
     let pending = tokio::spawn(async move { call(&sleep, json!({"ms": 60_000})).await });
-    let started = tokio::time::timeout(PATIENCE, async {
-        while read_test_mcp_log(&log).is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(started.is_ok(), "the sleep never reached the server");
+    wait_for_call(&log, "sleep").await;
     tokio::task::spawn_blocking(move || server.kill())
         .await
         .unwrap();

@@ -6,7 +6,7 @@
 use std::{path::Path, time::Duration};
 
 use agentloop_mcp::{McpServerConfig, McpSource};
-use agentloop_test_support::mcp::test_mcp_server_path;
+use agentloop_test_support::{mcp::test_mcp_server_path, wait::until};
 
 /// Far longer than stopping a server takes: a server that survives fails the test.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -40,13 +40,8 @@ fn is_alive(pid: u32) -> bool {
 }
 
 async fn wait_until_gone(pid: u32) {
-    let gone = tokio::time::timeout(PATIENCE, async {
-        while is_alive(pid) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(gone.is_ok(), "the server process {pid} is still running");
+    let what = format!("the server process {pid} is gone");
+    until(&what, PATIENCE, || !is_alive(pid)).await;
 }
 
 #[tokio::test]

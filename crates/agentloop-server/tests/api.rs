@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use agentloop::{RunStatus, Store};
-use agentloop_test_support::scripted_llm::Reply;
+use agentloop_test_support::{mcp::wait_for_call, scripted_llm::Reply};
 use common::*;
 use serde_json::{Value, json};
 
@@ -691,10 +691,8 @@ async fn shutdown_lets_a_run_in_flight_reach_a_safe_point_and_saves_it() {
         .await
         .unwrap();
     let reading = tokio::spawn(read_sse(response));
-    while server.llm.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The sleep has begun: the run has a call in flight when the server is told to stop.
+    wait_for_call(&server.mcp_log, "sleep").await;
     assert!(server.shutdown().await, "every run reached a safe point");
     let events = reading.await.unwrap();
     let done = &events.last().unwrap().data;

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use agentloop_test_support::{
     mcp::read_test_mcp_log,
     scripted_llm::{Reply, ScriptedLlm},
@@ -14,13 +12,8 @@ use agentloop_test_support::{
 use common::*;
 use serde_json::{Value, json};
 
-/// `test.record` needs approval; the test MCP server logs to `log`.
-fn extra(log: &Path) -> String {
-    format!(
-        "[tools.\"test.record\"]\nneeds_approval = true\n\n[mcp_servers.test.env]\nAGENTLOOP_TEST_MCP_LOG = \"{}\"\n",
-        log.display()
-    )
-}
+/// `test.record` needs approval.
+const EXTRA: &str = "[tools.\"test.record\"]\nneeds_approval = true\n";
 
 struct Paused {
     run_id: String,
@@ -67,7 +60,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
         json!({"note": "ship it"}),
     )])
     .await;
-    let server = TestServer::start_on(llm, &store_url, &extra(&log)).await;
+    let server = TestServer::start_on_logging(llm, &store_url, EXTRA, &log).await;
     let key = server.key("ann").await;
     let paused = pause(&server, &key).await;
     assert!(
@@ -95,7 +88,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
 
     // A new process on the same store.
     let llm = ScriptedLlm::start(vec![Reply::text("Recorded: ship it.")]).await;
-    let server = TestServer::start_on(llm, &store_url, &extra(&log)).await;
+    let server = TestServer::start_on_logging(llm, &store_url, EXTRA, &log).await;
     let path = format!("/v1/runs/{}/input", paused.run_id);
     let undecided = server
         .post(&path, &key)
@@ -181,16 +174,15 @@ async fn an_approved_call_runs_once_after_a_restart() {
 
 #[tokio::test]
 async fn a_denied_call_never_runs_and_the_model_is_told() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.jsonl");
     let server = TestServer::start(
         vec![
             Reply::tool_call("test__record", json!({"note": "ship it"})),
             Reply::text("Understood, I did not record it."),
         ],
-        &extra(&log),
+        EXTRA,
     )
     .await;
+    let log = server.mcp_log.clone();
     let key = server.key("ann").await;
     let paused = pause(&server, &key).await;
     let bob = server.key("bob").await;
@@ -229,13 +221,12 @@ async fn a_denied_call_never_runs_and_the_model_is_told() {
 
 #[tokio::test]
 async fn a_paused_run_can_be_cancelled() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.jsonl");
     let server = TestServer::start(
         vec![Reply::tool_call("test__record", json!({"note": "ship it"}))],
-        &extra(&log),
+        EXTRA,
     )
     .await;
+    let log = server.mcp_log.clone();
     let key = server.key("ann").await;
     let paused = pause(&server, &key).await;
     let cancel = server

@@ -5,21 +5,15 @@
 
 mod common;
 
-use std::{path::Path, sync::Arc};
+use std::path::Path;
 
-use agentloop::{
-    Config, ConfigOrigin, FnTool, KeyStore, Runtime, SqlStore, Store, ToolOutput,
-    server::{AppState, Metrics, serve},
-};
+use agentloop::{FnTool, Store, ToolOutput};
 use agentloop_test_support::{
-    mcp::test_mcp_server_config_toml,
     postgres::TestSchema,
     scripted_llm::{Reply, ScriptedLlm},
 };
-use common::error_of;
-use reqwest::{Client, RequestBuilder};
+use common::{TestServer, error_of};
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, task::JoinHandle};
 
 const FIVE_MB: usize = 5_000_000;
 /// What the session's answer shows of a tool output.
@@ -41,92 +35,33 @@ fn big_json(bytes: usize) -> Value {
 /// A server on the store at `store_url` whose agent has the test MCP server's tools and
 /// `json_blob`, a tool answering a ~5 MB structured result (its text is the same JSON, as MCP
 /// servers send it).
-struct Server {
-    url: String,
-    client: Client,
-    store: Arc<SqlStore>,
-    llm: ScriptedLlm,
-    runtime: Runtime,
-    task: JoinHandle<std::io::Result<bool>>,
+async fn start(script: Vec<Reply>, store_url: &str) -> TestServer {
+    let llm = ScriptedLlm::start(script).await;
+    let tool = FnTool::new(
+        "json_blob",
+        "Returns a large JSON document",
+        json!({"type": "object", "properties": {}}),
+        |_args, _ctx| async move { Ok(ToolOutput::json(big_json(FIVE_MB))) },
+    );
+    TestServer::start_on_with(llm, store_url, "", |agent| agent.tool(tool)).await
 }
 
-impl Server {
-    async fn start(script: Vec<Reply>, store_url: &str) -> Server {
-        let llm = ScriptedLlm::start(script).await;
-        let text = format!(
-            "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retries = 0\n\n[store]\nurl = \"{store_url}\"\n\n{}\n",
-            llm.base_url(),
-            test_mcp_server_config_toml("test", None),
-        );
-        let config = Config::parse(&text, ConfigOrigin::Defaults).unwrap();
-        let tool = FnTool::new(
-            "json_blob",
-            "Returns a large JSON document",
-            json!({"type": "object", "properties": {}}),
-            |_args, _ctx| async move { Ok(ToolOutput::json(big_json(FIVE_MB))) },
-        );
-        let runtime = Runtime::start_with(&config, |agent| agent.tool(tool))
-            .await
-            .unwrap();
-        let store = runtime.store().clone();
-        let state = AppState::new(
-            runtime.agent().clone(),
-            store.clone() as Arc<dyn Store>,
-            store.clone() as Arc<dyn KeyStore>,
-            Arc::new(Metrics::new().unwrap()),
-            config.server.clone(),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(serve(listener, state, std::future::pending()));
-        Server {
-            url,
-            client: Client::new(),
-            store,
-            llm,
-            runtime,
-            task,
-        }
+/// A run of `query` (in `session`, or a new one) as JSON, completed.
+async fn run(server: &TestServer, key: &str, query: &str, session: Option<&str>) -> Value {
+    let mut body = json!({"query": query, "stream": false});
+    if let Some(session) = session {
+        body["session_id"] = json!(session);
     }
-
-    async fn key(&self, user: &str) -> String {
-        self.store.create_api_key(user).await.unwrap().secret
-    }
-
-    fn get(&self, path: &str, key: &str) -> RequestBuilder {
-        self.client
-            .get(format!("{}{path}", self.url))
-            .bearer_auth(key)
-    }
-
-    /// A run of `query` (in `session`, or a new one) as JSON, completed.
-    async fn run(&self, key: &str, query: &str, session: Option<&str>) -> Value {
-        let mut body = json!({"query": query, "stream": false});
-        if let Some(session) = session {
-            body["session_id"] = json!(session);
-        }
-        let response = self
-            .client
-            .post(format!("{}/v1/runs", self.url))
-            .bearer_auth(key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        let body: Value = response.json().await.unwrap();
-        assert_eq!(body["status"], "completed", "{}", body["error"]);
-        body
-    }
-
-    /// Stops everything and closes the store, so that the SQLite file holds all (its WAL folded
-    /// in).
-    async fn stop(self) {
-        self.task.abort();
-        let _ = self.task.await;
-        self.runtime.shutdown().await;
-        self.store.close().await;
-    }
+    let response = server
+        .post("/v1/runs", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "completed", "{}", body["error"]);
+    body
 }
 
 fn file_size(path: &Path) -> i64 {
@@ -141,15 +76,15 @@ async fn store_with_a_small_run(db: &Path) -> String {
         Reply::tool_call("test__big", json!({"chars": 10})),
         Reply::text("done"),
     ];
-    let server = Server::start(small, &url).await;
+    let server = start(small, &url).await;
     let key = server.key("ann").await;
-    server.run(&key, "a small one", None).await;
-    server.stop().await;
+    run(&server, &key, "a small one", None).await;
+    server.shutdown().await;
     key
 }
 
 /// The session's answer, checked to be small, as JSON.
-async fn bounded_session(server: &Server, key: &str, session_id: &str) -> Value {
+async fn bounded_session(server: &TestServer, key: &str, session_id: &str) -> Value {
     let response = server
         .get(&format!("/v1/sessions/{session_id}"), key)
         .send()
@@ -174,8 +109,8 @@ fn large_text_script() -> Vec<Reply> {
 /// A run whose tool (the test MCP server's `big`) answers 5 MB of text: the session's answer
 /// shows 16 KiB of it, marked, the new route answers it whole (to its user only), and a later
 /// run of the session still sees the result in its history.
-async fn check_a_large_text_run(server: &Server, key: &str) {
-    let body = server.run(key, "fetch it", None).await;
+async fn check_a_large_text_run(server: &TestServer, key: &str) {
+    let body = run(server, key, "fetch it", None).await;
     let run_id = body["run_id"].as_str().unwrap().to_string();
     let session_id = body["session_id"].as_str().unwrap().to_string();
     let call_id = body["agent_metadata"]["execution_trace"][0]["call_id"]
@@ -243,7 +178,7 @@ async fn check_a_large_text_run(server: &Server, key: &str) {
     assert_eq!((status, error["code"].as_str()), (400, Some("invalid_id")));
 
     // History: the next run of the session shows the model the earlier result (a preview).
-    server.run(key, "and now?", Some(&session_id)).await;
+    run(server, key, "and now?", Some(&session_id)).await;
     let requests = server.llm.requests();
     let last = requests.last().unwrap();
     let earlier = last["messages"]
@@ -266,9 +201,9 @@ async fn a_large_result_is_stored_once_shown_bounded_and_fetched_whole() {
     let db = dir.path().join("agentloop.db");
     let key = store_with_a_small_run(&db).await;
     let before = file_size(&db);
-    let server = Server::start(large_text_script(), &format!("sqlite://{}", db.display())).await;
+    let server = start(large_text_script(), &format!("sqlite://{}", db.display())).await;
     check_a_large_text_run(&server, &key).await;
-    server.stop().await;
+    server.shutdown().await;
     let growth = file_size(&db) - before;
     eprintln!("a {FIVE_MB}-byte result grew the SQLite file by {growth} bytes");
     assert!(growth < (FIVE_MB as i64) * 3 / 2, "{growth} bytes");
@@ -278,10 +213,10 @@ async fn a_large_result_is_stored_once_shown_bounded_and_fetched_whole() {
 #[tokio::test]
 async fn on_postgres_a_large_result_is_shown_bounded_and_fetched_whole() {
     let schema = TestSchema::create().await;
-    let server = Server::start(large_text_script(), schema.url()).await;
+    let server = start(large_text_script(), schema.url()).await;
     let key = server.key("ann").await;
     check_a_large_text_run(&server, &key).await;
-    server.stop().await;
+    server.shutdown().await;
     schema.drop_schema().await;
 }
 
@@ -300,8 +235,8 @@ async fn a_large_structured_result_is_stored_once_and_read_back_exactly() {
         Reply::tool_call("json_blob", json!({})),
         Reply::text("a big document"),
     ];
-    let server = Server::start(script, &format!("sqlite://{}", db.display())).await;
-    let body = server.run(&key, "fetch the document", None).await;
+    let server = start(script, &format!("sqlite://{}", db.display())).await;
+    let body = run(&server, &key, "fetch the document", None).await;
     let run_id = body["run_id"].as_str().unwrap();
     let session_id = body["session_id"].as_str().unwrap();
     let call_id = body["agent_metadata"]["execution_trace"][0]["call_id"]
@@ -336,7 +271,7 @@ async fn a_large_structured_result_is_stored_once_and_read_back_exactly() {
     assert!(records[0].structured_result.as_ref() == Some(&value));
     assert!(records[0].result.as_deref() == Some(text.as_str()));
 
-    server.stop().await;
+    server.shutdown().await;
     let growth = file_size(&db) - before;
     let size = i64::try_from(text.len()).unwrap();
     eprintln!("a {size}-byte structured result grew the SQLite file by {growth} bytes");
@@ -350,15 +285,15 @@ async fn sessions_are_listed_in_pages() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
     let script = (0..8).map(|i| Reply::text(format!("answer {i}"))).collect();
-    let server = Server::start(script, &store_url).await;
+    let server = start(script, &store_url).await;
     let ann = server.key("ann").await;
     let bob = server.key("bob").await;
     let mut created = Vec::new();
     for i in 0..7 {
-        let body = server.run(&ann, &format!("question {i}"), None).await;
+        let body = run(&server, &ann, &format!("question {i}"), None).await;
         created.push(body["session_id"].as_str().unwrap().to_string());
     }
-    server.run(&bob, "bob's", None).await;
+    run(&server, &bob, "bob's", None).await;
 
     let list = |key: &str, query: &str| {
         let request = server.get(&format!("/v1/sessions{query}"), key);
@@ -439,5 +374,5 @@ async fn sessions_are_listed_in_pages() {
     for field in ["truncated", "result_bytes", "structured_result_bytes"] {
         assert!(shown.contains(field), "{field} in {shown}");
     }
-    server.stop().await;
+    server.shutdown().await;
 }

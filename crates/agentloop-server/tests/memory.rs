@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use agentloop::Store;
-use agentloop_test_support::scripted_llm::Reply;
+use agentloop_test_support::{scripted_llm::Reply, sse::parse_sse_frame, wait::until};
 use common::{Sse, TestServer, read_sse};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -21,15 +21,9 @@ fn answer(bytes: usize, word: usize) -> String {
     word.repeat(bytes / word.len())
 }
 
-/// Waits, a bounded number of times, for `condition`.
-async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    for _ in 0..3000 {
-        if condition() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what}: not after 30 s");
+/// Waits (at most 30 s) until `condition` holds.
+async fn wait_until(what: &str, condition: impl FnMut() -> bool) {
+    until(what, Duration::from_secs(30), condition).await;
 }
 
 fn seqs(events: &[Sse]) -> Vec<u64> {
@@ -207,23 +201,10 @@ impl RawSse {
         loop {
             if let Some(end) = self.body.windows(2).position(|pair| pair == b"\n\n") {
                 let frame: Vec<u8> = self.body.drain(..end + 2).collect();
-                let frame = String::from_utf8(frame).unwrap();
-                let field = |name: &str| {
-                    frame
-                        .lines()
-                        .filter_map(|line| line.strip_prefix(name))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                };
-                let data = field("data:");
-                if data.is_empty() {
-                    continue; // a keep-alive comment
+                match parse_sse_frame(&String::from_utf8(frame).unwrap()) {
+                    Some(event) => return Some(event),
+                    None => continue, // a keep-alive comment
                 }
-                return Some(Sse {
-                    event: field("event:").trim().to_string(),
-                    id: field("id:").trim().to_string(),
-                    data: serde_json::from_str(data.trim()).unwrap(),
-                });
             }
             if self.ended {
                 assert!(self.body.is_empty(), "half an event at the end");

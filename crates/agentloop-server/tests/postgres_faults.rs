@@ -11,6 +11,7 @@ use agentloop_test_support::{
     postgres::TestSchema,
     scripted_llm::{Reply, ScriptedLlm},
     tcp_proxy::TcpProxy,
+    wait::{eventually, until},
 };
 use common::TestServer;
 use serde_json::{Value, json};
@@ -28,18 +29,12 @@ async fn readiness(server: &TestServer) -> (u16, Value) {
 
 /// Waits (at most `limit`) for `/readyz` to answer `wanted`.
 async fn wait_readiness(server: &TestServer, wanted: u16, limit: Duration) -> Value {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
+    let what = format!("readiness {wanted}");
+    eventually(&what, limit, || async {
         let (status, body) = readiness(server).await;
-        if status == wanted {
-            return body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "readiness stayed {status}: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (status == wanted).then_some(body)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -68,14 +63,10 @@ async fn readiness_follows_the_database_and_an_unsaved_answer_is_a_failed_run() 
         .unwrap();
     let reading = tokio::spawn(common::read_sse(response));
     // The question is saved before the LLM is asked; then the database goes.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while server.llm.requests().is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the LLM was never asked"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until("the LLM is asked", Duration::from_secs(10), || {
+        !server.llm.requests().is_empty()
+    })
+    .await;
     proxy.cut();
     let events = reading.await.unwrap();
     let run_id = events[0].data["run_id"].as_str().unwrap().to_string();
@@ -109,19 +100,15 @@ async fn readiness_follows_the_database_and_an_unsaved_answer_is_a_failed_run() 
     proxy.restore();
     wait_readiness(&server, 200, Duration::from_secs(15)).await;
     let run_uuid = uuid::Uuid::parse_str(&run_id).unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let run = server.store.run(run_uuid).await.unwrap().unwrap();
-        if run.status.as_str() == "failed" {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run stays {:?}",
-            run.status
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the run's failed end is saved",
+        Duration::from_secs(15),
+        || async {
+            let run = server.store.run(run_uuid).await.unwrap().unwrap();
+            (run.status.as_str() == "failed").then_some(())
+        },
+    )
+    .await;
     let session = server
         .store
         .session(uuid::Uuid::parse_str(&session_id).unwrap())

@@ -3,11 +3,14 @@
 //! a real child process ([`mcp`]), and a PostgreSQL schema per test ([`postgres`]).
 
 pub mod clock;
+pub mod config;
 pub mod faulty_store;
 pub mod mcp;
 pub mod postgres;
 pub mod scripted_llm;
+pub mod sse;
 pub mod tcp_proxy;
+pub mod wait;
 pub mod webhook;
 
 // Not MCP, but found and built the same way as the test MCP server.

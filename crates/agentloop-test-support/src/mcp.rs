@@ -47,6 +47,18 @@ fn toml_string(text: &str) -> String {
     serde_json::Value::from(text).to_string()
 }
 
+/// Waits (at most 20 s) until the test server logged a call of `tool`, and returns it. A call is
+/// logged as it starts, before it does anything: this is the signal that it has begun.
+pub async fn wait_for_call(log: &Path, tool: &str) -> serde_json::Value {
+    let what = format!("a call of {tool} in {}", log.display());
+    crate::wait::eventually(&what, std::time::Duration::from_secs(20), || async {
+        read_test_mcp_log(log)
+            .into_iter()
+            .find(|call| call["tool"] == tool)
+    })
+    .await
+}
+
 /// The calls the test server logged, one JSON value per line; empty when nothing was logged.
 #[allow(clippy::panic)]
 pub fn read_test_mcp_log(path: &Path) -> Vec<serde_json::Value> {

@@ -14,6 +14,7 @@ use agentloop::{
 use agentloop_test_support::{
     postgres::TestSchema,
     scripted_llm::{Reply, ScriptedLlm},
+    wait::until,
 };
 use common::config_with_store;
 use serde_json::{Value, json};
@@ -352,9 +353,12 @@ async fn two_runs_of_one_session_never_interleave(store_url: &str) {
     let session = Uuid::now_v7();
     let first = runtime.agent().run(RunRequest::new("one").session(session));
     // Wait until the first run holds the session and asks the model.
-    while llm.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until(
+        "the first run asks the model",
+        Duration::from_secs(10),
+        || !llm.requests().is_empty(),
+    )
+    .await;
     let (events, second) = run(&runtime, RunRequest::new("two").session(session)).await;
     assert_eq!(second.status, RunStatus::Failed);
     let failure = second.failure.unwrap();

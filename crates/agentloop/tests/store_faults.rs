@@ -12,6 +12,7 @@ use agentloop::{EventKind, RunRequest, RunStatus, Runtime, SqlStore, Store};
 use agentloop_test_support::{
     faulty_store::{Fault, FaultyStore},
     scripted_llm::{Reply, ScriptedLlm},
+    wait::eventually,
 };
 use serde_json::json;
 
@@ -39,19 +40,6 @@ async fn setup(llm: &ScriptedLlm, retry_s: f64) -> Setup {
         faulty,
         real,
         _dir: dir,
-    }
-}
-
-/// Waits (at most 10 s) until `check` holds.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -110,15 +98,18 @@ async fn an_answer_that_cannot_be_saved_is_never_reported_completed() {
     setup.faulty.heal();
     let real = setup.real.clone();
     let run_id = outcome.run_id;
-    eventually("the run is saved as failed", || {
-        let real = real.clone();
-        async move {
-            real.run(run_id)
-                .await
-                .unwrap()
-                .is_some_and(|run| run.status == RunStatus::Failed)
-        }
-    })
+    eventually(
+        "the run is saved as failed",
+        Duration::from_secs(10),
+        || {
+            let real = real.clone();
+            async move {
+                let run = real.run(run_id).await.unwrap();
+                run.is_some_and(|run| run.status == RunStatus::Failed)
+                    .then_some(())
+            }
+        },
+    )
     .await;
     let session = setup
         .real

@@ -10,6 +10,7 @@ use agentloop::{Config, ConfigOrigin, RunStatus, Runtime};
 use agentloop_test_support::{
     mcp::{test_mcp_server_config_toml, test_mcp_server_path},
     scripted_llm::{Reply, ScriptedLlm},
+    wait::until,
 };
 use common::*;
 use serde_json::json;
@@ -55,14 +56,10 @@ async fn a_slow_server_joins_later_and_a_dead_one_is_reported() {
         "{tools:?}"
     );
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while runtime.agent().catalog().get("slow.echo").is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the slow server never joined"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until("the slow server joins", Duration::from_secs(20), || {
+        runtime.agent().catalog().get("slow.echo").is_some()
+    })
+    .await;
     run(&runtime, "hello again").await;
     let tools = offered(&llm.requests()[1]);
     assert!(tools.contains(&"slow__echo".to_string()), "{tools:?}");
@@ -93,14 +90,10 @@ async fn an_http_mcp_server_works_through_the_loop_and_its_changes_reach_later_r
     assert!(!offered(&llm.requests()[0]).contains(&"web__weather".to_string()));
 
     // The server announced its new tool; the next run is offered it and can call it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while runtime.agent().catalog().get("web.weather").is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the list change never landed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until("the list change lands", Duration::from_secs(20), || {
+        runtime.agent().catalog().get("web.weather").is_some()
+    })
+    .await;
     let (_, second) = run(&runtime, "use the new tool").await;
     assert!(offered(&llm.requests()[3]).contains(&"web__weather".to_string()));
     assert_eq!(

@@ -7,7 +7,7 @@ use std::{
     process::{Command, Output},
 };
 
-use agentloop_test_support::mcp::test_mcp_server_config_toml;
+use agentloop_test_support::config::TestConfig;
 
 /// `agentloop` in `dir`, with a clean environment, not started yet.
 pub fn command(dir: &Path) -> Command {
@@ -37,11 +37,12 @@ pub async fn agentloop(dir: &Path, args: &[&str]) -> Output {
 
 /// Writes `agentloop.toml` in `dir`: the LLM at `llm_url`, the test MCP server, and `extra`.
 pub fn write_config(dir: &Path, llm_url: &str, extra: &str) {
-    let text = format!(
-        "[llm]\nbase_url = \"{llm_url}\"\nmodel = \"scripted\"\nmax_retries = 0\n\n{}\n{extra}\n",
-        test_mcp_server_config_toml("test", None)
-    );
-    std::fs::write(dir.join("agentloop.toml"), text).unwrap();
+    write_test_config(dir, &TestConfig::new(llm_url).extra(extra));
+}
+
+/// Writes `config` as `agentloop.toml` in `dir`.
+pub fn write_test_config(dir: &Path, config: &TestConfig) {
+    std::fs::write(dir.join("agentloop.toml"), config.toml()).unwrap();
 }
 
 pub fn stdout(output: &Output) -> String {

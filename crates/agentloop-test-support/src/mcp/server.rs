@@ -1,6 +1,7 @@
 //! The tools of `agentloop-test-mcp`, a small MCP server that tests start as a real child
-//! process. Each call appends a JSON line to the file named by [`LOG_ENV`] so tests can prove
-//! what ran and how often.
+//! process. Each call appends a JSON line to the file named by [`LOG_ENV`] as it starts, before
+//! it does anything, so tests can prove what ran and how often, and wait for a call to have
+//! begun ([`super::wait_for_call`]) instead of sleeping.
 //!
 //! Besides its fixed tools, the server offers the tools `add_tool` created: they are shared by
 //! every session of the process and announced with `notifications/tools/list_changed`.

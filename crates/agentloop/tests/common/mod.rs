@@ -7,7 +7,7 @@ use std::path::Path;
 use agentloop::{
     Config, ConfigOrigin, Event, EventKind, RunOutcome, RunRequest, Runtime, ToolExecutionRecord,
 };
-use agentloop_test_support::{mcp::test_mcp_server_config_toml, scripted_llm::ScriptedLlm};
+use agentloop_test_support::{config::TestConfig, scripted_llm::ScriptedLlm};
 use serde_json::Value;
 
 /// A configuration for `llm` and the test MCP server (named `test`), with an in-memory store,
@@ -23,13 +23,15 @@ pub fn config_with_store(
     store_url: &str,
     extra: &str,
 ) -> Config {
-    let text = format!(
-        "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\ntimeout_s = 10\nmax_retries = 2\n\n[store]\nurl = \"{store_url}\"\n\n{}\n{}\n",
-        llm.base_url(),
-        test_mcp_server_config_toml("test", log),
-        extra
-    );
-    let config = Config::parse(&text, ConfigOrigin::Defaults).expect("test config parses");
+    let mut text = TestConfig::new(&llm.base_url())
+        .llm("timeout_s = 10")
+        .llm("max_retries = 2")
+        .store(store_url)
+        .extra(extra);
+    if let Some(log) = log {
+        text = text.mcp_log(log);
+    }
+    let config = Config::parse(&text.toml(), ConfigOrigin::Defaults).expect("test config parses");
     config.validate().expect("test config is valid");
     config
 }
