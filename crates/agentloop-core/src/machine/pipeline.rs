@@ -196,54 +196,11 @@ impl RunMachine {
         if let Some(builtin) = builtin {
             return self.check_builtin(builtin, call, arguments, parsed);
         }
-        let withheld = entry.and_then(|entry| self.withheld(entry));
-        let entry = match (entry, withheld) {
-            (Some(entry), None) => entry,
-            // Not in the catalog, or hidden by a built-in tool of the same name.
-            (None, _) | (Some(_), Some(Withheld::Hidden)) => {
-                let available: Vec<String> = self.offered_specs().map(|spec| spec.name).collect();
-                let error = format!(
-                    "unknown tool '{tool}'. Available tools: {}",
-                    if available.is_empty() {
-                        "none".to_string()
-                    } else {
-                        available.join(", ")
-                    }
-                );
-                return self.refuse(
-                    call,
-                    arguments,
-                    ToolStatus::Error,
-                    error,
-                    "Call one of the available tools, with its exact name.",
-                );
-            }
-            (Some(_), Some(Withheld::Withdrawn)) => {
-                let error = format!(
-                    "tool '{tool}' was withdrawn from this run after {} failures in a row",
-                    self.settings.tool_failure_limit
-                );
-                return self.refuse(
-                    call,
-                    arguments,
-                    ToolStatus::Blocked,
-                    error,
-                    "Use another tool, or answer with what you have.",
-                );
-            }
-            (Some(_), Some(Withheld::Unclear)) => {
-                let error = format!(
-                    "tool '{tool}' is offered only once the request is clear, and it was not \
-                     clarified yet"
-                );
-                let hint = if self.settings.ask_user {
-                    "Ask the user what they mean with ask_user, or answer with what you know."
-                } else {
-                    "Answer with what you know, or say what the user should make clear."
-                };
-                return self.refuse(call, arguments, ToolStatus::Blocked, error, hint);
-            }
-            (Some(_), Some(Withheld::Refused(refusal))) => {
+        let entry = match entry.map(|entry| (entry, self.withheld(entry))) {
+            Some((entry, None)) => entry,
+            not_offered => {
+                let why = not_offered.and_then(|(_, why)| why);
+                let refusal = self.not_offered(&tool, why);
                 return self.refuse_with(call, arguments, refusal);
             }
         };
@@ -302,6 +259,53 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
+        }
+    }
+
+    /// The refusal of a call of a catalog tool the run does not offer now, `why` (`None`: no
+    /// tool of that name).
+    fn not_offered(&self, tool: &str, why: Option<Withheld>) -> CallRefusal {
+        let refusal = |status, error: String, hint: &str| CallRefusal {
+            status,
+            error,
+            hint: hint.to_string(),
+        };
+        match why {
+            // Hidden by a built-in tool of the same name: for the model, there is no such tool.
+            None | Some(Withheld::Hidden) => {
+                let available: Vec<String> = self.offered_specs().map(|spec| spec.name).collect();
+                let error = format!(
+                    "unknown tool '{tool}'. Available tools: {}",
+                    if available.is_empty() {
+                        "none".to_string()
+                    } else {
+                        available.join(", ")
+                    }
+                );
+                let hint = "Call one of the available tools, with its exact name.";
+                refusal(ToolStatus::Error, error, hint)
+            }
+            Some(Withheld::Withdrawn) => {
+                let error = format!(
+                    "tool '{tool}' was withdrawn from this run after {} failures in a row",
+                    self.settings.tool_failure_limit
+                );
+                let hint = "Use another tool, or answer with what you have.";
+                refusal(ToolStatus::Blocked, error, hint)
+            }
+            Some(Withheld::Unclear) => {
+                let error = format!(
+                    "tool '{tool}' is offered only once the request is clear, and it was not \
+                     clarified yet"
+                );
+                let hint = if self.settings.ask_user {
+                    "Ask the user what they mean with ask_user, or answer with what you know."
+                } else {
+                    "Answer with what you know, or say what the user should make clear."
+                };
+                refusal(ToolStatus::Blocked, error, hint)
+            }
+            Some(Withheld::Refused(refusal)) => refusal,
         }
     }
 
