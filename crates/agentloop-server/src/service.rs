@@ -147,9 +147,7 @@ async fn health(state: &AppState) -> Response {
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String))
 )]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    state
-        .metrics
-        .set_live_event_bytes(state.runs.held().bytes);
+    state.metrics.set_live_event_bytes(state.runs.held().bytes);
     (
         StatusCode::OK,
         [(
