@@ -182,21 +182,36 @@ impl Agent {
         if let Some(hold) = hold {
             hold.keep();
         }
+        self.drive_saved(machine, None, store, save_chat, &mut emitter, cancel)
+            .await
+    }
+
+    /// Drives `machine` (from `step`, or from its start) with its steps saved in `store`,
+    /// renewing its session lease while it works.
+    async fn drive_saved(
+        &self,
+        machine: crate::machine::RunMachine,
+        step: Option<crate::machine::Step>,
+        store: Arc<dyn Store>,
+        save_chat: bool,
+        emitter: &mut Emitter,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
         let _renewal =
             LeaseRenewal::start(store.clone(), machine.input().session_id, machine.run_id());
-        let persistence = Persistence {
+        let persistence = Some(Persistence {
             store,
             save_messages: save_chat,
             retry: self.settings().store_retry(),
-        };
-        drive(
-            machine,
-            self.services().clone(),
-            &mut emitter,
-            cancel,
-            Some(persistence),
-        )
-        .await
+        });
+        let services = self.services().clone();
+        match step {
+            Some(step) => {
+                crate::driver::drive_from(machine, step, services, emitter, cancel, persistence)
+                    .await
+            }
+            None => drive(machine, services, emitter, cancel, persistence).await,
+        }
     }
 }
 
@@ -431,25 +446,9 @@ impl Agent {
             save_chat,
             store,
         } = resumed;
-        let run_id = machine.run_id();
-        let session_id = machine.input().session_id;
-        let mut emitter = Emitter::resuming(run_id, last_seq, sink);
-        let _renewal = LeaseRenewal::start(store.clone(), session_id, run_id);
-        let persistence = Persistence {
-            store,
-            save_messages: save_chat,
-            retry: self.settings().store_retry(),
-        };
-        let services = self.services().clone();
-        crate::driver::drive_from(
-            machine,
-            step,
-            services,
-            &mut emitter,
-            cancel,
-            Some(persistence),
-        )
-        .await
+        let mut emitter = Emitter::resuming(machine.run_id(), last_seq, sink);
+        self.drive_saved(machine, Some(step), store, save_chat, &mut emitter, cancel)
+            .await
     }
 
     async fn restore_paused(
