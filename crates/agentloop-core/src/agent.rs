@@ -131,9 +131,46 @@ pub struct Agent {
     workflows: Arc<BTreeMap<String, WorkflowSettings>>,
     limiter: Option<Arc<MutationLimiter>>,
     warnings: Arc<Vec<String>>,
+    ownership: Ownership,
+}
+
+/// Which instance this agent's runs belong to, and whether it is handing them over.
+#[derive(Clone, Default)]
+struct Ownership {
+    instance: Option<Arc<str>>,
+    /// Cancelled when the instance stops: each run stops at its next saved step and is left
+    /// for another instance (or the next start) to adopt.
+    handover: CancellationToken,
 }
 
 impl Agent {
+    /// This agent, with its runs owned by the instance `instance_id` (see
+    /// [`crate::durability`]): they carry its id in the store, their steps are refused once
+    /// another instance adopted them, and [`Agent::hand_over`] stops them at a saved step.
+    pub fn owned_by(mut self, instance_id: impl Into<String>) -> Agent {
+        self.ownership = Ownership {
+            instance: Some(Arc::from(instance_id.into())),
+            handover: CancellationToken::new(),
+        };
+        self
+    }
+
+    /// The instance this agent's runs belong to.
+    pub fn instance_id(&self) -> Option<&str> {
+        self.ownership.instance.as_deref()
+    }
+
+    /// Hands this agent's runs over: each run in progress stops at its next saved step (an LLM
+    /// call under way is abandoned, tool calls under way finish and are saved first) and ends
+    /// without an outcome, to be adopted. Runs without a store are not affected.
+    pub fn hand_over(&self) {
+        self.ownership.handover.cancel();
+    }
+
+    pub(crate) fn handover_signal(&self) -> CancellationToken {
+        self.ownership.handover.clone()
+    }
+
     pub fn builder() -> AgentBuilder {
         AgentBuilder::default()
     }
@@ -531,6 +568,7 @@ impl AgentBuilder {
             workflows,
             limiter,
             warnings: Arc::new(warnings),
+            ownership: Ownership::default(),
         })
     }
 }

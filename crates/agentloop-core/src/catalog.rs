@@ -41,6 +41,18 @@ impl CatalogEntry {
         info.destructive_hint == Some(true) || info.read_only_hint != Some(true)
     }
 
+    /// Whether a call may run again with no further effect: read-only tools, and those the
+    /// settings (`idempotent`) or the tool's annotations (`idempotentHint`) say are idempotent.
+    pub fn is_idempotent(&self) -> bool {
+        if !self.is_mutating() {
+            return true;
+        }
+        self.settings
+            .idempotent
+            .or(self.tool.info().idempotent_hint)
+            .unwrap_or(false)
+    }
+
     /// The time limit of a call: the tool's own, else the agent's default.
     pub fn timeout(&self, agent: &AgentSettings) -> Duration {
         self.settings

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use agentloop_protocol::{ErrorCode, Event, EventKind};
+use agentloop_protocol::{ErrorCode, Event, EventKind, ToolStatus};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::{RwLock, Semaphore};
@@ -16,13 +16,14 @@ use crate::{
     hooks::{BeforeCall, CompletedCall, ToolHook},
     llm::{CallPurpose, Llm},
     machine::{
-        Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation, ToolOutcome,
-        ToolResult, recheck,
+        CallRefusal, Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation,
+        ToolOutcome, ToolResult, recheck,
     },
     policy::RunPolicy,
     registry::ToolRegistry,
     settings::AgentSettings,
     step_writer::{Persistence, StepWriter},
+    store::StoreError,
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
     tool::ToolContext,
@@ -105,9 +106,16 @@ pub async fn drive_from(
     cancel: CancellationToken,
     persistence: Option<Persistence>,
 ) -> RunOutcome {
+    let handover = persistence
+        .as_ref()
+        .map(|persistence| persistence.handover.clone());
     let mut writer = StepWriter::new(persistence, services.telemetry.clone());
     loop {
         if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
+            if let StoreError::NotOwner(message) = &error {
+                tracing::warn!(run_id = %machine.run_id(), %message, "the run went on elsewhere");
+                return machine.left_behind();
+            }
             tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run; it ends failed");
             let lost = Input::StoreLost {
                 error: error.to_string(),
@@ -119,6 +127,14 @@ pub async fn drive_from(
         if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
             step = feed_step(&mut machine, &services, Input::Cancel);
             continue;
+        }
+        // Handed over before an LLM call, which the next owner makes again: the state saved
+        // with this step is where it goes on. Tool calls are run first (their results are
+        // saved), so that they are not left of unknown outcome.
+        let handing_over = handover.as_ref().filter(|handover| handover.is_cancelled());
+        if handing_over.is_some() && matches!(step, Step::CallModel(_)) {
+            tracing::info!(run_id = %machine.run_id(), "run handed over at a saved step");
+            return machine.left_behind();
         }
         step = match step {
             Step::Finished(outcome) => {
@@ -144,9 +160,19 @@ pub async fn drive_from(
                         writer.keep_delta(&event);
                         emitter.send(event);
                     };
+                    let handed_over = async {
+                        match &handover {
+                            Some(handover) => handover.cancelled().await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         biased;
                         () = cancel.cancelled() => None,
+                        () = handed_over => {
+                            tracing::info!(run_id = %machine.run_id(), "run handed over during an LLM call");
+                            return machine.left_behind();
+                        }
                         reply = services.llm.complete(&request, &mut on_text) => Some(reply),
                     }
                 };
@@ -243,6 +269,10 @@ async fn run_tools(
         // A call that ended is saved, and reported, before the rest of the batch ends.
         let pending = Step::CallTools(Vec::new());
         if let Err(error) = writer.commit(machine, emitter, &pending).await {
+            if let StoreError::NotOwner(message) = &error {
+                tracing::warn!(run_id = %machine.run_id(), %message, "the run went on elsewhere");
+                return Step::Finished(Box::new(machine.left_behind()));
+            }
             tracing::error!(run_id = %machine.run_id(), %error, "cannot save a tool result; the run ends failed");
             let lost = Input::StoreLost {
                 error: error.to_string(),
@@ -312,6 +342,17 @@ async fn execute(
     } else {
         (None, Some(gate.write_owned().await))
     };
+    // Taken now that the call runs: a call denied, cancelled or refused before spends nothing.
+    if let Some(refusal) = call.policy.take_mutation(entry) {
+        let refusal = CallRefusal {
+            status: ToolStatus::Blocked,
+            error: refusal.error,
+            hint: refusal.hint.to_string(),
+        };
+        let mut refused = ToolResult::new(call_id, 0, ToolOutcome::Refused(refusal));
+        refused.arguments = (arguments != original).then_some(arguments);
+        return refused;
+    }
     let started_at = crate::clock::now();
     let started = Instant::now();
     // A task of its own, so that a panicking tool fails its call, not the run.

@@ -20,6 +20,7 @@ mod catalog;
 mod clock;
 mod descriptions;
 mod driver;
+pub mod durability;
 mod emitter;
 mod hooks;
 mod json_text;
@@ -52,8 +53,8 @@ pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
 pub use machine::{
-    CallRefusal, Input, InputAnswer, InvalidAnswer, MachineChanges, OtherStateVersion, PausedRun,
-    RunContext, RunFailure, RunInput, RunMachine, RunOutcome, RunProgress, RunState, Step,
+    CallRefusal, Input, InputAnswer, InvalidAnswer, MachineChanges, OtherStateVersion, RunContext,
+    RunFailure, RunInput, RunMachine, RunOutcome, RunProgress, RunState, Step, UnreadableState,
 };
 pub use names::sanitize as provider_safe_name;
 pub use policy::DEFAULT_USER;
@@ -63,11 +64,14 @@ pub use policy::{
 };
 pub use registry::{SourceLeftOut, ToolRegistry};
 pub use session_run::{BegunRun, CorruptRun, ResumeError, Resumed, StartError};
-pub use settings::{AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings};
+pub use settings::{
+    AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings, UnknownOutcome,
+};
 pub use step_writer::Persistence;
 pub use store::{
-    ApiKeyInfo, ErrorSource, KeyStore, NewApiKey, NewRun, NewSession, RunEnd, SESSION_LEASE,
-    SessionCursor, SessionLock, StepRecord, Store, StoreError,
+    ApiKeyInfo, Checkpoint, ErrorSource, Instance, InstanceKind, KeyStore, NewApiKey, NewRun,
+    NewSession, OrphanRun, RunEnd, SESSION_LEASE, SavedRun, SessionCursor, SessionLock, StepRecord,
+    Store, StoreError,
 };
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};

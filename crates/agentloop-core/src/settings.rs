@@ -179,6 +179,17 @@ impl AgentSettings {
     }
 }
 
+/// What to do with a call whose outcome a crash left unknown (`on_unknown_outcome`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownOutcome {
+    /// The model gets a tool error with code `outcome_unknown`.
+    #[default]
+    TellModel,
+    /// The run pauses with an approval request for the call.
+    Ask,
+}
+
 /// Per-tool overrides (`[tools."server.tool"]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -187,6 +198,13 @@ pub struct ToolSettings {
     pub timeout_s: Option<f64>,
     /// Whether the tool changes data; default: from its MCP annotations (`readOnlyHint`).
     pub mutating: Option<bool>,
+    /// Whether a second call with the same arguments has no further effect, so that a call a
+    /// crash cut off may run again; default: from its MCP annotations (`idempotentHint`).
+    pub idempotent: Option<bool>,
+    /// What happens to a call of a mutating, non-idempotent tool that a crash cut off (it may
+    /// or may not have taken effect): the model is told (`tell_model`, the default), or the
+    /// run pauses for a human to approve running it again (`ask`).
+    pub on_unknown_outcome: UnknownOutcome,
     /// After each successful call, `{tool, input, result, context}` is POSTed here; an answer
     /// `{"note": ..., "refresh": true}` becomes a side effect.
     pub side_effect_webhook: Option<String>,

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use crate::{
     emitter::Emitter,
-    machine::{RunMachine, RunState, Step},
-    store::{RunEnd, SESSION_LEASE, StepRecord, Store, StoreError},
+    machine::{RunMachine, Step},
+    store::{Checkpoint, RunEnd, SESSION_LEASE, StepRecord, Store, StoreError},
     telemetry::Telemetry,
 };
 
@@ -29,6 +29,15 @@ pub struct Persistence {
     /// How long a step the store refuses is tried again before the run ends failed
     /// (`[agent] store_retry_s`).
     pub retry: std::time::Duration,
+    /// The instance that works on the run: its steps are refused once another adopted it.
+    pub owner: Option<String>,
+    /// Whether the run's input was saved already (a run that resumes).
+    pub input_saved: bool,
+    /// Set when the run's history came from its session (that many dialogue messages): the
+    /// store reads it again for a run that goes on, rather than keep a copy.
+    pub history_window: Option<usize>,
+    /// Cancelled when the instance hands its runs over ([`crate::Agent::hand_over`]).
+    pub handover: tokio_util::sync::CancellationToken,
 }
 
 /// Saves each step, then emits its events.
@@ -90,37 +99,37 @@ impl StepWriter {
                 failure: outcome.failure.clone(),
                 finalize_reason: outcome.finalize_reason,
                 finished_at: crate::clock::now(),
-                // A paused run without its state could never resume: not saving it at all is
-                // the honest failure.
-                snapshot: match machine.snapshot() {
-                    Some(state) => Some(
-                        serde_json::to_value(PausedRunRef {
-                            state,
-                            last_seq: emitter.last_seq(),
-                        })
-                        .map_err(|error| {
-                            StoreError::corrupt(format!(
-                                "the paused run cannot be written: {error}"
-                            ))
-                        })?,
-                    ),
-                    None => None,
-                },
             }),
             _ => None,
+        };
+        // What the run needs to go on from this step. A state that cannot be written could
+        // never resume: not saving the step at all is the honest failure.
+        let head = machine.checkpoint_head().map_err(|error| {
+            StoreError::corrupt(format!("the state of the run cannot be written: {error}"))
+        })?;
+        let input = (!persistence.input_saved)
+            .then(|| machine.state().fixed_input(persistence.history_window));
+        let (messages, turn) = if persistence.save_messages {
+            (changes.messages, Vec::new())
+        } else {
+            (Vec::new(), changes.messages)
+        };
+        let checkpoint = Checkpoint {
+            input,
+            head,
+            last_seq: emitter.last_seq(),
+            turn,
         };
         let mut record = StepRecord {
             run_id: machine.run_id(),
             session_id: machine.input().session_id,
-            messages: if persistence.save_messages {
-                changes.messages
-            } else {
-                Vec::new()
-            },
+            messages,
             records: changes.records,
             events: std::mem::take(&mut self.deltas),
             progress: changes.progress,
             end,
+            checkpoint: Some(checkpoint),
+            owner: persistence.owner.clone(),
         };
         if let Some(mut lost) = self.lost.take() {
             // The run's failure after the store went away: sent now, saved when it can be,
@@ -145,8 +154,16 @@ impl StepWriter {
         record.events.extend(events.iter().cloned());
         match save_with_retry(persistence.store.as_ref(), &record, persistence.retry).await {
             Ok(()) => {
+                if let Some(persistence) = &mut self.persistence {
+                    persistence.input_saved = true;
+                }
                 send(emitter, events);
                 Ok(())
+            }
+            // Another instance works on the run now: nothing more is written or sent here.
+            Err(error @ StoreError::NotOwner(_)) => {
+                emitter.rewind(sent_before);
+                Err(error)
             }
             Err(error) => {
                 // Nothing of this step reaches a client; what was sent live stays in the record.
@@ -160,13 +177,6 @@ impl StepWriter {
     }
 }
 
-/// What [`crate::machine::PausedRun`] reads back, written without copying the state.
-#[derive(serde::Serialize)]
-struct PausedRunRef<'a> {
-    state: &'a RunState,
-    last_seq: u64,
-}
-
 fn send(emitter: &Emitter, events: Vec<Event>) {
     for event in events {
         emitter.send(event);
@@ -175,6 +185,16 @@ fn send(emitter: &Emitter, events: Vec<Event>) {
 
 /// Adds `later` to `earlier`: messages, records and events in order, `later`'s counters and end.
 fn merge(earlier: &mut StepRecord, later: StepRecord) {
+    earlier.checkpoint = match (earlier.checkpoint.take(), later.checkpoint) {
+        (Some(mut first), Some(last)) => {
+            first.input = first.input.or(last.input);
+            first.head = last.head;
+            first.last_seq = last.last_seq;
+            first.turn.extend(last.turn);
+            Some(first)
+        }
+        (first, last) => last.or(first),
+    };
     earlier.messages.extend(later.messages);
     earlier.records.extend(later.records);
     earlier.events.extend(later.events);

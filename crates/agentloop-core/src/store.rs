@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Duration};
 use agentloop_protocol::{
     Event, FinalizeReason, RunInfo, RunStatus, SessionInfo, SessionMessage, ToolExecutionRecord,
 };
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -50,6 +51,10 @@ pub enum StoreError {
     },
     #[error("{0} not found")]
     NotFound(String),
+    /// The run belongs to another instance now (it was adopted while this one was silent): this
+    /// instance must stop working on it without writing anything more.
+    #[error("{0}")]
+    NotOwner(String),
 }
 
 impl StoreError {
@@ -80,7 +85,7 @@ impl StoreError {
             StoreError::Unavailable { source, .. }
             | StoreError::Query { source, .. }
             | StoreError::Corrupt { source, .. } => *source = Some(Arc::new(cause)),
-            StoreError::NotFound(_) => {}
+            StoreError::NotFound(_) | StoreError::NotOwner(_) => {}
         }
         self
     }
@@ -91,7 +96,8 @@ impl StoreError {
             StoreError::Unavailable { message, .. }
             | StoreError::Query { message, .. }
             | StoreError::Corrupt { message, .. }
-            | StoreError::NotFound(message) => message,
+            | StoreError::NotFound(message)
+            | StoreError::NotOwner(message) => message,
         }
     }
 
@@ -131,6 +137,9 @@ pub struct NewRun {
     /// The run's context (entity, workflow, read-only), as JSON.
     pub context: Value,
     pub started_at: DateTime<Utc>,
+    /// The instance that works on the run ([`Instance`]); `None` for a run no instance answers
+    /// for (it is never adopted, only resumed by hand).
+    pub owner: Option<String>,
 }
 
 /// How a run ended.
@@ -141,8 +150,6 @@ pub struct RunEnd {
     pub failure: Option<RunFailure>,
     pub finalize_reason: Option<FinalizeReason>,
     pub finished_at: DateTime<Utc>,
-    /// For a run that pauses (`awaiting_input`): what it needs to resume.
-    pub snapshot: Option<Value>,
 }
 
 /// Everything one step of a run changed, written at once before its events are emitted.
@@ -159,6 +166,84 @@ pub struct StepRecord {
     /// Set on the last step: the run's final status, and the session is released; or the run
     /// pauses (`awaiting_input`), keeping its session until it resumes.
     pub end: Option<RunEnd>,
+    /// What the run needs to go on from this step (after a pause, a crash or a handover).
+    pub checkpoint: Option<Checkpoint>,
+    /// The instance that writes the step: when set, the step is refused with
+    /// [`StoreError::NotOwner`] unless the run still belongs to it.
+    pub owner: Option<String>,
+}
+
+/// The run's state as of a step, in a form that does not grow with each step: the parts that
+/// grow (its messages, its tool executions) are stored once, as the step's messages and records;
+/// what the run started from is stored with its first step; the rest (`head`) replaces the head
+/// of the step before.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checkpoint {
+    /// What the run started from (its question, history, settings): with the first step only.
+    pub input: Option<Value>,
+    /// The rest of the state: phase, counters, the batch in progress, plan.
+    pub head: Value,
+    /// The seq of the step's last event: a run that goes on numbers its events after it.
+    pub last_seq: u64,
+    /// New messages of a run that does not keep them in its session (`save_chat: false`),
+    /// stored for the run alone; empty otherwise (the session's messages are the run's).
+    pub turn: Vec<SessionMessage>,
+}
+
+/// A run as its last saved step left it: enough to go on from there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedRun {
+    pub session_id: Uuid,
+    pub status: RunStatus,
+    pub save_chat: bool,
+    pub owner: Option<String>,
+    /// What the run started from; `None` when it was saved before it took a step.
+    pub input: Option<Value>,
+    /// The head of its last step; `None` when it was saved before it took a step.
+    pub head: Option<Value>,
+    pub last_seq: u64,
+    /// Its messages in order, whether its session keeps them or not.
+    pub turn: Vec<SessionMessage>,
+    /// Its tool executions, in the order they were recorded, each with its whole output.
+    pub records: Vec<ToolExecutionRecord>,
+}
+
+/// A process that works on runs: a server, or a CLI running one run in a terminal. It shows
+/// signs of life (`heartbeat`); runs of a server that stops doing so are adopted by another
+/// (or by the same program started again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// Unique for each start of a process.
+    pub id: String,
+    pub kind: InstanceKind,
+    /// For people: host and process id.
+    pub name: String,
+}
+
+/// What kind of process an [`Instance`] is: only a server's runs are adopted by servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceKind {
+    Server,
+    Cli,
+}
+
+impl InstanceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceKind::Server => "server",
+            InstanceKind::Cli => "cli",
+        }
+    }
+}
+
+/// A run whose owner stopped: it may be adopted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrphanRun {
+    pub run_id: Uuid,
+    /// The instance that owned it.
+    pub owner: String,
+    /// Whether that instance said it stopped (a handover), rather than fell silent.
+    pub handed_over: bool,
 }
 
 /// A place in the listing of sessions (most recently updated first, the id breaking ties):
@@ -234,6 +319,16 @@ pub trait Store: Send + Sync {
         dialogue_messages: usize,
     ) -> Result<Vec<SessionMessage>, StoreError>;
 
+    /// The history `run_id` saw when it began: [`Store::history`] as it was before the run's
+    /// first message (a run that goes on after a crash reads its history again, rather than
+    /// keep a copy of it).
+    async fn history_before_run(
+        &self,
+        session_id: Uuid,
+        dialogue_messages: usize,
+        run_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StoreError>;
+
     /// Takes the session for `run_id` unless another run holds it (a holder whose lease ran out
     /// has lost it).
     async fn lock_session(
@@ -262,12 +357,47 @@ pub trait Store: Send + Sync {
     /// `running` (again, for a run that resumes).
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError>;
 
-    /// The snapshot of a run that waits for input; `None` for any other run.
-    async fn paused_run(&self, id: Uuid) -> Result<Option<Value>, StoreError>;
+    /// The run as its last saved step left it (any status); `None` for an unknown run.
+    async fn saved_run(&self, id: Uuid) -> Result<Option<SavedRun>, StoreError>;
 
-    /// Takes a paused run to resume it: true for exactly one caller, however many try at once
-    /// (in this process or another); false when the run no longer waits for input.
-    async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError>;
+    /// Takes a paused run to resume it, for `owner`: true for exactly one caller, however many
+    /// try at once (in this process or another); false when the run no longer waits for input.
+    async fn claim_paused_run(&self, id: Uuid, owner: Option<&str>) -> Result<bool, StoreError>;
+
+    /// Records a process that works on runs, alive as of now.
+    async fn register_instance(&self, instance: &Instance) -> Result<(), StoreError>;
+
+    /// A sign of life of an instance: one write per instance, however many runs it has.
+    async fn heartbeat(&self, instance_id: &str) -> Result<(), StoreError>;
+
+    /// Says that an instance stopped: its runs in progress can be adopted at once.
+    async fn retire_instance(&self, instance_id: &str) -> Result<(), StoreError>;
+
+    /// Runs in progress (`running`) whose owner is a server that stopped or has been silent
+    /// for longer than `silent_for`, oldest first, at most `limit`.
+    async fn orphaned_runs(
+        &self,
+        silent_for: Duration,
+        limit: u32,
+    ) -> Result<Vec<OrphanRun>, StoreError>;
+
+    /// Makes `to` the owner of a run in progress whose owner stopped or has been silent for
+    /// longer than `silent_for` (or that has no owner): true for exactly one caller however
+    /// many try at once; false when the run ended, its owner is alive, or another instance
+    /// took it first.
+    async fn adopt_run(
+        &self,
+        run_id: Uuid,
+        to: &str,
+        silent_for: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Asks the owner of a run in progress to cancel it (it learns of it within a second):
+    /// false when the run is not in progress.
+    async fn request_cancel(&self, run_id: Uuid) -> Result<bool, StoreError>;
+
+    /// The runs of `owner` whose cancellation was asked for.
+    async fn cancel_requests(&self, owner: &str) -> Result<Vec<Uuid>, StoreError>;
 
     async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError>;
 

@@ -19,6 +19,8 @@ pub struct ToolInfo {
     pub read_only_hint: Option<bool>,
     /// MCP `destructiveHint`.
     pub destructive_hint: Option<bool>,
+    /// MCP `idempotentHint`: calling it again with the same arguments has no further effect.
+    pub idempotent_hint: Option<bool>,
 }
 
 impl ToolInfo {
@@ -33,11 +35,17 @@ impl ToolInfo {
             input_schema,
             read_only_hint: None,
             destructive_hint: None,
+            idempotent_hint: None,
         }
     }
 
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only_hint = Some(read_only);
+        self
+    }
+
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent_hint = Some(idempotent);
         self
     }
 }
@@ -119,6 +127,15 @@ pub struct ToolContext {
     /// Where a tool that runs an agent of its own (a sub-agent) sends that run's events, so
     /// that they appear, nested, in the stream of the calling run.
     pub events: Option<tokio::sync::mpsc::UnboundedSender<agentloop_protocol::Event>>,
+}
+
+impl ToolContext {
+    /// A key that names this call and no other, the same when a call a crash cut off runs
+    /// again: `{run_id}:{call_id}`. Sent to MCP servers in `_meta` and to side-effect
+    /// webhooks as `Idempotency-Key`, so that a tool that can deduplicate does.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.run_id, self.call_id)
+    }
 }
 
 /// Something the model can call.

@@ -6,7 +6,7 @@ use agentloop_core::{
 };
 use rmcp::{
     Peer, RoleClient,
-    model::{CallToolRequestParams, JsonObject},
+    model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObject},
 };
 use tokio::sync::watch;
 
@@ -109,10 +109,12 @@ impl Connection {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        meta: Option<JsonObject>,
     ) -> Result<ToolOutput, ToolError> {
         let request = |peer: Peer<RoleClient>| {
             let mut params = CallToolRequestParams::new(name.to_owned());
             params.arguments = arguments.clone();
+            params.meta = meta.clone().map(|meta| RequestMetaObject(MetaObject(meta)));
             async move { peer.call_tool_once(params).await }
         };
         let response = match &self.link {

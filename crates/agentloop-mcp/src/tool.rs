@@ -4,9 +4,14 @@ use std::sync::Arc;
 
 use agentloop_core::{Tool, ToolContext, ToolError, ToolInfo, ToolOutput};
 use async_trait::async_trait;
+use rmcp::model::JsonObject;
 use serde_json::Value;
 
 use crate::connection::Connection;
+
+/// The `_meta` key of a `tools/call` request that carries the call's idempotency key
+/// ([`ToolContext::idempotency_key`]).
+pub const IDEMPOTENCY_KEY_META: &str = "agentloop/idempotency-key";
 
 pub(crate) struct McpTool {
     info: ToolInfo,
@@ -42,6 +47,7 @@ fn tool_info(server: &str, tool: &rmcp::model::Tool) -> ToolInfo {
         input_schema: Value::Object(tool.input_schema.as_ref().clone()),
         read_only_hint: annotations.and_then(|annotations| annotations.read_only_hint),
         destructive_hint: annotations.and_then(|annotations| annotations.destructive_hint),
+        idempotent_hint: annotations.and_then(|annotations| annotations.idempotent_hint),
     }
 }
 
@@ -56,7 +62,9 @@ impl Tool for McpTool {
         true
     }
 
-    async fn call(&self, arguments: Value, _context: ToolContext) -> Result<ToolOutput, ToolError> {
+    /// The call carries the run's idempotency key for it in `_meta` ([`IDEMPOTENCY_KEY_META`]):
+    /// the same key when a call cut off by a crash runs again, so a server can deduplicate.
+    async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
         let arguments = match arguments {
             Value::Object(arguments) => Some(arguments),
             Value::Null => None,
@@ -66,8 +74,13 @@ impl Tool for McpTool {
                 )));
             }
         };
+        let mut meta = JsonObject::new();
+        meta.insert(
+            IDEMPOTENCY_KEY_META.to_owned(),
+            Value::String(context.idempotency_key()),
+        );
         self.connection
-            .call_tool(&self.remote_name, arguments)
+            .call_tool(&self.remote_name, arguments, Some(meta))
             .await
     }
 }

@@ -59,7 +59,8 @@ async fn tools_are_listed_and_called_over_http() {
             "web.fail",
             "web.record",
             "web.rpc_error",
-            "web.sleep"
+            "web.sleep",
+            "web.slow_record"
         ]
     );
     let echo = tool(&source, "web.echo").await;

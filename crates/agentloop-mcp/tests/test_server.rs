@@ -60,7 +60,8 @@ async fn tools_are_listed_in_the_server_namespace_with_schemas_and_hints() {
             "test.fail",
             "test.record",
             "test.rpc_error",
-            "test.sleep"
+            "test.sleep",
+            "test.slow_record"
         ]
     );
     assert!(tools.iter().all(|tool| tool.supports_parallel()));
@@ -161,7 +162,8 @@ async fn record_runs_once_and_leaves_its_mark_in_the_log() {
     assert_eq!(
         read_test_mcp_log(&log),
         [
-            json!({"tool": "record", "note": "first", "arguments": {"note": "first"}}),
+            json!({"tool": "record", "note": "first", "arguments": {"note": "first"},
+                "idempotency_key": format!("{}:", agentloop_core::ToolContext::default().run_id)}),
             json!({"tool": "echo", "arguments": {"text": "x"}}),
         ]
     );

@@ -68,6 +68,12 @@ pub enum EventKind {
     ForcedFinalize {
         reason: FinalizeReason,
     },
+    /// The run goes on after the process that ran it stopped: from its last saved step, in
+    /// `instance` (the seam between the two parts of its stream).
+    RunResumed {
+        reason: ResumeReason,
+        instance: String,
+    },
     /// The run's plan was made or changed (planning phase, `write_plan`, a reviewer's replan).
     PlanUpdated {
         plan: Plan,
@@ -111,6 +117,7 @@ impl EventKind {
             EventKind::SideEffect { .. } => "side_effect",
             EventKind::DuplicateDetected { .. } => "duplicate_detected",
             EventKind::ForcedFinalize { .. } => "forced_finalize",
+            EventKind::RunResumed { .. } => "run_resumed",
             EventKind::PlanUpdated { .. } => "plan_updated",
             EventKind::InputRequired { .. } => "input_required",
             EventKind::FinalResponse { .. } => "final_response",
@@ -154,6 +161,28 @@ impl FinalizeReason {
         ]
         .into_iter()
         .find(|reason| reason.as_str() == text)
+    }
+}
+
+/// Why a run goes on in another process than the one that started it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeReason {
+    /// Another instance took it over: its owner stopped showing signs of life, or handed it
+    /// over while shutting down.
+    Adopted,
+    /// The program was started again (the same store, a single instance, or
+    /// `agentloop resume`).
+    Restarted,
+}
+
+impl ResumeReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResumeReason::Adopted => "adopted",
+            ResumeReason::Restarted => "restarted",
+        }
     }
 }
 

@@ -19,6 +19,9 @@ pub struct ServerConfig {
     pub keep_alive_s: f64,
     /// Seconds the server waits, on shutdown, for runs to reach a safe point and be saved.
     pub shutdown_grace_s: f64,
+    /// Seconds an instance may show no sign of life before another instance (or the same
+    /// program started again) adopts its runs in progress.
+    pub run_lease_s: f64,
 }
 
 impl Default for ServerConfig {
@@ -29,6 +32,7 @@ impl Default for ServerConfig {
             max_runs_per_user: 8,
             keep_alive_s: 15.0,
             shutdown_grace_s: 30.0,
+            run_lease_s: 10.0,
         }
     }
 }
@@ -59,6 +63,7 @@ impl ServerConfig {
         for (key, seconds) in [
             ("server.keep_alive_s", self.keep_alive_s),
             ("server.shutdown_grace_s", self.shutdown_grace_s),
+            ("server.run_lease_s", self.run_lease_s),
         ] {
             if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
                 return Err(InvalidSetting::new(
@@ -76,6 +81,10 @@ impl ServerConfig {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown_grace_s)
+    }
+
+    pub fn run_lease(&self) -> Duration {
+        Duration::from_secs_f64(self.run_lease_s)
     }
 }
 

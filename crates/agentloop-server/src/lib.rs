@@ -8,6 +8,7 @@
 mod auth;
 mod body;
 mod config;
+mod durable;
 mod error;
 mod extract;
 mod live;
@@ -125,17 +126,24 @@ pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; then stops accepting, asks every
-/// run to stop at its next safe point, and waits (at most `server.shutdown_grace_s`) for them
-/// to be saved. Returns false when some run did not end in time.
+/// Serves `state` on `listener` until `shutdown` resolves; then stops accepting, and waits (at
+/// most `server.shutdown_grace_s`) for every run to reach its next saved step. Returns false
+/// when some run did not in time.
+///
+/// With a store, the server is an instance that owns its runs (`agentloop_core::durability`):
+/// it adopts the runs of instances that stopped, and on shutdown hands its own over (each run
+/// stops at its next saved step; another instance, or the next start, goes on from there).
+/// Runs without a store are cancelled at their next safe point.
 ///
 /// The grace period starts with the shutdown signal: before it, the server runs for as long as
 /// the process does.
 pub async fn serve(
     listener: TcpListener,
-    state: AppState,
+    mut state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<bool> {
+    let durable = durable::Durable::start(&mut state).await;
+    let handover = durable.as_ref().map(|durable| durable.agent().clone());
     let runs = state.runs.clone();
     let grace = state.config.shutdown_grace();
     let app = router(state);
@@ -145,7 +153,7 @@ pub async fn serve(
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing the runs in progress");
-        stopping.shutdown();
+        stopping.shutdown(handover.as_ref());
         // A stored permit: the waiter below may start waiting after this.
         on_signal.notify_one();
     });
@@ -161,7 +169,11 @@ pub async fn serve(
             tracing::warn!("connections still open after the grace period; closing");
         }
     }
-    Ok(runs.wait_idle(grace).await)
+    let idle = runs.wait_idle(grace).await;
+    if let Some(durable) = durable {
+        durable.retire().await;
+    }
+    Ok(idle)
 }
 
 /// How long connections may stay open after the runs' grace period, to send their last events.

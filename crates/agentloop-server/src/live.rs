@@ -467,7 +467,7 @@ impl LiveRuns {
     ) -> Result<Arc<LiveRun>, ApiError> {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
-        let run = self.admit(agent, run_id, session_id, 0, user)?;
+        let run = self.admit(agent, run_id, session_id, 0, user, true)?;
         let begun = match agent.begin(request).await {
             Ok(begun) => begun,
             Err(error) => {
@@ -500,12 +500,34 @@ impl LiveRuns {
         resumed: Resumed,
         user: &str,
     ) -> Result<Arc<LiveRun>, ApiError> {
+        self.go_on(agent, resumed, user, true)
+    }
+
+    /// Drives a run adopted from an instance that stopped. The per-user limit does not apply:
+    /// the run was admitted when it began.
+    pub fn adopt(
+        self: &Arc<Self>,
+        agent: &Agent,
+        resumed: Resumed,
+    ) -> Result<Arc<LiveRun>, ApiError> {
+        let user = resumed.user_id().to_string();
+        self.go_on(agent, resumed, &user, false)
+    }
+
+    fn go_on(
+        self: &Arc<Self>,
+        agent: &Agent,
+        resumed: Resumed,
+        user: &str,
+        limited: bool,
+    ) -> Result<Arc<LiveRun>, ApiError> {
         let run = self.admit(
             agent,
             resumed.run_id(),
             resumed.session_id(),
             resumed.last_seq(),
             user,
+            limited,
         )?;
         let agent = agent.clone();
         self.spawn(run.clone(), async move |live: Arc<LiveRun>, sink| {
@@ -523,6 +545,7 @@ impl LiveRuns {
         session_id: Uuid,
         base_seq: u64,
         user: &str,
+        limited: bool,
     ) -> Result<Arc<LiveRun>, ApiError> {
         if self.is_shutting_down() {
             return Err(ApiError::unavailable(
@@ -550,7 +573,7 @@ impl LiveRuns {
                 .values()
                 .filter(|run| run.user_id == user && !run.is_finished())
                 .count();
-            if active >= self.max_per_user {
+            if limited && active >= self.max_per_user {
                 let mut error = ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "too_many_runs",
@@ -618,11 +641,19 @@ impl LiveRuns {
             })
     }
 
-    /// Asks every run to stop at its next safe point, and refuses new ones from now on.
-    pub fn shutdown(&self) {
+    /// Refuses new runs from now on, and stops the runs in progress: with `handover`, runs
+    /// saved in a store are handed over (each stops at its next saved step, for another
+    /// instance or the next start to adopt; [`Agent::hand_over`]); the others are cancelled
+    /// at their next safe point.
+    pub fn shutdown(&self, handover: Option<&Agent>) {
         self.tasks.close();
+        if let Some(agent) = handover {
+            agent.hand_over();
+        }
         for run in self.lock_runs().values() {
-            run.cancel();
+            if handover.is_none() || run.store.is_none() {
+                run.cancel();
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agentloop_core::{Agent, KeyStore, Store};
+use agentloop_core::{Agent, KeyStore, Store, protocol::ResumeReason};
 
 use crate::{config::ServerConfig, live::LiveRuns, metrics::Metrics, service::HealthCheck};
 
@@ -15,6 +15,9 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub config: Arc<ServerConfig>,
     pub health: Arc<HealthCheck>,
+    /// What `run_resumed` says of the runs this server adopts: `adopted` (from another
+    /// instance; the default) or `restarted` (a store only one program uses, such as SQLite).
+    pub resume_reason: ResumeReason,
 }
 
 impl AppState {
@@ -33,6 +36,7 @@ impl AppState {
             metrics,
             config: Arc::new(config),
             health: Arc::default(),
+            resume_reason: ResumeReason::Adopted,
         }
     }
 }

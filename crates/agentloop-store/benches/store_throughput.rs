@@ -171,6 +171,26 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
             },
         },
         end: None,
+        // What a real step saves to go on from: its input with the first step, then a head
+        // of the size a loop's state has between batches.
+        checkpoint: Some(agentloop_core::Checkpoint {
+            input: (iteration == 1).then(|| {
+                json!({"history": [], "system_prompt": "You are a helpful assistant. ".repeat(20)})
+            }),
+            head: json!({
+                "version": 3,
+                "phase": {"phase": "awaiting_step"},
+                "iteration": iteration,
+                "ids_issued": iteration * 4,
+                "seen_calls": (0..iteration).map(|i| (format!("{i:032x}"), format!("call_{i}")))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+                "batch": {"slots": [], "invocations": []},
+                "guidance": {"plan": null, "clarified": false, "calls_since_review": 0},
+            }),
+            last_seq: u64::from(iteration) * 4,
+            turn: Vec::new(),
+        }),
+        owner: None,
     }
 }
 
@@ -195,6 +215,7 @@ async fn start(store: &SqlStore) -> (Uuid, Uuid) {
             save_chat: true,
             context: json!({}),
             started_at: Utc::now(),
+            owner: None,
         })
         .await
         .unwrap();
@@ -252,8 +273,8 @@ async fn persist_run(store: &SqlStore) {
             failure: None,
             finalize_reason: None,
             finished_at: Utc::now(),
-            snapshot: None,
         }),
+        ..Default::default()
     };
     store.save_step(&last).await.unwrap();
 }

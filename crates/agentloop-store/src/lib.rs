@@ -20,6 +20,7 @@ mod config;
 mod connect;
 mod db;
 mod dialect;
+mod durable;
 mod errors;
 mod events;
 mod keys;

@@ -123,22 +123,49 @@ pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
+/// The messages a run added to its session, in order.
+pub(crate) async fn of_run(
+    db: &Db,
+    session_id: Uuid,
+    run_id: Uuid,
+) -> Result<Vec<SessionMessage>, StoreError> {
+    let rows = db
+        .query(&format!(
+            "{SELECT} WHERE m.session_id = $1 AND m.run_id = $2 ORDER BY m.position"
+        ))
+        .bind(session_id.to_string())
+        .bind(run_id.to_string())
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    rows.iter().map(|row| decode(db, row)).collect()
+}
+
 /// From the `dialogue_messages`-th most recent dialogue message on, traces left out; everything
 /// but traces when the session has fewer dialogue messages than that.
+/// With `before_run`, the same as it was before that run's first message.
 pub(crate) async fn history(
     db: &Db,
     session_id: Uuid,
     dialogue_messages: usize,
+    before_run: Option<Uuid>,
 ) -> Result<Vec<SessionMessage>, StoreError> {
     let Some(skipped) = dialogue_messages.checked_sub(1) else {
         return Ok(Vec::new());
     };
     let trace = MessageKind::Trace.as_str();
     let dialogue = MessageKind::Dialogue.as_str();
+    let bound = format!(
+        "COALESCE((SELECT MIN(position) FROM messages WHERE session_id = $1 AND run_id = $3), \
+         {})",
+        i64::MAX
+    );
     let sql = format!(
         "{SELECT} \
-         WHERE m.session_id = $1 AND m.kind <> '{trace}' AND m.position >= COALESCE(( \
+         WHERE m.session_id = $1 AND m.kind <> '{trace}' AND m.position < {bound} \
+             AND m.position >= COALESCE(( \
              SELECT position FROM messages WHERE session_id = $1 AND kind = '{dialogue}' \
+                 AND position < {bound} \
              ORDER BY position DESC LIMIT 1 OFFSET $2), 0) \
          ORDER BY m.position"
     );
@@ -146,6 +173,7 @@ pub(crate) async fn history(
         .query(&sql)
         .bind(session_id.to_string())
         .bind(i64::try_from(skipped).unwrap_or(i64::MAX))
+        .bind(before_run.map(|run| run.to_string()))
         .fetch_all(&db.pool)
         .await
         .map_err(|error| db.error(error))?;

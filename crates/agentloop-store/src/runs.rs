@@ -16,8 +16,8 @@ const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat,
 pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     db.query(
         "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
-             iterations, tools_used, prompt_tokens, completion_tokens, started_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9)",
+             iterations, tools_used, prompt_tokens, completion_tokens, started_at, owner) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9, $10)",
     )
     .bind(run.id.to_string())
     .bind(run.session_id.to_string())
@@ -28,98 +28,109 @@ pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     .bind(i64::from(run.save_chat))
     .bind(json_text(&run.context))
     .bind(millis(run.started_at))
+    .bind(run.owner.as_deref())
     .execute(&db.pool)
     .await
     .map_err(|error| db.error(error))?;
     Ok(())
 }
 
-/// Writes the counters of a step, and with `end` how the run ended.
+/// What a step writes to its run's row.
+pub(crate) struct Progress<'a> {
+    pub progress: &'a RunProgress,
+    pub end: Option<&'a RunEnd>,
+    /// The head of the run's checkpoint, encoded, and the seq it was taken at.
+    pub head: Option<(String, u64)>,
+    /// When set, the row is written only if the run still belongs to this instance.
+    pub owner: Option<&'a str>,
+}
+
+/// Writes the counters of a step, its checkpoint's head, and with `end` how the run ended.
 pub(crate) async fn record_progress(
     db: &Db,
     connection: &mut AnyConnection,
     run_id: &str,
-    progress: &RunProgress,
-    end: Option<&RunEnd>,
+    step: Progress<'_>,
 ) -> Result<(), StoreError> {
-    let counters = "iterations = $2, tools_used = $3, prompt_tokens = $4, completion_tokens = $5";
-    let query = match end {
+    let counters = "iterations = $2, tools_used = $3, prompt_tokens = $4, completion_tokens = $5, \
+        state_head = COALESCE($6, state_head), state_seq = COALESCE($7, state_seq)";
+    // A run adopted elsewhere is not written by its former owner.
+    let fence = " AND (CAST($8 AS TEXT) IS NULL OR owner = $8)";
+    let query = match step.end {
         // A step of a run that goes on: also the step after a pause.
         None => db.query(&format!(
-            "UPDATE runs SET {counters}, status = 'running', snapshot = NULL WHERE id = $1"
+            "UPDATE runs SET {counters}, status = 'running' WHERE id = $1{fence}"
         )),
         Some(_) => db.query(&format!(
-            "UPDATE runs SET {counters}, status = $6, finished_at = $7, answer_message_id = $8, \
-                 error_code = $9, error_message = $10, finalize_reason = $11, snapshot = $12 \
-             WHERE id = $1"
+            "UPDATE runs SET {counters}, status = $9, finished_at = $10, answer_message_id = $11, \
+                 error_code = $12, error_message = $13, finalize_reason = $14 \
+             WHERE id = $1{fence}"
         )),
     };
+    let (head, seq) = match step.head {
+        Some((head, seq)) => (Some(head), Some(count(seq))),
+        None => (None, None),
+    };
+    let progress = step.progress;
     let mut query = query
         .bind(run_id)
         .bind(i64::from(progress.iterations))
         .bind(i64::from(progress.tools_used))
         .bind(count(progress.usage.prompt_tokens))
-        .bind(count(progress.usage.completion_tokens));
-    if let Some(end) = end {
+        .bind(count(progress.usage.completion_tokens))
+        .bind(head)
+        .bind(seq)
+        .bind(step.owner);
+    if let Some(end) = step.end {
         let failure = end.failure.as_ref();
-        let snapshot = end
-            .snapshot
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|error| {
-                StoreError::query(format!("cannot encode a run snapshot: {error}")).caused_by(error)
-            })?;
         query = query
             .bind(end.status.as_str())
             .bind(end.status.is_final().then(|| millis(end.finished_at)))
             .bind(end.answer_message_id.map(|id| id.to_string()))
             .bind(failure.map(|failure| failure.code.as_str()))
             .bind(db.optional_text(failure.map(|failure| failure.message.as_str())))
-            .bind(end.finalize_reason.map(|reason| reason.as_str()))
-            .bind(snapshot);
+            .bind(end.finalize_reason.map(|reason| reason.as_str()));
     }
     let updated = query
         .execute(&mut *connection)
         .await
         .map_err(|error| db.error(error))?;
-    match changed(&updated) {
-        true => Ok(()),
-        false => Err(StoreError::NotFound(format!(
+    if changed(&updated) {
+        return Ok(());
+    }
+    let exists = db
+        .query("SELECT owner FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_optional(&mut *connection)
+        .await
+        .map_err(|error| db.error(error))?;
+    match exists {
+        None => Err(StoreError::NotFound(format!(
             "run {run_id} (save_step before start_run?)"
+        ))),
+        Some(_) => Err(StoreError::NotOwner(format!(
+            "run {run_id} was adopted by another instance; this one stops working on it"
         ))),
     }
 }
 
-/// Moves a paused run to `running`, for one caller only.
-pub(crate) async fn claim_paused(db: &Db, id: Uuid) -> Result<bool, StoreError> {
+/// Moves a paused run to `running`, for one caller only, which becomes its owner.
+pub(crate) async fn claim_paused(
+    db: &Db,
+    id: Uuid,
+    owner: Option<&str>,
+) -> Result<bool, StoreError> {
     let claimed = db
-        .query("UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'awaiting_input'")
+        .query(
+            "UPDATE runs SET status = 'running', owner = $2, cancel_requested = 0 \
+             WHERE id = $1 AND status = 'awaiting_input'",
+        )
         .bind(id.to_string())
+        .bind(owner)
         .execute(&db.pool)
         .await
         .map_err(|error| db.error(error))?;
     Ok(crate::db::changed(&claimed))
-}
-
-/// The snapshot of a run that waits for input.
-pub(crate) async fn paused(db: &Db, id: Uuid) -> Result<Option<serde_json::Value>, StoreError> {
-    let row = db
-        .query("SELECT snapshot FROM runs WHERE id = $1 AND status = 'awaiting_input'")
-        .bind(id.to_string())
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let text: Option<String> = db.cells(&row, "runs").optional_text("snapshot")?;
-    text.map(|text| {
-        serde_json::from_str(&text).map_err(|error| {
-            StoreError::corrupt(format!("runs.snapshot of run {id}: {error}")).caused_by(error)
-        })
-    })
-    .transpose()
 }
 
 pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<RunInfo>, StoreError> {

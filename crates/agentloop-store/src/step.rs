@@ -7,7 +7,7 @@ use crate::columns::{millis, now};
 use crate::db::Db;
 use crate::messages::MessageRow;
 use crate::outputs::SharedOutputs;
-use crate::{events, locks, messages, records, runs};
+use crate::{durable, events, locks, messages, records, runs};
 
 pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
@@ -20,12 +20,31 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         .collect::<Result<Vec<_>, _>>()?;
     let record_rows = records::encode(db, &step.records, &mut shared)?;
     let event_rows = events::encode(&step.events)?;
+    let checkpoint = step.checkpoint.as_ref().map(durable::encode).transpose()?;
     let run_id = step.run_id.to_string();
     let session_id = step.session_id.to_string();
 
     let mut tx = db.begin().await?;
     // The run first: a step of an unknown run fails with NotFound before anything is written.
-    runs::record_progress(db, &mut tx, &run_id, &step.progress, step.end.as_ref()).await?;
+    let progress = runs::Progress {
+        progress: &step.progress,
+        end: step.end.as_ref(),
+        head: checkpoint
+            .as_ref()
+            .map(|checkpoint| (checkpoint.head.clone(), checkpoint.last_seq)),
+        owner: step.owner.as_deref(),
+    };
+    runs::record_progress(db, &mut tx, &run_id, progress).await?;
+    if let Some(checkpoint) = &checkpoint {
+        durable::write_checkpoint(
+            db,
+            &mut tx,
+            &run_id,
+            checkpoint.input.as_deref(),
+            &checkpoint.turn,
+        )
+        .await?;
+    }
     shared.insert(db, &mut tx, &run_id).await?;
     if !message_rows.is_empty() {
         messages::insert(db, &mut tx, &message_rows).await?;

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
-    ApiKeyInfo, Clock, KeyStore, NewApiKey, NewRun, NewSession, SessionCursor, SessionLock,
-    StepRecord, Store, StoreError, SystemClock,
+    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OrphanRun, SavedRun,
+    SessionCursor, SessionLock, StepRecord, Store, StoreError, SystemClock,
 };
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::db::Db;
-use crate::{connect, events, keys, locks, messages, records, runs, sessions, step};
+use crate::{connect, durable, events, keys, locks, messages, records, runs, sessions, step};
 
 /// A call the database does not answer at all (a network that drops packets without closing the
 /// connection) fails after this long instead of hanging its run or request. PostgreSQL's own
@@ -173,7 +173,20 @@ impl Store for SqlStore {
     ) -> Result<Vec<SessionMessage>, StoreError> {
         self.bounded(
             CALL_TIMEOUT,
-            messages::history(&self.db, session_id, dialogue_messages),
+            messages::history(&self.db, session_id, dialogue_messages, None),
+        )
+        .await
+    }
+
+    async fn history_before_run(
+        &self,
+        session_id: Uuid,
+        dialogue_messages: usize,
+        run_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StoreError> {
+        self.bounded(
+            CALL_TIMEOUT,
+            messages::history(&self.db, session_id, dialogue_messages, Some(run_id)),
         )
         .await
     }
@@ -254,12 +267,60 @@ impl Store for SqlStore {
             .await
     }
 
-    async fn paused_run(&self, id: Uuid) -> Result<Option<serde_json::Value>, StoreError> {
-        self.bounded(CALL_TIMEOUT, runs::paused(&self.db, id)).await
+    async fn saved_run(&self, id: Uuid) -> Result<Option<SavedRun>, StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::saved_run(&self.db, id))
+            .await
     }
 
-    async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.bounded(CALL_TIMEOUT, runs::claim_paused(&self.db, id))
+    async fn claim_paused_run(&self, id: Uuid, owner: Option<&str>) -> Result<bool, StoreError> {
+        self.bounded(CALL_TIMEOUT, runs::claim_paused(&self.db, id, owner))
+            .await
+    }
+
+    async fn register_instance(&self, instance: &Instance) -> Result<(), StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::register(&self.db, instance))
+            .await
+    }
+
+    async fn heartbeat(&self, instance_id: &str) -> Result<(), StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::heartbeat(&self.db, instance_id))
+            .await
+    }
+
+    async fn retire_instance(&self, instance_id: &str) -> Result<(), StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::retire(&self.db, instance_id))
+            .await
+    }
+
+    async fn orphaned_runs(
+        &self,
+        silent_for: Duration,
+        limit: u32,
+    ) -> Result<Vec<OrphanRun>, StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::orphaned(&self.db, silent_for, limit))
+            .await
+    }
+
+    async fn adopt_run(
+        &self,
+        run_id: Uuid,
+        to: &str,
+        silent_for: Duration,
+    ) -> Result<bool, StoreError> {
+        self.bounded(
+            CALL_TIMEOUT,
+            durable::adopt(&self.db, run_id, to, silent_for),
+        )
+        .await
+    }
+
+    async fn request_cancel(&self, run_id: Uuid) -> Result<bool, StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::request_cancel(&self.db, run_id))
+            .await
+    }
+
+    async fn cancel_requests(&self, owner: &str) -> Result<Vec<Uuid>, StoreError> {
+        self.bounded(CALL_TIMEOUT, durable::cancel_requests(&self.db, owner))
             .await
     }
 

@@ -36,7 +36,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "2 api keys",
             "3 paused runs",
             "4 escaped text",
-            "5 tool outputs once"
+            "5 tool outputs once",
+            "6 durable runs"
         ]
     );
     let name = schema.name().to_string();
@@ -48,8 +49,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .await
     .unwrap();
     // users, sessions, messages, runs, tool_executions, tool_outputs, run_events, api_keys,
-    // _sqlx_migrations
-    assert_eq!(tables, 9);
+    // instances, run_inputs, run_turn, _sqlx_migrations
+    assert_eq!(tables, 12);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }
@@ -238,6 +239,7 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
         save_chat: true,
         context: serde_json::Value::Null,
         started_at: chrono::Utc::now(),
+        owner: None,
     };
     store.start_run(&run).await.unwrap();
     let message = suite::question(session_id, run.id, "plain");

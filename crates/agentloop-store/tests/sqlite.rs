@@ -64,7 +64,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "1 initial schema",
             "2 api keys",
             "3 paused runs",
-            "5 tool outputs once"
+            "5 tool outputs once",
+            "6 durable runs"
         ]
     );
     assert!(path.exists());

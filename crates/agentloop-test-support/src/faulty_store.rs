@@ -9,11 +9,11 @@ use std::sync::{
 use std::time::Duration;
 
 use agentloop_core::{
-    NewRun, NewSession, SessionCursor, SessionLock, StepRecord, Store, StoreError,
+    Instance, NewRun, NewSession, OrphanRun, SavedRun, SessionCursor, SessionLock, StepRecord,
+    Store, StoreError,
     protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord},
 };
 use async_trait::async_trait;
-use serde_json::Value;
 use uuid::Uuid;
 
 /// Which saves fail.
@@ -127,6 +127,17 @@ impl Store for FaultyStore {
         self.inner.history(session_id, dialogue_messages).await
     }
 
+    async fn history_before_run(
+        &self,
+        session_id: Uuid,
+        dialogue_messages: usize,
+        run_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StoreError> {
+        self.inner
+            .history_before_run(session_id, dialogue_messages, run_id)
+            .await
+    }
+
     async fn lock_session(
         &self,
         session_id: Uuid,
@@ -164,12 +175,49 @@ impl Store for FaultyStore {
         self.inner.save_step(step).await
     }
 
-    async fn paused_run(&self, id: Uuid) -> Result<Option<Value>, StoreError> {
-        self.inner.paused_run(id).await
+    async fn saved_run(&self, id: Uuid) -> Result<Option<SavedRun>, StoreError> {
+        self.inner.saved_run(id).await
     }
 
-    async fn claim_paused_run(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.inner.claim_paused_run(id).await
+    async fn claim_paused_run(&self, id: Uuid, owner: Option<&str>) -> Result<bool, StoreError> {
+        self.inner.claim_paused_run(id, owner).await
+    }
+
+    async fn register_instance(&self, instance: &Instance) -> Result<(), StoreError> {
+        self.inner.register_instance(instance).await
+    }
+
+    async fn heartbeat(&self, instance_id: &str) -> Result<(), StoreError> {
+        self.inner.heartbeat(instance_id).await
+    }
+
+    async fn retire_instance(&self, instance_id: &str) -> Result<(), StoreError> {
+        self.inner.retire_instance(instance_id).await
+    }
+
+    async fn orphaned_runs(
+        &self,
+        silent_for: Duration,
+        limit: u32,
+    ) -> Result<Vec<OrphanRun>, StoreError> {
+        self.inner.orphaned_runs(silent_for, limit).await
+    }
+
+    async fn adopt_run(
+        &self,
+        run_id: Uuid,
+        to: &str,
+        silent_for: Duration,
+    ) -> Result<bool, StoreError> {
+        self.inner.adopt_run(run_id, to, silent_for).await
+    }
+
+    async fn request_cancel(&self, run_id: Uuid) -> Result<bool, StoreError> {
+        self.inner.request_cancel(run_id).await
+    }
+
+    async fn cancel_requests(&self, owner: &str) -> Result<Vec<Uuid>, StoreError> {
+        self.inner.cancel_requests(owner).await
     }
 
     async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError> {

@@ -60,6 +60,8 @@ impl ToolHook for WebhookSideEffects {
         let response = self
             .client
             .post(url)
+            // The same key if the webhook is ever called again for this call: it can deduplicate.
+            .header("Idempotency-Key", context.idempotency_key())
             .json(&body)
             .send()
             .await

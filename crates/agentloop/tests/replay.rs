@@ -74,8 +74,7 @@ fn replay(agent: &Agent, recorder: &Recorder, run_id: Uuid) -> (Vec<EventKind>, 
         services.settings.clone(),
         services.tools.catalog(),
         services.counter.clone(),
-    )
-    .unwrap();
+    );
     let mut events = Vec::new();
     let mut purpose = None;
     for (input, at) in recorder.inputs_of(run_id) {

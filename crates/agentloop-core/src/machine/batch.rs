@@ -95,8 +95,8 @@ pub(crate) enum SlotState {
         invocation: ToolInvocation,
         needs_approval: bool,
     },
-    /// Executing in the driver.
-    Running,
+    /// Executing in the driver: what it was given (run again, if it may be, after a crash).
+    Running { invocation: ToolInvocation },
     /// Ended, with the tool message the model will read.
     Resolved {
         record: Box<ToolExecutionRecord>,
@@ -131,7 +131,7 @@ impl Batch {
     pub fn running(&self) -> usize {
         self.slots
             .iter()
-            .filter(|slot| matches!(slot.state, SlotState::Running))
+            .filter(|slot| matches!(slot.state, SlotState::Running { .. }))
             .count()
     }
 

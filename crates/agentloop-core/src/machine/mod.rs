@@ -8,13 +8,14 @@
 
 mod batch;
 mod builtins;
+mod checkpoint;
 mod clarify;
 mod guidance;
 mod pipeline;
 mod planning;
+mod recovery;
 mod review;
 mod schemas;
-mod snapshot;
 mod state;
 pub(crate) mod text;
 mod view;
@@ -32,8 +33,9 @@ use uuid::Uuid;
 /// A human's answer to a paused run (the body of `POST /v1/runs/{id}/input` without `stream`).
 pub use agentloop_protocol::InputAnswer;
 pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
+pub use checkpoint::{OtherStateVersion, UnreadableState};
 pub use pipeline::recheck;
-pub use snapshot::{OtherStateVersion, PausedRun};
+pub use recovery::OUTCOME_UNKNOWN;
 pub use state::RunState;
 pub use text::{bound, fallback_answer, one_line, records_digest};
 
@@ -122,6 +124,12 @@ pub enum Input {
     StoreLost {
         error: String,
         announced: bool,
+    },
+    /// The run goes on from its saved state in another process than the one that saved it
+    /// (`instance`): a crash, a deploy, a handover.
+    Resume {
+        reason: agentloop_protocol::ResumeReason,
+        instance: String,
     },
 }
 
@@ -319,6 +327,7 @@ impl RunMachine {
             Input::Cancel => Some(self.cancel()),
             Input::Fail { code, message } => Some(self.fail(code, message)),
             Input::StoreLost { error, announced } => Some(self.fail_unsaved(&error, announced)),
+            Input::Resume { reason, instance } => Some(self.recover(reason, instance)),
         }
     }
 

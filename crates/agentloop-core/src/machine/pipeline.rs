@@ -34,13 +34,19 @@ impl RunMachine {
             tracing::warn!(call_id = %result.call_id, "result for a call that is not running");
             return None;
         };
-        if !matches!(slot.state, SlotState::Running) {
+        if !matches!(slot.state, SlotState::Running { .. }) {
             return None;
         }
         let ran = !matches!(
             result.outcome,
             ToolOutcome::Skipped(_) | ToolOutcome::Refused(_)
         );
+        if let ToolOutcome::Refused(_) = &result.outcome {
+            // It did not run: asking for it again is not a repeat.
+            let call_id = slot.call.id.clone();
+            self.state.seen_calls.retain(|_, first| *first != call_id);
+        }
+        let slot = self.state.batch.slot_mut(&result.call_id)?;
         if let ToolOutcome::Success(output) = &result.outcome {
             self.state.documents.extend(text::documents(output));
             if let Some(usage) = output.usage {
@@ -205,18 +211,19 @@ impl RunMachine {
             }
         };
 
-        let key = format!(
-            "{tool}\n{}",
-            parsed
+        let key = call_key(
+            &tool,
+            &parsed
                 .as_ref()
-                .map_or_else(|_| call.arguments.clone(), canonical_json)
+                .map_or_else(|_| call.arguments.clone(), canonical_json),
         );
         if let Some(earlier) = self.state.seen_calls.get(&key).cloned() {
             return self.duplicate(call, arguments, &earlier);
         }
-        // Repeating a call that failed on its arguments is a repeat too; repeating one the rate
-        // limit refused is a fair retry (the key is removed again below).
-        self.state.seen_calls.insert(key.clone(), call.id.clone());
+        // Repeating a call that failed on its arguments is a repeat too; repeating one that did
+        // not run (the rate limit, a rewritten call refused) is a fair retry (`on_tool_result`
+        // forgets its key).
+        self.state.seen_calls.insert(key, call.id.clone());
 
         let parsed = match parsed {
             Ok(parsed) => parsed,
@@ -231,17 +238,6 @@ impl RunMachine {
         };
         if let Some(refusal) = schema_refusal(entry, &parsed) {
             return self.refuse_with(call, arguments, refusal);
-        }
-        // Last, so that only calls that will run take from the budget.
-        if let Some(refusal) = self.state.input.policy.take_mutation(entry) {
-            self.state.seen_calls.remove(&key);
-            return self.refuse(
-                call,
-                arguments,
-                ToolStatus::Blocked,
-                refusal.error,
-                refusal.hint,
-            );
         }
         let invocation = ToolInvocation {
             call_id: call.id.clone(),
@@ -312,11 +308,12 @@ impl RunMachine {
     /// Hands the held calls of the batch to the driver, or ends the batch when none is left.
     pub(super) fn release_batch(&mut self) -> Step {
         for slot in &mut self.state.batch.slots {
-            if matches!(slot.state, SlotState::Held { .. }) {
-                let held = std::mem::replace(&mut slot.state, SlotState::Running);
-                if let SlotState::Held { invocation, .. } = held {
-                    self.state.batch.invocations.push(invocation);
-                }
+            if let SlotState::Held { invocation, .. } = &slot.state {
+                let invocation = invocation.clone();
+                slot.state = SlotState::Running {
+                    invocation: invocation.clone(),
+                };
+                self.state.batch.invocations.push(invocation);
             }
         }
         self.state.phase = Phase::AwaitingTools;
@@ -402,12 +399,11 @@ impl RunMachine {
         arguments: Value,
         parsed: Result<Value, ArgumentsError>,
     ) -> Slot {
-        let key = format!(
-            "{}\n{}",
-            call.name,
-            parsed
+        let key = call_key(
+            &call.name,
+            &parsed
                 .as_ref()
-                .map_or_else(|_| call.arguments.clone(), canonical_json)
+                .map_or_else(|_| call.arguments.clone(), canonical_json),
         );
         if let Some(earlier) = self.state.seen_calls.get(&key).cloned() {
             return self.duplicate(call, arguments, &earlier);
@@ -528,7 +524,7 @@ impl RunMachine {
 
     /// A call that ends without running: its record, the tool message the model reads, and
     /// its `tool_executed` event.
-    fn refusal(
+    pub(super) fn refusal(
         &mut self,
         call: &ToolCall,
         arguments: &Value,
@@ -692,7 +688,7 @@ impl RunMachine {
                     );
                     (record, message)
                 }
-                SlotState::Running | SlotState::Held { .. } | SlotState::Asking { .. } => {
+                SlotState::Running { .. } | SlotState::Held { .. } | SlotState::Asking { .. } => {
                     // Cannot happen: a batch is finished only when nothing runs or waits.
                     let error = "the call did not report a result".to_string();
                     let message =
@@ -812,4 +808,20 @@ fn record_text(record: &ToolExecutionRecord) -> &str {
         ToolStatus::Success => record.result.as_deref().unwrap_or_default(),
         _ => record.error.as_deref().unwrap_or_default(),
     }
+}
+
+/// What identifies a call for the duplicate check: a digest of the tool and its canonical
+/// arguments, short and of fixed size whatever the arguments (the run's state keeps one per
+/// call, and is saved with every step).
+fn call_key(tool: &str, arguments: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(tool.as_bytes())
+        .chain_update([0u8])
+        .chain_update(arguments.as_bytes())
+        .finalize();
+    digest[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }

@@ -79,7 +79,7 @@ impl RunMachine {
         self.plan_request()
     }
 
-    fn plan_request(&self) -> Step {
+    pub(super) fn plan_request(&self) -> Step {
         let model = self.settings.planning.model.clone();
         Step::CallModel(self.json_request(CallPurpose::Plan, model, self.plan_instruction()))
     }

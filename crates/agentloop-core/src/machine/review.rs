@@ -77,7 +77,7 @@ impl RunMachine {
         self.review_request()
     }
 
-    fn review_request(&self) -> Step {
+    pub(super) fn review_request(&self) -> Step {
         let model = self.settings.review.model.clone();
         Step::CallModel(self.json_request(CallPurpose::Review, model, self.review_instruction()))
     }

@@ -17,8 +17,9 @@ use uuid::Uuid;
 use super::{RunInput, RunOutcome, batch::Batch, guidance::Guidance};
 
 /// Bumped when the shape changes, so that a state saved by another version is refused rather
-/// than misread. Version 1 was the hand-kept snapshot of paused runs.
-pub(super) const STATE_VERSION: u32 = 2;
+/// than misread. Version 1 was the hand-kept snapshot of paused runs; version 2 the whole state
+/// of paused runs; version 3 the checkpoint of every step (`checkpoint.rs`).
+pub(super) const STATE_VERSION: u32 = 3;
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

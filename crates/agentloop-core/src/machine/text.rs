@@ -179,6 +179,27 @@ pub fn tool_timed_out(name: &str, limit: std::time::Duration) -> String {
     )
 }
 
+/// Why a call a crash cut off was not run again.
+pub fn outcome_unknown(tool: &str) -> String {
+    format!(
+        "{}: the process running this call of {tool} stopped before its result was saved; the \
+         call may or may not have taken effect",
+        super::recovery::OUTCOME_UNKNOWN
+    )
+}
+
+/// What the model should do about a call of unknown outcome.
+pub const OUTCOME_UNKNOWN_HINT: &str = "Check the current state (with a read-only tool if there \
+    is one) before trying the call again; do not assume it succeeded or failed.";
+
+/// What a human is asked about calls a crash cut off (`on_unknown_outcome = "ask"`).
+pub fn outcome_unknown_question() -> String {
+    "The process running these calls stopped before their results were saved: they may or may \
+     not have taken effect. Approve to run them again, or deny to tell the model their outcome \
+     is unknown."
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

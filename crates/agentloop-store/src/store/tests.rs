@@ -100,6 +100,7 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
             save_chat: true,
             context: serde_json::Value::Null,
             started_at: now(),
+            owner: None,
         })
         .await
         .unwrap();
@@ -114,11 +115,17 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
         failure: None,
         finalize_reason: None,
         finished_at: now(),
-        snapshot: Some(serde_json::json!({"state": "y".repeat(64 * 1024)})),
+    };
+    let checkpoint = agentloop_core::Checkpoint {
+        input: Some(serde_json::json!({"history": []})),
+        head: serde_json::json!({"state": "y".repeat(64 * 1024)}),
+        last_seq: 3,
+        turn: Vec::new(),
     };
     for attempt in 0..3 {
         let paused = StepRecord {
             end: Some(pause.clone()),
+            checkpoint: Some(checkpoint.clone()),
             ..step(session_id, run_id, 1, big())
         };
         let error = store.save_step(&paused).await.unwrap_err();
@@ -134,10 +141,13 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
     limit_pages(&store, None).await;
     let paused = StepRecord {
         end: Some(pause.clone()),
+        checkpoint: Some(checkpoint.clone()),
         ..step(session_id, run_id, 1, big())
     };
     store.save_step(&paused).await.unwrap();
-    assert_eq!(store.paused_run(run_id).await.unwrap(), pause.snapshot);
+    let saved = store.saved_run(run_id).await.unwrap().unwrap();
+    assert_eq!(saved.head, Some(checkpoint.head));
+    assert_eq!(saved.input, checkpoint.input);
     for iteration in 2..10 {
         store
             .save_step(&step(session_id, run_id, iteration, big()))
@@ -174,6 +184,7 @@ async fn a_failed_transaction_on_a_memory_database_is_rolled_back_before_the_nex
         save_chat: true,
         context: serde_json::Value::Null,
         started_at: now(),
+        owner: None,
     };
     let run_id = Uuid::new_v4();
     store.start_run(&run(run_id)).await.unwrap();

@@ -45,6 +45,7 @@ pub fn new_run(session_id: Uuid, save_chat: bool) -> NewRun {
         save_chat,
         context: json!({"entity": "invoices", "read_only": true}),
         started_at: now(),
+        owner: None,
     }
 }
 
@@ -181,7 +182,6 @@ pub fn completed(answer_message_id: Option<Uuid>) -> RunEnd {
         failure: None,
         finalize_reason: None,
         finished_at: now(),
-        snapshot: None,
     }
 }
 

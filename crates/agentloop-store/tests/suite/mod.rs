@@ -60,7 +60,7 @@ macro_rules! suite_tests {
             a_run_that_does_not_save_the_chat_needs_no_session_row,
             a_step_of_an_unknown_run_is_not_found,
             a_failing_step_writes_nothing,
-            a_paused_run_keeps_its_snapshot_and_its_session_until_claimed,
+            a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed,
             undecodable_rows_are_corrupt_errors,
             migrating_an_up_to_date_database_applies_nothing,
             a_schema_from_a_newer_agentloop_is_refused,

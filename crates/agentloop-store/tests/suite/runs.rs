@@ -49,7 +49,6 @@ pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
         }),
         finalize_reason: Some(FinalizeReason::ConsecutiveFailures),
         finished_at: now(),
-        snapshot: None,
     };
     let last = StepRecord {
         progress: progress(3, 3, 3000),
@@ -98,6 +97,7 @@ pub async fn runs_of_a_session_come_oldest_first(fixture: &Fixture) {
     for seconds in [30, 10, 20] {
         let run = agentloop_core::NewRun {
             started_at: at(seconds),
+            owner: None,
             ..new_run(session_id, true)
         };
         store.start_run(&run).await.unwrap();
@@ -336,7 +336,7 @@ pub async fn a_failing_step_writes_nothing(fixture: &Fixture) {
     assert_eq!(run.iterations, 0);
 }
 
-pub async fn a_paused_run_keeps_its_snapshot_and_its_session_until_claimed(fixture: &Fixture) {
+pub async fn a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed(fixture: &Fixture) {
     let store = &fixture.store;
     let session_id = session(fixture, "alice").await;
     let new = new_run(session_id, true);
@@ -348,13 +348,15 @@ pub async fn a_paused_run_keeps_its_snapshot_and_its_session_until_claimed(fixtu
         SessionLock::Acquired
     );
     store.start_run(&new).await.unwrap();
-    assert_eq!(
-        store.paused_run(new.id).await.unwrap(),
-        None,
-        "a running run is not paused"
-    );
+    let fresh = store.saved_run(new.id).await.unwrap().unwrap();
+    assert_eq!((fresh.head, fresh.input), (None, None), "no step saved yet");
 
-    let snapshot = json!({"snapshot": {"version": 1}, "last_seq": 7});
+    let checkpoint = agentloop_core::Checkpoint {
+        input: Some(json!({"history": [], "system_prompt": "be brief"})),
+        head: json!({"version": 3, "phase": {"phase": "awaiting_input"}}),
+        last_seq: 7,
+        turn: Vec::new(),
+    };
     let pause = StepRecord {
         end: Some(RunEnd {
             status: RunStatus::AwaitingInput,
@@ -362,15 +364,19 @@ pub async fn a_paused_run_keeps_its_snapshot_and_its_session_until_claimed(fixtu
             failure: None,
             finalize_reason: None,
             finished_at: now(),
-            snapshot: Some(snapshot.clone()),
         }),
+        checkpoint: Some(checkpoint.clone()),
         ..step(new.id, session_id)
     };
     store.save_step(&pause).await.unwrap();
     let paused = store.run(new.id).await.unwrap().unwrap();
     assert_eq!(paused.status, RunStatus::AwaitingInput);
     assert_eq!(paused.finished_at, None, "a paused run has not finished");
-    assert_eq!(store.paused_run(new.id).await.unwrap(), Some(snapshot));
+    let saved = store.saved_run(new.id).await.unwrap().unwrap();
+    assert_eq!(saved.status, RunStatus::AwaitingInput);
+    assert_eq!(saved.head, Some(checkpoint.head.clone()));
+    assert_eq!(saved.input, checkpoint.input);
+    assert_eq!(saved.last_seq, 7);
 
     // The session stays with the paused run, long after the lease it had while running.
     fixture.clock.advance(std::time::Duration::from_secs(3600));
@@ -383,18 +389,28 @@ pub async fn a_paused_run_keeps_its_snapshot_and_its_session_until_claimed(fixtu
         SessionLock::Busy { run_id: new.id }
     );
 
-    // One claim wins; the first step after it makes the run running again and drops the
-    // snapshot.
-    assert!(store.claim_paused_run(new.id).await.unwrap());
-    assert!(!store.claim_paused_run(new.id).await.unwrap());
-    assert_eq!(store.paused_run(new.id).await.unwrap(), None);
-    store.save_step(&step(new.id, session_id)).await.unwrap();
-    assert_eq!(
-        store.run(new.id).await.unwrap().unwrap().status,
-        RunStatus::Running
-    );
+    // One claim wins; the first step after it makes the run running again, and a later step
+    // (without input) keeps the input saved with the first.
+    assert!(store.claim_paused_run(new.id, Some("me")).await.unwrap());
+    assert!(!store.claim_paused_run(new.id, Some("me")).await.unwrap());
+    let next = StepRecord {
+        checkpoint: Some(agentloop_core::Checkpoint {
+            input: None,
+            head: json!({"version": 3, "phase": {"phase": "awaiting_step"}}),
+            last_seq: 9,
+            turn: Vec::new(),
+        }),
+        owner: Some("me".to_string()),
+        ..step(new.id, session_id)
+    };
+    store.save_step(&next).await.unwrap();
+    let saved = store.saved_run(new.id).await.unwrap().unwrap();
+    assert_eq!(saved.status, RunStatus::Running);
+    assert_eq!(saved.owner.as_deref(), Some("me"));
+    assert_eq!(saved.last_seq, 9);
+    assert_eq!(saved.input, checkpoint.input);
     assert!(
-        !store.claim_paused_run(Uuid::now_v7()).await.unwrap(),
+        !store.claim_paused_run(Uuid::now_v7(), None).await.unwrap(),
         "an unknown run"
     );
 }

@@ -89,7 +89,12 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
         ..record("unused", 1)
     };
     let events = vec![delta(run.id, 1, text), delta(run.id, 2, "plain")];
-    let snapshot = json!({"pending": text});
+    let checkpoint = agentloop_core::Checkpoint {
+        input: Some(json!({"system_prompt": text})),
+        head: json!({"pending": text}),
+        last_seq: 2,
+        turn: Vec::new(),
+    };
     let step = StepRecord {
         messages: messages.clone(),
         records: vec![record.clone()],
@@ -101,9 +106,9 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
                 code: ErrorCode::InternalError,
                 message: format!("failure {text}"),
             }),
-            snapshot: Some(snapshot.clone()),
             ..completed(None)
         }),
+        checkpoint: Some(checkpoint.clone()),
         ..super::data::step(run.id, session_id)
     };
     store
@@ -127,7 +132,11 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
         "{text:?}"
     );
     assert_eq!(store.events(run.id, 0).await.unwrap(), events, "{text:?}");
-    assert_eq!(store.paused_run(run.id).await.unwrap(), Some(snapshot));
+    let saved = store.saved_run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (saved.input, saved.head),
+        (checkpoint.input, Some(checkpoint.head))
+    );
     let info = store.run(run.id).await.unwrap().unwrap();
     assert_eq!(info.user_id, user);
     assert_eq!(info.query, run.query);

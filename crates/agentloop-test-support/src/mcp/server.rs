@@ -20,8 +20,8 @@ use rmcp::{
     handler::server::{tool::ToolCallContext, wrapper::Parameters},
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-        Tool,
+        JsonObject, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
+        ServerConfig, Tool,
     },
     schemars,
     service::RequestContext,
@@ -32,6 +32,10 @@ use serde_json::{Value, json};
 
 /// The environment variable naming the call log of the test server.
 pub const LOG_ENV: &str = "AGENTLOOP_TEST_MCP_LOG";
+
+/// The `_meta` key under which agentloop sends a call's idempotency key (the same as
+/// `agentloop_mcp::IDEMPOTENCY_KEY_META`; written out so that the server needs no agentloop).
+pub const IDEMPOTENCY_KEY_META: &str = "agentloop/idempotency-key";
 
 /// The exit status of the server after a `crash` call.
 pub const CRASH_EXIT_STATUS: i32 = 3;
@@ -76,6 +80,14 @@ pub struct BigArgs {
 pub struct RecordArgs {
     /// The note to append to the log.
     pub note: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SlowRecordArgs {
+    /// The note to append to the log.
+    pub note: String,
+    /// How long the call takes after it logged its start, in milliseconds.
+    pub ms: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -240,12 +252,36 @@ impl TestMcpServer {
         description = "Appends a note to the log: a tool with a visible side effect",
         annotations(read_only_hint = false, destructive_hint = false)
     )]
-    async fn record(&self, Parameters(args): Parameters<RecordArgs>) -> CallToolResult {
-        let line = json!({"tool": "record", "note": &args.note, "arguments": &args});
+    async fn record(
+        &self,
+        Parameters(args): Parameters<RecordArgs>,
+        meta: RequestMetaObject,
+    ) -> CallToolResult {
+        let line = json!({"tool": "record", "note": &args.note, "arguments": &args,
+            "idempotency_key": meta.get(IDEMPOTENCY_KEY_META)});
         if let Err(error) = self.append(&line) {
             return log_failure(error);
         }
         CallToolResult::success(vec![ContentBlock::text("recorded")])
+    }
+
+    #[tool(
+        description = "Logs its start, then takes the given time: a slow tool with a side \
+                       effect (its log line), which is neither read-only nor idempotent",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn slow_record(
+        &self,
+        Parameters(args): Parameters<SlowRecordArgs>,
+        meta: RequestMetaObject,
+    ) -> CallToolResult {
+        let line = json!({"tool": "slow_record", "note": &args.note, "arguments": &args,
+            "idempotency_key": meta.get(IDEMPOTENCY_KEY_META)});
+        if let Err(error) = self.append(&line) {
+            return log_failure(error);
+        }
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
+        CallToolResult::success(vec![ContentBlock::text(format!("recorded {}", args.note))])
     }
 
     #[tool(

@@ -161,17 +161,7 @@ fn a_paused_run_survives_a_round_trip_through_json() {
     let mut m = machine();
     paused(&mut m);
     m.take_changes();
-    let json = serde_json::to_value(m.snapshot().unwrap()).unwrap();
-    let snapshot: RunState = serde_json::from_value(json).unwrap();
-    let catalog = m.catalog.clone();
-    let mut restored = RunMachine::restore(
-        snapshot,
-        crate::policy::RunPolicy::default(),
-        Arc::new(AgentSettings::default()),
-        catalog,
-        Arc::new(crate::tokens::EstimatedTokens),
-    )
-    .unwrap();
+    let mut restored = super::recovery::saved_and_restored(&mut m);
     assert!(restored.is_paused());
     assert!(
         restored.take_changes().messages.is_empty(),

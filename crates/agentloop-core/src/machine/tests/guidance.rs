@@ -296,15 +296,7 @@ fn gated_tools_wait_for_an_answer_to_ask_user() {
     )));
 
     // The snapshot keeps the question across a restart.
-    let snapshot = serde_json::to_string(&m.snapshot().unwrap()).unwrap();
-    let mut m = RunMachine::restore(
-        serde_json::from_str(&snapshot).unwrap(),
-        crate::policy::RunPolicy::default(),
-        m.settings.clone(),
-        m.catalog.clone(),
-        Arc::new(crate::tokens::EstimatedTokens),
-    )
-    .unwrap();
+    let mut m = super::recovery::saved_and_restored(&mut m);
     assert_eq!(m.question().as_deref(), Some("Which Alex?"));
 
     // The answer resolves the question; the rest of the batch runs.

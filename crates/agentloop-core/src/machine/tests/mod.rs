@@ -753,3 +753,4 @@ mod policy;
 mod approvals;
 mod guidance;
 mod hooks;
+mod recovery;

@@ -1,0 +1,289 @@
+//! The run's state as the store keeps it, with every step: what a run needs to go on after a
+//! pause, a crash or a handover, in a form that does not grow with each step.
+//!
+//! A [`RunState`] is saved in three parts. What the run started from and never changes (its
+//! history and system prompt: the *input*) is saved once, with the first step. What grows with
+//! the run (its messages and tool executions) is saved once each, as the step's messages and
+//! records. The rest (the *head*: phase, counters, the batch in progress, plan) is small and
+//! replaces the head of the step before. [`RunState::from_parts`] puts the three together
+//! again; what can be derived (the documents tools returned, the model's view) is rebuilt.
+//! The parts are the state's own serialization: there is no second list of fields to keep.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use agentloop_protocol::{SessionMessage, ToolExecutionRecord, ToolStatus};
+use serde_json::Value;
+
+use super::{
+    RunMachine, RunState,
+    state::{Phase, STATE_VERSION},
+    text,
+};
+use crate::{
+    catalog::ToolCatalog, policy::RunPolicy, settings::AgentSettings, tokens::TokenCounter,
+    tool::ToolOutput,
+};
+
+/// A state saved by another version of agentloop, which this one cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the run was saved by another version of agentloop (state version {saved}, this one reads \
+     {reads})"
+)]
+pub struct OtherStateVersion {
+    pub saved: u32,
+    pub reads: u32,
+}
+
+/// Why saved parts do not make a state.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnreadableState {
+    #[error(transparent)]
+    OtherVersion(#[from] OtherStateVersion),
+    #[error("the saved state of the run cannot be read: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the saved state of the run is not a JSON object")]
+    NotAnObject,
+    #[error("the saved state of the run names a tool result that was not saved")]
+    MissingOutput,
+}
+
+/// The fields of the state that are saved apart from its head: what grows with the run
+/// (`turn`, `records`), what is derived from it (`documents`), and how it ended (`outcome`,
+/// never needed to go on).
+const APART: [&str; 4] = ["turn", "records", "documents", "outcome"];
+/// The fields of the input saved once, with the first step.
+const INPUT_APART: [&str; 2] = ["history", "system_prompt"];
+
+impl RunState {
+    /// The head of the state: everything but its input's history and system prompt, its
+    /// messages, records and documents.
+    pub fn head(&mut self) -> Result<Value, serde_json::Error> {
+        // Moved out while the rest is written, then put back: the head's cost does not grow
+        // with the run.
+        let turn = std::mem::take(&mut self.turn);
+        let records = std::mem::take(&mut self.records);
+        let documents = std::mem::take(&mut self.documents);
+        let outcome = self.outcome.take();
+        let history = std::mem::take(&mut self.input.history);
+        let system_prompt = std::mem::take(&mut self.input.system_prompt);
+        let head = serde_json::to_value(&*self);
+        self.turn = turn;
+        self.records = records;
+        self.documents = documents;
+        self.outcome = outcome;
+        self.input.history = history;
+        self.input.system_prompt = system_prompt;
+        let mut head = head?;
+        if let Value::Object(fields) = &mut head {
+            for field in APART {
+                fields.remove(field);
+            }
+            if let Some(Value::Object(input)) = fields.get_mut("input") {
+                for field in INPUT_APART {
+                    input.remove(field);
+                }
+            }
+            for resolved in resolved_slots(fields) {
+                leave_output_out(resolved);
+            }
+        }
+        Ok(head)
+    }
+
+    /// What the run started from and never changes: saved once. With `history_window`, the
+    /// history came from the store (that many dialogue messages) and is read from it again
+    /// rather than saved.
+    pub fn fixed_input(&self, history_window: Option<usize>) -> Value {
+        match history_window {
+            Some(window) => serde_json::json!({
+                "history_window": window,
+                "system_prompt": self.input.system_prompt,
+            }),
+            None => serde_json::json!({
+                "history": self.input.history,
+                "system_prompt": self.input.system_prompt,
+            }),
+        }
+    }
+
+    /// The state again, from its saved parts: the input saved with the first step, the head of
+    /// the last step, and the run's messages and tool executions in the order they were saved.
+    pub fn from_parts(
+        input: Value,
+        head: Value,
+        turn: Vec<SessionMessage>,
+        records: Vec<ToolExecutionRecord>,
+    ) -> Result<RunState, UnreadableState> {
+        let Value::Object(mut fields) = head else {
+            return Err(UnreadableState::NotAnObject);
+        };
+        let version = fields.get("version").and_then(Value::as_u64).unwrap_or(0);
+        if version != u64::from(STATE_VERSION) {
+            return Err(OtherStateVersion {
+                saved: u32::try_from(version).unwrap_or(u32::MAX),
+                reads: STATE_VERSION,
+            }
+            .into());
+        }
+        let saved: HashMap<&str, &ToolExecutionRecord> = records
+            .iter()
+            .map(|record| (record.call_id.as_str(), record))
+            .collect();
+        for resolved in resolved_slots(&mut fields) {
+            put_output_back(resolved, &saved)?;
+        }
+        let Value::Object(fixed) = input else {
+            return Err(UnreadableState::NotAnObject);
+        };
+        if let Some(Value::Object(run_input)) = fields.get_mut("input") {
+            for field in INPUT_APART {
+                if let Some(value) = fixed.get(field) {
+                    run_input.insert(field.to_string(), value.clone());
+                }
+            }
+        }
+        fields.insert("turn".into(), serde_json::to_value(&turn)?);
+        fields.insert("records".into(), Value::Array(Vec::new()));
+        fields.insert("documents".into(), Value::Array(Vec::new()));
+        fields.insert("outcome".into(), Value::Null);
+        let mut state: RunState = serde_json::from_value(Value::Object(fields))?;
+        state.documents = documents(&records);
+        state.records = finished_records(&state, records);
+        Ok(state)
+    }
+}
+
+/// The calls of the batch under way that ended: `{"record": ..., "message": ...}` each.
+fn resolved_slots(fields: &mut serde_json::Map<String, Value>) -> impl Iterator<Item = &mut Value> {
+    fields
+        .get_mut("batch")
+        .and_then(|batch| batch.get_mut("slots"))
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(|slot| {
+            slot.get_mut("state")
+                .and_then(|state| state.get_mut("Resolved"))
+        })
+}
+
+/// The output of a call that ended is saved once, as its record: the head names it instead.
+fn leave_output_out(resolved: &mut Value) {
+    let result = resolved.pointer("/record/result").cloned();
+    let Some(Value::String(result)) = result else {
+        return;
+    };
+    if resolved.get("message").and_then(Value::as_str) == Some(result.as_str()) {
+        resolved["message"] = Value::Null;
+    }
+    resolved["record"]["result"] = Value::Null;
+    resolved["record"]["structured_result"] = Value::Null;
+    resolved["output_saved"] = Value::Bool(true);
+}
+
+/// The output left out of the head, from the record saved with it.
+fn put_output_back(
+    resolved: &mut Value,
+    saved: &HashMap<&str, &ToolExecutionRecord>,
+) -> Result<(), UnreadableState> {
+    let Some(Value::Bool(true)) = resolved
+        .as_object_mut()
+        .and_then(|o| o.remove("output_saved"))
+    else {
+        return Ok(());
+    };
+    let call_id = resolved.pointer("/record/call_id").and_then(Value::as_str);
+    let Some(record) = call_id.and_then(|id| saved.get(id)) else {
+        return Err(UnreadableState::MissingOutput);
+    };
+    let result = record.result.clone().unwrap_or_default();
+    if resolved.get("message").is_some_and(Value::is_null) {
+        resolved["message"] = Value::String(result.clone());
+    }
+    resolved["record"]["result"] = Value::String(result);
+    resolved["record"]["structured_result"] =
+        record.structured_result.clone().unwrap_or(Value::Null);
+    Ok(())
+}
+
+/// The records of the batches that ended, in the order the model issued their calls (the
+/// store keeps them in the order they ended); the calls of the batch in progress are in its
+/// slots.
+fn finished_records(state: &RunState, saved: Vec<ToolExecutionRecord>) -> Vec<ToolExecutionRecord> {
+    let in_batch: HashSet<&str> = state
+        .batch
+        .slots
+        .iter()
+        .map(|slot| slot.call.id.as_str())
+        .collect();
+    let issued: HashMap<&str, usize> = state
+        .turn
+        .iter()
+        .flat_map(|message| &message.message.tool_calls)
+        .enumerate()
+        .map(|(index, call)| (call.id.as_str(), index))
+        .collect();
+    let mut records: Vec<ToolExecutionRecord> = saved
+        .into_iter()
+        .filter(|record| !in_batch.contains(record.call_id.as_str()))
+        .collect();
+    records.sort_by_key(|record| {
+        issued
+            .get(record.call_id.as_str())
+            .copied()
+            .unwrap_or(usize::MAX)
+    });
+    records
+}
+
+/// The documents successful calls returned, in the order the calls ended.
+fn documents(records: &[ToolExecutionRecord]) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|record| record.status == ToolStatus::Success)
+        .flat_map(|record| {
+            let output = ToolOutput {
+                text: record.result.clone().unwrap_or_default(),
+                structured: record.structured_result.clone(),
+                usage: None,
+            };
+            text::documents(&output)
+        })
+        .collect()
+}
+
+impl RunMachine {
+    /// The machine of a saved `state`, under `policy` (rebuilt from its context by the
+    /// caller). Its earlier messages and events are already stored.
+    pub fn restore(
+        mut state: RunState,
+        policy: RunPolicy,
+        settings: Arc<AgentSettings>,
+        catalog: Arc<ToolCatalog>,
+        counter: Arc<dyn TokenCounter>,
+    ) -> RunMachine {
+        state.input.policy = policy;
+        RunMachine::from_state(state, settings, catalog, counter)
+    }
+
+    /// The head of the run's state as of now ([`RunState::head`]).
+    pub fn checkpoint_head(&mut self) -> Result<Value, serde_json::Error> {
+        self.state.head()
+    }
+
+    /// What a run that stops here without ending reports (handed over, or adopted by another
+    /// instance): status `running`, no answer; its state is in the store.
+    pub fn left_behind(&self) -> super::RunOutcome {
+        self.outcome_with(agentloop_protocol::RunStatus::Running, None, None, None)
+    }
+
+    /// Whether the run is paused for a human (its state then waits in the store).
+    pub fn awaits_input(&self) -> bool {
+        self.state.phase == Phase::AwaitingInput
+    }
+}
