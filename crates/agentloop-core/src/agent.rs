@@ -145,7 +145,7 @@ struct Ownership {
 
 impl Agent {
     /// This agent, with its runs owned by the instance `instance_id` (see
-    /// [`crate::durability`]): they carry its id in the store, their steps are refused once
+    /// the `durability` module): they carry its id in the store, their steps are refused once
     /// another instance adopted them, and [`Agent::hand_over`] stops them at a saved step.
     pub fn owned_by(mut self, instance_id: impl Into<String>) -> Agent {
         self.ownership = Ownership {

@@ -491,7 +491,7 @@ impl Agent {
     /// silent for longer than `silent_for` (a crash, a deploy, a handover), and makes it go on
     /// from its last saved step: `run_resumed` marks the seam, an LLM call under way is made
     /// again, and tool calls that may have been running are run again only when their tool is
-    /// read-only or idempotent (see [`crate::durability`]). Exactly one caller wins a run,
+    /// read-only or idempotent (see the `durability` module). Exactly one caller wins a run,
     /// however many try at once. Drive it with [`Agent::run_resumed`].
     pub async fn adopt(
         &self,
