@@ -258,3 +258,61 @@ async fn the_debug_log_has_no_colour_off_a_terminal_and_sql_only_when_asked() {
     assert!(with_sql.contains("SELECT"), "{with_sql}");
     assert!(!with_sql.contains('\u{1b}'), "colour codes in {with_sql:?}");
 }
+
+/// A web server that is no LLM: every request gets its HTML 404 page.
+async fn web_server() -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let root = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let page = "<!DOCTYPE html><html><head><title>404 Not Found</title></head><body>\
+            <h1>Not Found</h1><p>The requested URL was not found on this server.</p></body></html>";
+        while let Ok((mut socket, _)) = listener.accept().await {
+            // The request is small: one read has its headers; the answer closes the connection.
+            let mut request = [0u8; 8192];
+            let _ = socket.read(&mut request).await;
+            let answer = format!(
+                "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    (root, task)
+}
+
+#[tokio::test]
+async fn a_web_server_at_base_url_gets_an_error_naming_the_url_the_setting_and_v1() {
+    let (root, server) = web_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        format!("[llm]\nbase_url = \"{root}\"\nmax_retries = 0\n"),
+    )
+    .unwrap();
+    let from_file = agentloop(dir.path(), &["run", "hi"]).await;
+    assert_eq!(from_file.status.code(), Some(1), "{}", stderr(&from_file));
+    let message = stderr(&from_file);
+    for part in [
+        format!("{root}/chat/completions answered HTTP 404 with an HTML page (\"404 Not Found\")"),
+        "[llm] base_url in agentloop.toml".to_string(),
+        format!("try {root}/v1"),
+    ] {
+        assert!(message.contains(&part), "{part}: {message}");
+    }
+    assert!(!message.contains("<"), "HTML in {message}");
+
+    let mut run = command(dir.path());
+    run.args(["run", "hi"]).env("OPENAI_BASE_URL", &root);
+    let from_env = tokio::task::spawn_blocking(move || run.output().unwrap())
+        .await
+        .unwrap();
+    let message = stderr(&from_env);
+    assert!(
+        message.contains("comes from the OPENAI_BASE_URL environment variable"),
+        "{message}"
+    );
+    server.abort();
+}
