@@ -7,13 +7,16 @@
 //! ```
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use agentloop::{Config, EventKind, FnTool, RunRequest, Runtime, ToolError, ToolOutput};
+use agentloop::{Config, EventKind, FnTool, RunRequest, RunStatus, Runtime, ToolError, ToolOutput};
 use futures::StreamExt;
 use serde_json::json;
 
+/// Exits 0 only when the run completed: 1 when it failed (or the configuration or a server was
+/// not usable), as a script or CI job calling it expects.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1).collect::<Vec<_>>();
     let config_path = match args.iter().position(|arg| arg == "--config") {
         Some(i) if i + 1 < args.len() => {
@@ -64,6 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let mut run = runtime.agent().run(RunRequest::new(query));
+    let mut ended = None;
     while let Some(event) = run.next().await {
         match event.kind {
             EventKind::ToolSelected {
@@ -79,12 +83,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             EventKind::FinalResponse { delta } => print!("{delta}"),
             EventKind::Error { message, .. } => eprintln!("error: {message}"),
-            EventKind::Done { status, .. } => println!("\n[{}]", status.as_str()),
+            EventKind::Done { status, .. } if event.parent_run_id.is_none() => {
+                println!("\n[{}]", status.as_str());
+                ended = Some(status);
+            }
             _ => {}
         }
     }
     runtime.shutdown().await;
-    Ok(())
+    Ok(match ended {
+        Some(RunStatus::Completed) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).

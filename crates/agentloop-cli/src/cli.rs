@@ -6,9 +6,39 @@ use uuid::Uuid;
 
 use clap::{Args, Parser, Subcommand};
 
+// The environment each command reads, shown at the end of its `--help` (`after_help`). Every
+// command reads its configuration file first; these override it (README, "Configuration").
+// Macros rather than constants, so that `concat!` can join them at compile time.
+macro_rules! env_llm {
+    () => {
+        "  OPENAI_API_KEY    the LLM's API key (or the variable named by llm.api_key_env)\n  \
+         OPENAI_BASE_URL   the LLM server, overriding llm.base_url (e.g. http://localhost:11434/v1)\n"
+    };
+}
+macro_rules! env_store {
+    () => {
+        "  DATABASE_URL      the store of sessions and API keys, overriding store.url\n"
+    };
+}
+macro_rules! env_listen {
+    () => {
+        "  AGENTLOOP_LISTEN  the address to listen on, overriding server.listen\n"
+    };
+}
+macro_rules! env_log {
+    () => {
+        "  AGENTLOOP_LOG     what is logged on stderr (e.g. debug; debug,sqlx=debug adds SQL)"
+    };
+}
+macro_rules! environment {
+    ($($line:ident),+) => {
+        concat!("Environment:\n", $($line!()),+)
+    };
+}
+
 /// agentloop: a runtime that turns any tool-calling LLM into a dependable copilot agent.
 #[derive(Debug, Parser)]
-#[command(name = "agentloop", version, propagate_version = true)]
+#[command(name = "agentloop", version, propagate_version = true, after_help = environment!(env_llm, env_store, env_listen, env_log))]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -27,18 +57,22 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Answer QUERY with the LLM and the configured tools; live steps on stderr, the answer on
     /// stdout. Exits 0 only when the run completed.
+    #[command(after_help = environment!(env_llm, env_store, env_log))]
     Run(RunArgs),
     /// Serve the HTTP API: runs over SSE or JSON, sessions, metrics, OpenAPI.
+    #[command(after_help = environment!(env_llm, env_store, env_listen, env_log))]
     Serve(ServeArgs),
     /// List the tools each configured MCP server offers.
+    #[command(after_help = environment!(env_log))]
     Tools(ToolsArgs),
     /// List sessions, or show one with its messages and the trace of each run.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = environment!(env_store, env_log))]
     Sessions(SessionsCommand),
     /// Create, revoke and list the API keys of the HTTP server.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = environment!(env_store, env_log))]
     Keys(KeysCommand),
     /// Create or upgrade the database schema of the store (runs also do it on start).
+    #[command(after_help = environment!(env_store, env_log))]
     Migrate,
 }
 
@@ -54,7 +88,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
     /// Continue this session (created when it does not exist yet); default: a new session.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = session_id)]
     pub session: Option<Uuid>,
     /// The user the run belongs to.
     #[arg(long, value_name = "U", default_value = "local")]
@@ -76,8 +110,10 @@ pub struct RunArgs {
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// Sessions, most recent first.
+    #[command(after_help = environment!(env_store, env_log))]
     List(SessionsListArgs),
     /// One session: its messages, with the tool calls of each run.
+    #[command(after_help = environment!(env_store, env_log))]
     Show(SessionsShowArgs),
 }
 
@@ -97,6 +133,7 @@ pub struct SessionsListArgs {
 #[derive(Debug, Args)]
 pub struct SessionsShowArgs {
     /// The session id.
+    #[arg(value_parser = session_id)]
     pub id: Uuid,
     /// Print JSON: the session, its messages and its runs.
     #[arg(long)]
@@ -107,10 +144,13 @@ pub struct SessionsShowArgs {
 pub enum KeysCommand {
     /// Create a key for a user; the key is printed once, alone on stdout, and only its hash is
     /// stored.
+    #[command(after_help = environment!(env_store, env_log))]
     Create(KeysCreateArgs),
     /// Revoke a key, named by its id (key_...) or by the key itself (al_...).
+    #[command(after_help = environment!(env_store, env_log))]
     Revoke(KeysRevokeArgs),
     /// Keys, newest first: id, user, prefix and dates (never the key).
+    #[command(after_help = environment!(env_store, env_log))]
     List(KeysListArgs),
 }
 
@@ -150,4 +190,28 @@ pub struct ToolsArgs {
     /// Print the tools as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A session id, read with a sentence for the user instead of the UUID parser's message
+/// ("invalid character: expected an optional prefix of `urn:uuid:` ...").
+fn session_id(text: &str) -> Result<Uuid, String> {
+    Uuid::parse_str(text.trim()).map_err(|_| {
+        "a session id is a UUID such as 0193a4f2-7c1e-7d2a-9b3c-4d5e6f708192, as printed at the \
+         end of a run; `agentloop sessions list` shows them"
+            .to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_uuids_and_anything_else_gets_a_sentence() {
+        let id = Uuid::now_v7();
+        assert_eq!(session_id(&id.to_string()), Ok(id));
+        let message = session_id("last-tuesday").unwrap_err();
+        assert!(message.starts_with("a session id is a UUID"), "{message}");
+        assert!(message.contains("agentloop sessions list"), "{message}");
+    }
 }

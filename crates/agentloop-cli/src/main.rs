@@ -1,5 +1,7 @@
 //! The `agentloop` command.
 
+#[macro_use]
+mod output;
 mod cli;
 mod commands;
 mod render;
@@ -35,6 +37,8 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader of stdout has gone (`| head`): it wanted no more; see `output`.
+        Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {}", render::error_chain(&error));
             ExitCode::from(2)
@@ -43,12 +47,25 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr, quiet by default; `AGENTLOOP_LOG=debug` shows the internals.
+///
+/// Colours only on a terminal: a log file or a CI log would get escape codes. sqlx logs every
+/// statement at debug level, which drowns what `debug` is asked for; it stays at `warn` (slow
+/// statements, errors) unless the filter names `sqlx` itself (`AGENTLOOP_LOG=debug,sqlx=debug`).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTLOOP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let asked = std::env::var("AGENTLOOP_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&asked)
+        .ok()
+        .filter(|_| !asked.trim().is_empty())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
+    if !asked.contains("sqlx")
+        && let Ok(quiet_sql) = "sqlx=warn".parse()
+    {
+        filter = filter.add_directive(quiet_sql);
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

@@ -9,6 +9,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
 use crate::config::{DEFAULT_API_KEY_ENV, LlmConfig};
 use crate::exchange::{error_chain, exchange};
+use crate::not_openai::{Endpoint, UNKNOWN_ORIGIN};
 use crate::retry::{Backoff, DEFAULT_BASE_DELAY};
 use crate::wire::ChatRequest;
 
@@ -18,7 +19,8 @@ const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A client of any OpenAI-compatible Chat Completions server.
 pub struct OpenAiClient {
     config: LlmConfig,
-    url: String,
+    /// The Chat Completions URL, and the setting its `base_url` came from.
+    endpoint: Endpoint,
     /// `Authorization: Bearer …`, marked sensitive so no HTTP-level logging prints it.
     authorization: Option<HeaderValue>,
     timeout: Duration,
@@ -58,9 +60,14 @@ impl OpenAiClient {
                 url: url.clone(),
                 detail: error_chain(&error),
             })?;
+        let endpoint = Endpoint {
+            url,
+            base_url: config.base_url.clone(),
+            origin: UNKNOWN_ORIGIN.to_string(),
+        };
         Ok(Self {
             config,
-            url,
+            endpoint,
             authorization,
             timeout,
             backoff: Backoff {
@@ -77,6 +84,14 @@ impl OpenAiClient {
         self
     }
 
+    /// Says where `base_url` came from, for errors about the server behind it: for example
+    /// `"[llm] base_url in ./agentloop.toml"` or `"the OPENAI_BASE_URL environment variable"`.
+    /// Without it, errors name both settings.
+    pub fn with_base_url_origin(mut self, origin: impl Into<String>) -> Self {
+        self.endpoint.origin = origin.into();
+        self
+    }
+
     pub fn config(&self) -> &LlmConfig {
         &self.config
     }
@@ -84,7 +99,7 @@ impl OpenAiClient {
     fn request(&self, body: &[u8]) -> reqwest::RequestBuilder {
         let request = self
             .http
-            .post(&self.url)
+            .post(&self.endpoint.url)
             .header(CONTENT_TYPE, "application/json")
             .body(body.to_vec());
         match &self.authorization {
@@ -104,7 +119,7 @@ impl OpenAiClient {
             let mut shown = false;
             let failure = match exchange(
                 self.request(body),
-                &self.url,
+                &self.endpoint,
                 retries + 1,
                 &mut *on_text,
                 &mut shown,
@@ -115,7 +130,7 @@ impl OpenAiClient {
                 Err(failure) => failure,
             };
             let asked_wait = failure.retry_after();
-            let error = failure.into_llm_error(&self.url, retries);
+            let error = failure.into_llm_error(&self.endpoint.url, retries);
             // Text already shown cannot be taken back, so a retry would duplicate it.
             if shown || !error.is_retryable() || retries >= self.config.max_retries {
                 return Err(error);
@@ -146,7 +161,7 @@ impl Llm for OpenAiClient {
     ) -> Result<ModelReply, LlmError> {
         if self.authorization.is_none() && self.config.requires_api_key() {
             return Err(LlmError::MissingApiKey {
-                url: self.url.clone(),
+                url: self.endpoint.url.clone(),
             });
         }
         let body = ChatRequest::new(request, &self.config.model, self.config.stream);
@@ -163,7 +178,7 @@ impl Llm for OpenAiClient {
 impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiClient")
-            .field("url", &self.url)
+            .field("url", &self.endpoint.url)
             .field("model", &self.config.model)
             .field(
                 "api_key",

@@ -11,6 +11,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 use crate::completion::{CompletionError, into_reply};
+use crate::not_openai::{Endpoint, not_openai_message};
 use crate::retry::retry_after;
 use crate::stream::ReplyAssembler;
 use crate::wire::{Chunk, Completion, WireError, error_message};
@@ -103,11 +104,12 @@ impl AttemptError {
 /// the caller whether any text reached `on_text`, even when the attempt then fails.
 pub(crate) async fn exchange(
     request: RequestBuilder,
-    url: &str,
+    endpoint: &Endpoint,
     attempt: u32,
     on_text: TextSink<'_>,
     shown: &mut bool,
 ) -> Result<ModelReply, AttemptError> {
+    let url = endpoint.url.as_str();
     let started = Instant::now();
     let response = request.send().await.map_err(|error| {
         tracing::debug!(attempt, url, error = %error_chain(&error), "LLM request failed");
@@ -122,12 +124,12 @@ pub(crate) async fn exchange(
         "LLM responded"
     );
     if !status.is_success() {
-        return Err(status_error(status, response).await);
+        return Err(status_error(status, response, endpoint).await);
     }
     if is_event_stream(response.headers()) {
         read_stream(response, url, on_text, shown).await
     } else {
-        read_completion(response, on_text, shown).await
+        read_completion(response, endpoint, on_text, shown).await
     }
 }
 
@@ -146,10 +148,13 @@ fn send_error(url: &str, error: &reqwest::Error) -> AttemptError {
     }
 }
 
-async fn status_error(status: StatusCode, response: Response) -> AttemptError {
+/// An OpenAI error object gives the provider's words; anything else (a web page, a proxy's
+/// error page) is told as a server that is not OpenAI-compatible, with the URL and its setting.
+async fn status_error(status: StatusCode, response: Response, endpoint: &Endpoint) -> AttemptError {
     let retry_after = retry_after(response.headers(), SystemTime::now());
     let body = response.text().await.unwrap_or_default();
-    let mut message = error_message(&body);
+    let mut message = not_openai_message(endpoint, status.as_u16(), &body)
+        .unwrap_or_else(|| error_message(&body));
     if message.is_empty() {
         message = status.canonical_reason().unwrap_or("no message").to_owned();
     }
@@ -231,17 +236,24 @@ fn cut_stream(error: &reqwest::Error, url: &str, shown: bool) -> AttemptError {
 
 async fn read_completion(
     response: Response,
+    endpoint: &Endpoint,
     on_text: TextSink<'_>,
     shown: &mut bool,
 ) -> Result<ModelReply, AttemptError> {
+    let status = response.status().as_u16();
     let body = response.bytes().await.map_err(|error| AttemptError::Cut {
         detail: error_chain(&error),
     })?;
     let completion: Completion = serde_json::from_slice(&body).map_err(|error| {
-        AttemptError::Done(LlmError::Protocol(format!(
-            "the completion is not valid JSON ({error}): {}",
-            error_message(&String::from_utf8_lossy(&body))
-        )))
+        let text = String::from_utf8_lossy(&body);
+        // A 200 that is not JSON at all: a web page served at that address.
+        let message = not_openai_message(endpoint, status, &text).unwrap_or_else(|| {
+            format!(
+                "the completion is not valid JSON ({error}): {}",
+                error_message(&text)
+            )
+        });
+        AttemptError::Done(LlmError::Protocol(message))
     })?;
     let reply = into_reply(completion).map_err(|error| match error {
         CompletionError::Provider(error) => AttemptError::from_wire_error(error),

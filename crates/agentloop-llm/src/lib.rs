@@ -8,6 +8,7 @@ mod completion;
 mod config;
 mod exchange;
 mod json_planner;
+mod not_openai;
 mod retry;
 mod stream;
 mod tokens;

@@ -393,3 +393,64 @@ async fn a_body_shorter_than_its_content_length_is_a_cut_reply_not_unreachable()
         assert_eq!(llm.requests().len(), 2, "stream: {stream}");
     }
 }
+
+/// An HTTP answer with `status` and an HTML page (a web server's own 404, not an API).
+fn html_answer(status: &str, page: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: \
+         close\r\n\r\n{page}",
+        page.len()
+    )
+}
+
+const NOT_FOUND_PAGE: &str = "<!DOCTYPE html><html><head><title>404 Not Found</title></head>\
+    <body><h1>Not Found</h1><p>The requested URL was not found on this server.</p>\
+    <hr><address>Apache/2.4.62 Server at 127.0.0.1</address></body></html>";
+
+#[tokio::test]
+async fn a_web_server_behind_base_url_is_named_with_its_setting_and_the_missing_v1() {
+    let server = RawServer::start(vec![html_answer("404 Not Found", NOT_FOUND_PAGE)]).await;
+    // The API root without /v1: the usual mistake.
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let client = client_for(config(root.clone(), true))
+        .with_base_url_origin("the OPENAI_BASE_URL environment variable");
+    let (_, result) = complete(&client, &ask("x")).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), "llm_rejected");
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!(
+            "{root}/chat/completions answered HTTP 404 with an HTML page"
+        )),
+        "{message}"
+    );
+    assert!(message.contains("\"404 Not Found\""), "{message}");
+    assert!(
+        message.contains("the OPENAI_BASE_URL environment variable"),
+        "{message}"
+    );
+    assert!(message.contains(&format!("try {root}/v1")), "{message}");
+    assert!(!message.contains('<'), "a page of HTML: {message}");
+    assert!(!message.contains("Apache/2.4.62"), "not trimmed: {message}");
+}
+
+#[tokio::test]
+async fn a_web_page_answered_with_200_is_not_read_as_a_completion() {
+    let server = RawServer::start(vec![html_answer("200 OK", NOT_FOUND_PAGE)]).await;
+    let client = client_for(config(server.base_url.clone(), false));
+    let (_, result) = complete(&client, &ask("x")).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), "llm_protocol_error");
+    let message = error.to_string();
+    assert!(
+        message.contains("answered HTTP 200 with an HTML page"),
+        "{message}"
+    );
+    // Unknown origin: both settings are named.
+    assert!(message.contains("OPENAI_BASE_URL"), "{message}");
+    assert!(
+        message.contains("API root of an OpenAI-compatible server"),
+        "{message}"
+    );
+    assert!(!message.contains('<'), "{message}");
+}

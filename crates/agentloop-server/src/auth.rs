@@ -30,7 +30,7 @@ impl FromRequestParts<AppState> for User {
             .ok_or_else(ApiError::unauthorized)?;
         match state.keys.authenticate(key).await? {
             Some(user) => Ok(User(user)),
-            None => Err(ApiError::unauthorized()),
+            None => Err(ApiError::unknown_key()),
         }
     }
 }

@@ -62,6 +62,23 @@ impl ApiError {
         )
     }
 
+    /// A well-formed key this server's store does not know (or that was revoked). The usual
+    /// cause on a first day is two stores: keys live in the database they were created in, and
+    /// `agentloop keys create` run with another `--config` (or in another directory, or with
+    /// another `DATABASE_URL`) wrote to another one. The answer says so without naming the
+    /// database: that is for the operator (the banner of `agentloop serve`), not for any client.
+    pub fn unknown_key() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown or revoked API key: this server knows only the keys of its own store. A key \
+             made with `agentloop keys create` under another --config, in another directory or \
+             with another DATABASE_URL is in another database: create it with the same --config \
+             and DATABASE_URL as `agentloop serve` (its banner names its store), or check \
+             `agentloop keys list` there",
+        )
+    }
+
     /// Also for things that exist but belong to someone else: the answer must not tell them
     /// apart.
     pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {

@@ -187,6 +187,18 @@ async fn requests_without_a_valid_key_get_401_with_a_json_error() {
         let (status, _) = error_of(server.get("/v1/sessions", key).send().await.unwrap()).await;
         assert_eq!(status, 401, "{key:?}");
     }
+    // A key the store does not know: most likely made in another store.
+    let (_, unknown) = error_of(server.get("/v1/sessions", "al_0000").send().await.unwrap()).await;
+    let message = unknown["message"].as_str().unwrap();
+    assert_eq!(unknown["code"], "unauthorized");
+    for hint in [
+        "its own store",
+        "--config",
+        "DATABASE_URL",
+        "agentloop keys list",
+    ] {
+        assert!(message.contains(hint), "{hint}: {message}");
+    }
     let basic = server
         .client
         .get(format!("{}/v1/sessions", server.url))

@@ -53,10 +53,19 @@ struct Target {
     file: Option<PathBuf>,
 }
 
+/// What opening does when a SQLite file is not there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfMissing {
+    /// Create it (runs and servers: a first run in a new directory just works).
+    Create,
+    /// Fail instead (commands that only read: they must not leave an empty database behind).
+    Fail,
+}
+
 impl Target {
-    fn parse(url: &str) -> Result<Target, StoreError> {
+    fn parse(url: &str, if_missing: IfMissing) -> Result<Target, StoreError> {
         match Backend::of_url(url) {
-            Some(Backend::Sqlite) => Ok(sqlite_target(url)),
+            Some(Backend::Sqlite) => Ok(sqlite_target(url, if_missing)),
             Some(Backend::Postgres) => Ok(Target {
                 backend: Backend::Postgres,
                 url: url.to_owned(),
@@ -95,17 +104,22 @@ impl Target {
     }
 }
 
-fn sqlite_target(url: &str) -> Target {
+fn sqlite_target(url: &str, if_missing: IfMissing) -> Target {
     let rest = url.get("sqlite:".len()..).unwrap_or_default();
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     let (path, params) = rest.split_once('?').unwrap_or((rest, ""));
     let in_memory = path == ":memory:" || params.split('&').any(|param| param == "mode=memory");
     let has_mode = params.split('&').any(|param| param.starts_with("mode="));
-    // sqlx opens an existing file only, unless told it may create it.
+    // sqlx opens an existing file only, unless told it may create it; `mode=rw` says so
+    // explicitly, so that a file deleted between the check and the opening is not created.
+    let mode = match if_missing {
+        IfMissing::Create => "mode=rwc",
+        IfMissing::Fail => "mode=rw",
+    };
     let url = match (in_memory || has_mode, params.is_empty()) {
         (true, _) => url.to_owned(),
-        (false, true) => format!("{url}?mode=rwc"),
-        (false, false) => format!("{url}&mode=rwc"),
+        (false, true) => format!("{url}?{mode}"),
+        (false, false) => format!("{url}&{mode}"),
     };
     let file = (!in_memory).then(|| {
         let path = PathBuf::from(percent_decoded(path));
@@ -164,11 +178,28 @@ fn without_password(url: &str) -> String {
     }
 }
 
+/// Where the database at `url` is, for people: the absolute path of a SQLite file,
+/// `sqlite::memory:`, or the PostgreSQL URL without its password.
+pub(crate) fn describe(url: &str) -> Result<String, StoreError> {
+    let target = Target::parse(url, IfMissing::Fail)?;
+    Ok(match &target.file {
+        Some(path) => path.display().to_string(),
+        None => target.location,
+    })
+}
+
+/// The SQLite file `url` names when no such file exists (the absolute path); `None` for a
+/// file that exists, an in-memory database, PostgreSQL, or a URL that is not understood.
+pub(crate) fn missing_file(url: &str) -> Option<PathBuf> {
+    let target = Target::parse(url, IfMissing::Fail).ok()?;
+    target.file.filter(|path| !path.exists())
+}
+
 /// Connects a pool to `url`, without touching the schema.
-pub(crate) async fn open(url: &str) -> Result<Db, StoreError> {
+pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreError> {
     // Idempotent: sqlx guards it with a Once of its own.
     sqlx::any::install_default_drivers();
-    let target = Target::parse(url)?;
+    let target = Target::parse(url, if_missing)?;
     let existed = target.file.as_deref().map(Path::exists);
     let rollback_on_acquire = target.in_memory.then(|| Arc::new(AtomicBool::new(false)));
     probe(&target).await?;
@@ -338,37 +369,60 @@ mod tests {
 
     #[test]
     fn sqlite_files_are_created_when_missing() {
-        let target = sqlite_target("sqlite://data/agentloop.db");
+        let target = sqlite_target("sqlite://data/agentloop.db", IfMissing::Create);
         assert_eq!(target.url, "sqlite://data/agentloop.db?mode=rwc");
         assert_eq!(target.location, "data/agentloop.db");
         assert!(!target.in_memory);
-        let target = sqlite_target("sqlite:x.db?cache=shared");
+        let target = sqlite_target("sqlite:x.db?cache=shared", IfMissing::Create);
         assert_eq!(target.url, "sqlite:x.db?cache=shared&mode=rwc");
     }
 
     #[test]
+    fn readers_never_create_a_sqlite_file() {
+        let target = sqlite_target("sqlite://data/agentloop.db", IfMissing::Fail);
+        assert_eq!(target.url, "sqlite://data/agentloop.db?mode=rw");
+        let target = sqlite_target("sqlite:x.db?cache=shared", IfMissing::Fail);
+        assert_eq!(target.url, "sqlite:x.db?cache=shared&mode=rw");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.db");
+        let url = format!("sqlite://{}", path.display());
+        assert_eq!(missing_file(&url), Some(path.clone()));
+        assert_eq!(describe(&url).unwrap(), path.display().to_string());
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(missing_file(&url), None);
+        assert_eq!(missing_file("sqlite::memory:"), None);
+        assert_eq!(missing_file("postgres://a@b/c"), None);
+    }
+
+    #[test]
     fn the_file_is_the_one_sqlx_opens() {
-        let target = sqlite_target("sqlite://data/a%3Fb%20c.db?mode=rwc");
+        let target = sqlite_target("sqlite://data/a%3Fb%20c.db?mode=rwc", IfMissing::Create);
         let file = target.file.unwrap();
         assert!(file.is_absolute(), "{file:?}");
         assert!(file.ends_with("data/a?b c.db"), "{file:?}");
         assert_eq!(percent_decoded("100%"), "100%");
         assert_eq!(percent_decoded("%zz%41"), "%zzA");
-        assert_eq!(sqlite_target("sqlite::memory:").file, None);
+        assert_eq!(
+            sqlite_target("sqlite::memory:", IfMissing::Create).file,
+            None
+        );
     }
 
     #[test]
     fn an_explicit_sqlite_mode_is_kept() {
-        let target = sqlite_target("sqlite:///var/lib/a.db?mode=ro");
+        let target = sqlite_target("sqlite:///var/lib/a.db?mode=ro", IfMissing::Create);
         assert_eq!(target.url, "sqlite:///var/lib/a.db?mode=ro");
         assert_eq!(target.location, "/var/lib/a.db");
     }
 
     #[test]
     fn memory_databases_are_recognised() {
-        assert!(sqlite_target("sqlite::memory:").in_memory);
-        assert!(sqlite_target("sqlite://?mode=memory").in_memory);
-        assert_eq!(sqlite_target("sqlite::memory:").url, "sqlite::memory:");
+        assert!(sqlite_target("sqlite::memory:", IfMissing::Create).in_memory);
+        assert!(sqlite_target("sqlite://?mode=memory", IfMissing::Create).in_memory);
+        assert_eq!(
+            sqlite_target("sqlite::memory:", IfMissing::Create).url,
+            "sqlite::memory:"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use agentloop_core::{
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use crate::connect::IfMissing;
 use crate::db::Db;
 use crate::{connect, durable, events, keys, locks, messages, records, runs, sessions, step};
 
@@ -56,7 +57,47 @@ impl SqlStore {
     /// `?options=-c%20search_path%3DSCHEMA` selects a schema). A PostgreSQL server that does not
     /// answer within 5 s fails the connection with a message saying what to check.
     pub async fn connect(url: &str) -> Result<SqlStore, StoreError> {
-        let db = connect::open(url).await?;
+        Self::open(url, IfMissing::Create).await
+    }
+
+    /// Like [`connect`](SqlStore::connect), for commands that only read: a SQLite file that is
+    /// not there is not created, and the answer is `Ok(None)` (its path is
+    /// [`missing_file`](SqlStore::missing_file)). Any other database is opened as by `connect`,
+    /// its schema brought up to date, so that its queries work.
+    ///
+    /// A listing run in the wrong directory, or with another `--config`, would otherwise leave
+    /// an empty database behind and report "nothing yet" from it.
+    pub async fn open_existing(url: &str) -> Result<Option<SqlStore>, StoreError> {
+        if connect::missing_file(url).is_some() {
+            return Ok(None);
+        }
+        Self::open(url, IfMissing::Fail).await.map(Some)
+    }
+
+    /// The SQLite file `url` names, as an absolute path, when that file does not exist; `None`
+    /// otherwise (an existing file, `sqlite::memory:`, PostgreSQL).
+    pub fn missing_file(url: &str) -> Option<std::path::PathBuf> {
+        connect::missing_file(url)
+    }
+
+    /// Where the database at `url` is, for people: the absolute path of a SQLite file,
+    /// `sqlite::memory:`, or the PostgreSQL URL with its password masked. Several stores are
+    /// easy to mix up (another `--config`, another directory, `DATABASE_URL`); messages name
+    /// the one in use with this.
+    pub fn describe_url(url: &str) -> Result<String, StoreError> {
+        connect::describe(url)
+    }
+
+    /// Where this store's database is: see [`describe_url`](SqlStore::describe_url).
+    pub fn location(&self) -> String {
+        match &self.db.file {
+            Some(file) => file.path.display().to_string(),
+            None => self.db.location.clone(),
+        }
+    }
+
+    async fn open(url: &str, if_missing: IfMissing) -> Result<SqlStore, StoreError> {
+        let db = connect::open(url, if_missing).await?;
         for migration in connect::apply_migrations(&db).await? {
             tracing::info!(database = %db.location, %migration, "applied schema migration");
         }
@@ -76,7 +117,7 @@ impl SqlStore {
     /// Brings the schema of the database at `url` up to date and returns the migrations it
     /// applied now, as `"<version> <description>"` (empty when it was up to date).
     pub async fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
-        let db = connect::open(url).await?;
+        let db = connect::open(url, IfMissing::Create).await?;
         let applied = connect::apply_migrations(&db).await;
         db.pool.close().await;
         applied

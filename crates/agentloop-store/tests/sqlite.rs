@@ -150,6 +150,24 @@ async fn a_deleted_file_is_noticed_by_ping_and_reported_at_the_next_start() {
 }
 
 #[tokio::test]
+async fn opening_only_an_existing_store_creates_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentloop.db");
+    let url = file_url(&path);
+    assert!(SqlStore::open_existing(&url).await.unwrap().is_none());
+    assert!(!path.exists(), "a reader left a database behind");
+    assert_eq!(SqlStore::missing_file(&url), Some(path.clone()));
+
+    SqlStore::connect(&url).await.unwrap().close().await;
+    let store = SqlStore::open_existing(&url).await.unwrap().unwrap();
+    assert!(!store.created_new_file());
+    assert_eq!(store.location(), path.display().to_string());
+    assert!(store.list_sessions(None, 10).await.unwrap().is_empty());
+    store.close().await;
+    assert_eq!(SqlStore::missing_file(&url), None);
+}
+
+#[tokio::test]
 async fn a_file_replaced_under_the_store_is_noticed_by_ping() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agentloop.db");

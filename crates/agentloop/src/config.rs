@@ -32,6 +32,34 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowSettings>,
     /// `[agents.NAME]`: sub-agents the main agent calls as the tool `agent.NAME`.
     pub agents: BTreeMap<String, SubAgentSettings>,
+    /// Where `llm.base_url` came from (set by [`Config::load`] and [`Config::apply_env`]): an
+    /// error about the server behind it names the setting to change.
+    #[serde(skip)]
+    pub base_url_origin: SettingOrigin,
+}
+
+/// Where a setting's value came from, for messages that must say what to change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SettingOrigin {
+    /// Nobody set it: the built-in default.
+    #[default]
+    Default,
+    /// The configuration file at this path.
+    File(PathBuf),
+    /// This environment variable.
+    Env(&'static str),
+}
+
+impl SettingOrigin {
+    /// `key` (as in the file, e.g. `[llm] base_url`) from this origin, in words.
+    pub fn describe(&self, key: &str) -> String {
+        match self {
+            SettingOrigin::Default => format!("the default {key} (no configuration sets it)"),
+            SettingOrigin::File(path) => format!("{key} in {}", path.display()),
+            SettingOrigin::Env(name) => format!("the {name} environment variable"),
+        }
+    }
 }
 
 /// Where the configuration came from.
@@ -103,6 +131,15 @@ impl Config {
         })?;
         let origin = ConfigOrigin::File(path.clone());
         let mut config = Self::parse(&text, origin.clone())?;
+        let sets_base_url = toml::from_str::<toml::Table>(&text).is_ok_and(|table| {
+            table
+                .get("llm")
+                .and_then(|llm| llm.get("base_url"))
+                .is_some()
+        });
+        if sets_base_url {
+            config.base_url_origin = SettingOrigin::File(path.clone());
+        }
         let base = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
@@ -129,6 +166,7 @@ impl Config {
         };
         if let Some(url) = set("OPENAI_BASE_URL") {
             self.llm.base_url = url;
+            self.base_url_origin = SettingOrigin::Env("OPENAI_BASE_URL");
         }
         if let Some(url) = set("DATABASE_URL") {
             self.store.url = url;
@@ -400,8 +438,13 @@ mod tests {
     #[test]
     fn the_environment_overrides_the_base_url() {
         let mut config = parse("[llm]\nbase_url = \"http://file/v1\"\n").unwrap();
+        assert_eq!(config.base_url_origin, SettingOrigin::Default);
         config.apply_env(|name| (name == "OPENAI_BASE_URL").then(|| "http://env/v1".to_string()));
         assert_eq!(config.llm.base_url, "http://env/v1");
+        assert_eq!(
+            config.base_url_origin.describe("[llm] base_url"),
+            "the OPENAI_BASE_URL environment variable"
+        );
         config.apply_env(|_| None);
         assert_eq!(config.llm.base_url, "http://env/v1");
     }
@@ -419,6 +462,21 @@ mod tests {
         assert_eq!(origin, ConfigOrigin::File(path.clone()));
         assert_eq!(config.mcp_servers["a"].cwd.as_deref(), Some(dir.path()));
         assert_eq!(config.mcp_servers["b"].cwd, Some(dir.path().join("sub")));
+    }
+
+    #[test]
+    fn the_base_url_is_said_to_come_from_the_file_only_when_the_file_sets_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentloop.toml");
+        std::fs::write(&path, "[agent]\nmax_iterations = 3\n").unwrap();
+        let (config, _) = Config::load_file(Some(&path)).unwrap();
+        assert_eq!(config.base_url_origin, SettingOrigin::Default);
+        std::fs::write(&path, "[llm]\nbase_url = \"http://127.0.0.1:8000\"\n").unwrap();
+        let (config, _) = Config::load_file(Some(&path)).unwrap();
+        assert_eq!(
+            config.base_url_origin.describe("[llm] base_url"),
+            format!("[llm] base_url in {}", path.display())
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use agentloop_llm::{LlmConfig, OpenAiClient};
 pub use agentloop_mcp::{McpServerConfig, McpSource};
 pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};
-pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE};
+pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE, SettingOrigin};
 pub use runtime::{Runtime, RuntimeError};
 pub use side_effects::WebhookSideEffects;
 

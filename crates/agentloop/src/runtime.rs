@@ -62,7 +62,10 @@ impl Runtime {
         config: &Config,
         customize: impl FnOnce(AgentBuilder) -> AgentBuilder,
     ) -> Result<Runtime, RuntimeError> {
-        let client: Arc<dyn Llm> = Arc::new(OpenAiClient::new(config.llm.clone())?);
+        let client: Arc<dyn Llm> = Arc::new(
+            OpenAiClient::new(config.llm.clone())?
+                .with_base_url_origin(config.base_url_origin.describe("[llm] base_url")),
+        );
         let llm: Arc<dyn Llm> = match config.llm.tool_calling {
             ToolCalling::Native => client,
             ToolCalling::Json => Arc::new(JsonToolCalling::new(client)),

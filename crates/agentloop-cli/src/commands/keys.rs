@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     cli::{GlobalArgs, KeysCommand, KeysCreateArgs, KeysListArgs, KeysRevokeArgs},
-    commands::load_config,
+    commands::{load_config, sessions::no_database},
 };
 
 const ID_MARKER: &str = "key_";
@@ -17,15 +17,44 @@ const KEY_MARKER: &str = "al_";
 /// system's, and a terminal, a log or a screen share must not receive it whole.
 const SHOWN_CHARS: usize = 11;
 
+/// `list` and `revoke` read only: a SQLite file that is not there is not created for them.
 pub async fn execute(global: GlobalArgs, command: KeysCommand) -> anyhow::Result<ExitCode> {
     let (config, _origin) = load_config(&global)?;
-    let store = SqlStore::connect(&config.store.url).await?;
+    let store = match &command {
+        KeysCommand::Create(_) => SqlStore::connect(&config.store.url).await?,
+        KeysCommand::List(_) | KeysCommand::Revoke(_) => {
+            match SqlStore::open_existing(&config.store.url).await? {
+                Some(store) => store,
+                None => return no_store(&config.store.url, &command),
+            }
+        }
+    };
     let code = match command {
         KeysCommand::Create(args) => create(&store, args).await?,
         KeysCommand::Revoke(args) => revoke(&store, args).await?,
         KeysCommand::List(args) => list(&store, args).await?,
     };
     store.close().await;
+    Ok(code)
+}
+
+/// `keys list` and `keys revoke` without a database: nothing to list (0), no key to revoke (1).
+fn no_store(url: &str, command: &KeysCommand) -> anyhow::Result<ExitCode> {
+    let database = SqlStore::describe_url(url)?;
+    let (consequence, code) = match command {
+        KeysCommand::List(args) => {
+            if args.json {
+                outln!("[]")?;
+            }
+            ("nothing to list", ExitCode::SUCCESS)
+        }
+        KeysCommand::Revoke(args) => {
+            eprintln!("{}", no_match_message(args.key.trim()));
+            ("no key to revoke", ExitCode::from(1))
+        }
+        KeysCommand::Create(_) => ("nothing to create the key in", ExitCode::from(1)),
+    };
+    eprintln!("{}", no_database(&database, consequence));
     Ok(code)
 }
 
@@ -37,7 +66,7 @@ async fn create(store: &SqlStore, args: KeysCreateArgs) -> anyhow::Result<ExitCo
         "created key {} for user {}; keep it now, it cannot be shown again",
         key.info.id, key.info.user_id
     );
-    println!("{}", key.secret);
+    outln!("{}", key.secret)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -45,7 +74,7 @@ async fn revoke(store: &SqlStore, args: KeysRevokeArgs) -> anyhow::Result<ExitCo
     let key = args.key.trim();
     match store.revoke_api_key(key).await? {
         Some(revoked) => {
-            println!("revoked {} (user {})", revoked.id, revoked.user_id);
+            outln!("revoked {} (user {})", revoked.id, revoked.user_id)?;
             Ok(ExitCode::SUCCESS)
         }
         None => {
@@ -79,21 +108,25 @@ fn shown(key: &str) -> String {
 async fn list(store: &SqlStore, args: KeysListArgs) -> anyhow::Result<ExitCode> {
     let keys = store.list_api_keys(args.user.as_deref()).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&keys)?);
+        outln!("{}", serde_json::to_string_pretty(&keys)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let database = store.location();
     if keys.is_empty() {
         match &args.user {
-            Some(user) => eprintln!("No API keys of user {user}."),
-            None => eprintln!("No API keys yet. Create one with: agentloop keys create --user U"),
+            Some(user) => eprintln!("No API keys of user {user} in {database}."),
+            None => eprintln!(
+                "No API keys in {database} yet. Create one with: agentloop keys create --user U"
+            ),
         }
         return Ok(ExitCode::SUCCESS);
     }
-    print_table(&keys);
+    eprintln!("keys in {database}");
+    print_table(&keys)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(keys: &[ApiKeyInfo]) {
+fn print_table(keys: &[ApiKeyInfo]) -> std::io::Result<()> {
     let width = |column: fn(&ApiKeyInfo) -> &str, header: &str| {
         keys.iter()
             .map(|key| column(key).chars().count())
@@ -104,20 +137,24 @@ fn print_table(keys: &[ApiKeyInfo]) {
     let id_width = width(|key| &key.id, "ID");
     let user_width = width(|key| &key.user_id, "USER");
     let prefix_width = width(|key| &key.prefix, "PREFIX") + 1;
-    println!(
+    outln!(
         "{:id_width$}  {:user_width$}  {:prefix_width$}  {:16}  REVOKED (UTC)",
-        "ID", "USER", "PREFIX", "CREATED (UTC)"
-    );
+        "ID",
+        "USER",
+        "PREFIX",
+        "CREATED (UTC)"
+    )?;
     for key in keys {
-        println!(
+        outln!(
             "{:id_width$}  {:user_width$}  {:prefix_width$}  {:16}  {}",
             key.id,
             key.user_id,
             format!("{}…", key.prefix),
             minute(key.created_at),
             key.revoked_at.map_or_else(|| "-".to_string(), minute)
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn minute(at: DateTime<Utc>) -> String {

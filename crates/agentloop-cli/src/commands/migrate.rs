@@ -10,10 +10,10 @@ pub async fn execute(global: GlobalArgs) -> anyhow::Result<ExitCode> {
     let (config, _origin) = load_config(&global)?;
     let applied = SqlStore::migrate(&config.store.url).await?;
     if applied.is_empty() {
-        println!("the store is up to date");
+        outln!("the store is up to date")?;
     }
     for migration in applied {
-        println!("applied {migration}");
+        outln!("applied {migration}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -188,14 +188,23 @@ impl Printer {
             write!(stdout, "{delta}")?;
             stdout.flush()?;
             self.answer_open = true;
+        } else if self.answer_open {
+            // The answer is over: end its line before anything goes to stderr, or on a
+            // terminal (stdout and stderr on one screen) the summary line would start right
+            // after its last word.
+            writeln!(stdout)?;
+            stdout.flush()?;
+            self.answer_open = false;
         }
         self.view.show(&event.kind);
         Ok(())
     }
 
+    /// Ends the answer's line if no later event did.
     fn end(&mut self) -> anyhow::Result<()> {
         if self.answer_open {
             writeln!(std::io::stdout())?;
+            self.answer_open = false;
         }
         Ok(())
     }

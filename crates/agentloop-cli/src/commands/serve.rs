@@ -34,9 +34,12 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
     let listener = bind(address).with_context(cannot_listen)?;
     let address = listener.local_addr()?;
     let store = runtime.store().clone();
+    // The database is named whole: keys and sessions live in one store, and a key made with
+    // another --config or DATABASE_URL is unknown here.
     eprintln!(
-        "agentloop listening on http://{address} (config: {origin}, store: {}, {} tools)",
+        "agentloop listening on http://{address} (config: {origin}, store: {} at {}, {} tools)",
         store.backend(),
+        store.location(),
         runtime.agent().catalog().len()
     );
     if store.created_new_file() {

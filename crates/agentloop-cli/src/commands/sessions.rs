@@ -16,15 +16,42 @@ use crate::{
     render::count,
 };
 
+/// Reads only: a SQLite file that is not there is not created (a listing in the wrong
+/// directory would otherwise leave an empty database behind and report it empty).
 pub async fn execute(global: GlobalArgs, command: SessionsCommand) -> anyhow::Result<ExitCode> {
     let (config, _origin) = load_config(&global)?;
-    let store = SqlStore::connect(&config.store.url).await?;
+    let Some(store) = SqlStore::open_existing(&config.store.url).await? else {
+        let database = SqlStore::describe_url(&config.store.url)?;
+        return match command {
+            SessionsCommand::List(args) => {
+                if args.json {
+                    outln!("[]")?;
+                }
+                eprintln!("{}", no_database(&database, "nothing to list"));
+                Ok(ExitCode::SUCCESS)
+            }
+            SessionsCommand::Show(args) => Err(anyhow::anyhow!(
+                "{}",
+                no_database(&database, &format!("no session {}", args.id))
+            )),
+        };
+    };
     let code = match command {
         SessionsCommand::List(args) => list(&store, args).await?,
         SessionsCommand::Show(args) => show(&store, args).await?,
     };
     store.close().await;
     Ok(code)
+}
+
+/// What a reading command says when the store's SQLite file does not exist: where it looked,
+/// and which settings choose the store, since keys and sessions live in one store only.
+pub fn no_database(database: &str, consequence: &str) -> String {
+    format!(
+        "no database at {database} yet: {consequence} (a run, `agentloop serve` or `agentloop \
+         keys create` creates it; if you expected one, check --config and DATABASE_URL, which \
+         choose the store)"
+    )
 }
 
 async fn list(store: &SqlStore, args: SessionsListArgs) -> anyhow::Result<ExitCode> {
@@ -36,32 +63,37 @@ async fn list(store: &SqlStore, args: SessionsListArgs) -> anyhow::Result<ExitCo
     let more = sessions.len() > shown;
     sessions.truncate(shown);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        outln!("{}", serde_json::to_string_pretty(&sessions)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let database = store.location();
     if sessions.is_empty() {
-        eprintln!("No sessions yet. Start one with: agentloop run \"your question\"");
+        eprintln!("No sessions in {database} yet. Start one with: agentloop run \"your question\"");
         return Ok(ExitCode::SUCCESS);
     }
+    eprintln!("sessions in {database}");
     let user_width = sessions
         .iter()
         .map(|s| s.user_id.chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    outln!(
         "{:36}  {:user_width$}  {:16}  {:>5}  TITLE",
-        "ID", "USER", "UPDATED (UTC)", "MSGS"
-    );
+        "ID",
+        "USER",
+        "UPDATED (UTC)",
+        "MSGS"
+    )?;
     for session in sessions {
-        println!(
+        outln!(
             "{:36}  {:user_width$}  {:16}  {:>5}  {}",
             session.id,
             session.user_id,
             minute(session.updated_at),
             session.message_count,
             session.title
-        );
+        )?;
     }
     if more {
         eprintln!(
@@ -89,10 +121,10 @@ async fn show(store: &SqlStore, args: SessionsShowArgs) -> anyhow::Result<ExitCo
             .map(|(run, trace)| json!({"run": run, "execution_trace": trace}))
             .collect();
         let value = json!({"session": session, "messages": messages, "runs": runs});
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print_session(&session, &messages, &runs, &traces);
+    print_session(&session, &messages, &runs, &traces)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -101,8 +133,8 @@ fn print_session(
     messages: &[SessionMessage],
     runs: &[RunInfo],
     traces: &[Vec<ToolExecutionRecord>],
-) {
-    println!(
+) -> std::io::Result<()> {
+    outln!(
         "Session {} \"{}\"\nuser {}, created {} UTC, {} messages, {} runs",
         session.id,
         session.title,
@@ -110,21 +142,21 @@ fn print_session(
         second(session.created_at),
         session.message_count,
         runs.len()
-    );
+    )?;
     for (run, trace) in runs.iter().zip(traces) {
-        println!();
-        println!("── run {} · {}", run.id, run_summary(run));
+        outln!()?;
+        outln!("── run {} · {}", run.id, run_summary(run))?;
         let of_run = messages.iter().filter(|m| m.run_id == Some(run.id));
         let (questions, rest): (Vec<_>, Vec<_>) =
             of_run.partition(|m| m.kind == MessageKind::Dialogue && m.message.role == Role::User);
         for message in &questions {
-            print_line(message.created_at, "user", message.message.text_content());
+            print_line(message.created_at, "user", message.message.text_content())?;
         }
         if questions.is_empty() {
-            print_line(run.started_at, "user", &run.query);
+            print_line(run.started_at, "user", &run.query)?;
         }
         for record in trace {
-            print_line(record.started_at, "tool", &record_line(record));
+            print_line(record.started_at, "tool", &record_line(record))?;
         }
         for message in rest {
             match (message.kind, message.message.role) {
@@ -132,17 +164,18 @@ fn print_session(
                     message.created_at,
                     "assistant",
                     message.message.text_content(),
-                ),
+                )?,
                 (MessageKind::Note, _) => {
-                    print_line(message.created_at, "note", message.message.text_content())
+                    print_line(message.created_at, "note", message.message.text_content())?
                 }
                 _ => {}
             }
         }
         if let Some(error) = &run.error_message {
-            print_line(run.finished_at.unwrap_or(run.started_at), "error", error);
+            print_line(run.finished_at.unwrap_or(run.started_at), "error", error)?;
         }
     }
+    Ok(())
 }
 
 fn run_summary(run: &RunInfo) -> String {
@@ -187,16 +220,17 @@ fn record_line(record: &ToolExecutionRecord) -> String {
     )
 }
 
-fn print_line(at: DateTime<Utc>, who: &str, text: &str) {
+fn print_line(at: DateTime<Utc>, who: &str, text: &str) -> std::io::Result<()> {
     let mut lines = text.lines();
-    println!(
+    outln!(
         "{}  {who:9}  {}",
         at.format("%H:%M:%S"),
         lines.next().unwrap_or_default()
-    );
+    )?;
     for line in lines {
-        println!("{:8}  {:9}  {line}", "", "");
+        outln!("{:8}  {:9}  {line}", "", "")?;
     }
+    Ok(())
 }
 
 fn minute(at: DateTime<Utc>) -> String {

@@ -26,12 +26,29 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
     for server in &servers {
         listing.push(describe(server, &config.tools).await);
     }
-    if args.json {
+    // Shut down even when printing failed (a reader of stdout that went away).
+    let printed = print_listing(&listing, &failures, &config.mcp_servers, args.json);
+    futures::future::join_all(servers.iter().map(|server| server.shutdown())).await;
+    printed?;
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_listing(
+    listing: &[serde_json::Value],
+    failures: &[(String, agentloop::mcp::McpError)],
+    configs: &BTreeMap<String, McpServerConfig>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
         let failed: Vec<_> = failures
             .iter()
             .map(|(name, error)| {
                 let mut failed = health_json(&SourceHealth {
-                    transport: transport(config.mcp_servers.get(name)),
+                    transport: transport(configs.get(name)),
                     state: SourceState::Down {
                         reason: error.to_string(),
                     },
@@ -42,24 +59,19 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
                 failed
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({"servers": listing, "failed": failed}))?
-        );
+        )?;
     } else {
-        for server in &listing {
-            print_server(server);
+        for server in listing {
+            print_server(server)?;
         }
-        for (name, error) in &failures {
+        for (name, error) in failures {
             eprintln!("{name}: down: {error}");
         }
     }
-    futures::future::join_all(servers.iter().map(|server| server.shutdown())).await;
-    Ok(if failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(())
 }
 
 /// A server's tools as the agent sees them: classified by their annotations and the
@@ -109,18 +121,18 @@ fn transport(config: Option<&McpServerConfig>) -> SourceTransport {
     }
 }
 
-fn print_server(server: &serde_json::Value) {
+fn print_server(server: &serde_json::Value) -> std::io::Result<()> {
     let name = server["server"].as_str().unwrap_or_default();
     let transport = server["transport"].as_str().unwrap_or_default();
     let state = server["state"].as_str().unwrap_or_default();
     let Some(tools) = server["tools"].as_array() else {
-        println!(
+        outln!(
             "{name} ({transport}, {state}): {}",
             server["error"].as_str().unwrap_or("no tools")
-        );
-        return;
+        )?;
+        return Ok(());
     };
-    println!("{name} ({transport}, {state}, {} tools)", tools.len());
+    outln!("{name} ({transport}, {state}, {} tools)", tools.len())?;
     let width = tools
         .iter()
         .filter_map(|tool| tool["name"].as_str())
@@ -130,11 +142,12 @@ fn print_server(server: &serde_json::Value) {
     for tool in tools {
         let description = tool["description"].as_str().unwrap_or_default();
         let first_line = description.lines().next().unwrap_or_default();
-        println!(
+        outln!(
             "  {:width$}  {:9}  {}",
             tool["name"].as_str().unwrap_or_default(),
             tool["classification"].as_str().unwrap_or_default(),
             first_line,
-        );
+        )?;
     }
+    Ok(())
 }
