@@ -59,6 +59,12 @@ pub enum Command {
     /// stdout. Exits 0 only when the run completed.
     #[command(after_help = environment!(env_llm, env_store, env_log))]
     Run(RunArgs),
+    /// Continue, in the terminal, a run a killed `agentloop run` left behind: from its last
+    /// saved step (an LLM call under way is made again; a tool call that may have been running
+    /// runs again only when its tool is read-only or idempotent). Its owner must have been
+    /// silent for server.run_lease_s.
+    #[command(after_help = environment!(env_llm, env_store, env_log))]
+    Resume(ResumeArgs),
     /// Serve the HTTP API: runs over SSE or JSON, sessions, metrics, OpenAPI.
     #[command(after_help = environment!(env_llm, env_store, env_listen, env_log))]
     Serve(ServeArgs),
@@ -105,6 +111,16 @@ pub struct RunArgs {
     /// Run under this workflow's tool allowlist ([workflows.NAME]).
     #[arg(long, value_name = "NAME")]
     pub workflow: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run to continue (its id is printed by `agentloop run` and in `--json` events).
+    #[arg(value_name = "RUN_ID", value_parser = run_id)]
+    pub run: Uuid,
+    /// Print every event as one JSON object per line on stdout instead of the answer.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +214,14 @@ fn session_id(text: &str) -> Result<Uuid, String> {
     Uuid::parse_str(text.trim()).map_err(|_| {
         "a session id is a UUID such as 0193a4f2-7c1e-7d2a-9b3c-4d5e6f708192, as printed at the \
          end of a run; `agentloop sessions list` shows them"
+            .to_string()
+    })
+}
+
+fn run_id(text: &str) -> Result<Uuid, String> {
+    Uuid::parse_str(text.trim()).map_err(|_| {
+        "a run id is a UUID such as 0193a4f2-7c1e-7d2a-9b3c-4d5e6f708192, as `agentloop run \
+         --json` prints in its events (run_id)"
             .to_string()
     })
 }

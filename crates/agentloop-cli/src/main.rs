@@ -28,6 +28,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => commands::run::execute(cli.global, args).await,
+            Command::Resume(args) => commands::run::resume_command(cli.global, args).await,
             Command::Serve(args) => commands::serve::execute(cli.global, args).await,
             Command::Tools(args) => commands::tools::execute(cli.global, args).await,
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,

@@ -82,9 +82,14 @@ impl Durable {
     }
 }
 
-/// Looks for runs left behind at once, then every third of the lease.
+/// How often, at most, a server looks for runs left behind: runs handed over by an instance
+/// that stopped are adopted within this, whatever the lease. One query per instance.
+const ADOPT_EVERY: Duration = Duration::from_secs(1);
+
+/// Looks for runs left behind at once, then every third of the lease (every second at most).
 async fn adopt_forever(agent: Agent, runs: Arc<LiveRuns>, lease: Duration, reason: ResumeReason) {
-    let mut ticks = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
+    let every = (lease / 3).clamp(Duration::from_millis(100), ADOPT_EVERY);
+    let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;

@@ -74,6 +74,8 @@ pub struct AgentMetadata {
 pub struct RunDetails {
     #[serde(flatten)]
     pub run: RunInfo,
+    /// The answer, once the run ended with one (from its session's messages).
+    pub answer: Option<String>,
     pub execution_trace: Vec<ToolExecutionRecord>,
 }
 
@@ -307,8 +309,19 @@ pub async fn get_run(
     let id = id.parse("run")?;
     let run = owned_run(&state, id, &user).await?;
     let execution_trace = state.store.tool_executions(id).await?;
+    let answer = match run.answer_message_id {
+        Some(message_id) => state
+            .store
+            .messages(run.session_id)
+            .await?
+            .into_iter()
+            .find(|message| message.id == message_id)
+            .and_then(|message| message.message.content),
+        None => None,
+    };
     Ok(Json(RunDetails {
         run,
+        answer,
         execution_trace,
     }))
 }
@@ -412,7 +425,7 @@ pub async fn run_events(
     responses(
         (status = 202, body = CancelAnswer),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The run already ended, or runs on another instance", body = ErrorBody),
+        (status = 409, description = "The run already ended", body = ErrorBody),
     ),
     security(("api_key" = []))
 )]
@@ -447,17 +460,22 @@ pub async fn cancel_run(
                     }),
                 ));
             }
-            if run.status.is_final() {
-                Err(ApiError::conflict(
-                    "run_finished",
-                    format!("run {id} already ended ({})", run.status.as_str()),
-                ))
-            } else {
-                Err(ApiError::conflict(
-                    "run_elsewhere",
-                    format!("run {id} is not running on this server instance; cancel it there"),
-                ))
+            // In progress on another instance: its owner learns of the request within a second
+            // and stops the run at its next safe point.
+            if !run.status.is_final() && state.store.request_cancel(id).await? {
+                return Ok((
+                    StatusCode::ACCEPTED,
+                    Json(CancelAnswer {
+                        run_id: id,
+                        status: "cancelling".to_string(),
+                    }),
+                ));
             }
+            let run = owned_run(&state, id, &user).await?;
+            Err(ApiError::conflict(
+                "run_finished",
+                format!("run {id} already ended ({})", run.status.as_str()),
+            ))
         }
     }
 }

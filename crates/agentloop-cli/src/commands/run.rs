@@ -11,8 +11,9 @@ use std::{
 use agentloop::{
     Agent, Event, EventKind, RunContext, RunRequest, RunStatus, Runtime,
     core::{
-        InputAnswer,
-        protocol::{InputKind, InputRequest, PendingCall},
+        InputAnswer, InstanceKind,
+        durability::{keep_alive, register},
+        protocol::{InputKind, InputRequest, PendingCall, ResumeReason},
     },
 };
 use anyhow::Context;
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::{
-    cli::{GlobalArgs, RunArgs},
+    cli::{GlobalArgs, ResumeArgs, RunArgs},
     commands::load_config,
     render::StepView,
 };
@@ -55,7 +56,7 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
 
     let cancel = CancellationToken::new();
     let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));
-    let agent = runtime.agent().clone();
+    let (agent, _alive) = as_instance(&runtime, &config, cancel.clone()).await;
     let mut printer = Printer {
         json: args.json,
         view,
@@ -65,7 +66,95 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
     let token = cancel.clone();
     let started = agent.clone();
     tokio::spawn(async move { started.run_with_sink(request, Arc::new(sink), token).await });
-    let mut pass = printer.follow(events).await?;
+    let pass = printer.follow(events).await?;
+    let pass = until_done(&agent, &mut printer, pass, run_id, &cancel).await?;
+    if !args.json {
+        eprintln!("session {session_id} (continue it with --session {session_id})");
+    }
+    ctrl_c.abort();
+    runtime.shutdown().await;
+    Ok(exit_code(pass.status))
+}
+
+/// `agentloop resume RUN_ID`: adopts a run a killed `agentloop run` left behind and drives it
+/// on, in the terminal, from its last saved step.
+pub async fn resume_command(global: GlobalArgs, args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    let (config, _origin) = load_config(&global)?;
+    let view = StepView::new(!args.json);
+    view.status("starting MCP servers");
+    let runtime = Runtime::start(&config).await?;
+    for warning in runtime.warnings() {
+        view.warn(warning);
+    }
+    let cancel = CancellationToken::new();
+    let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));
+    let (agent, _alive) = as_instance(&runtime, &config, cancel.clone()).await;
+    let lease = config.server.run_lease();
+    let resumed = agent
+        .adopt(args.run, ResumeReason::Restarted, lease)
+        .await
+        .with_context(|| format!("run {} cannot be resumed here", args.run))?;
+    let mut printer = Printer {
+        json: args.json,
+        view,
+        answer_open: false,
+    };
+    let pass = printer
+        .follow(resume(&agent, resumed, cancel.clone()))
+        .await?;
+    let pass = until_done(&agent, &mut printer, pass, args.run, &cancel).await?;
+    ctrl_c.abort();
+    runtime.shutdown().await;
+    Ok(exit_code(pass.status))
+}
+
+/// The runtime's agent as a CLI instance that shows signs of life (so that `agentloop resume`
+/// can tell a run left behind from one still at work), and the handle that keeps it alive.
+/// Without a store, or when it cannot register, the agent as it is.
+async fn as_instance(
+    runtime: &Runtime,
+    config: &agentloop::Config,
+    cancel: CancellationToken,
+) -> (Agent, Option<tokio_util::task::AbortOnDropHandle<()>>) {
+    let agent = runtime.agent().clone();
+    let Some(store) = agent.store().cloned() else {
+        return (agent, None);
+    };
+    match register(store.as_ref(), InstanceKind::Cli).await {
+        Ok(instance) => {
+            // A cancel asked through a server stops the run, as Ctrl-C does.
+            let on_cancel = Arc::new(move |_| cancel.cancel());
+            let alive = keep_alive(
+                store,
+                instance.id.clone(),
+                config.server.run_lease(),
+                on_cancel,
+            );
+            (agent.owned_by(instance.id), Some(alive))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot register this run's process; `agentloop resume` will not find it");
+            (agent, None)
+        }
+    }
+}
+
+fn exit_code(status: RunStatus) -> ExitCode {
+    match status {
+        RunStatus::Completed => ExitCode::SUCCESS,
+        RunStatus::Cancelled => ExitCode::from(130),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// Answers the run's pauses at the prompt until it ends (or a question gets no answer).
+async fn until_done(
+    agent: &Agent,
+    printer: &mut Printer,
+    mut pass: Pass,
+    run_id: Uuid,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Pass> {
     while let Some(input) = pass.input.take() {
         let answer = match input.kind {
             InputKind::Approval => ask(&input.calls).await?,
@@ -85,20 +174,11 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
             .await
             .context("the run cannot resume")?;
         pass = printer
-            .follow(resume(&agent, resumed, cancel.clone()))
+            .follow(resume(agent, resumed, cancel.clone()))
             .await?;
     }
     printer.end()?;
-    if !args.json {
-        eprintln!("session {session_id} (continue it with --session {session_id})");
-    }
-    ctrl_c.abort();
-    runtime.shutdown().await;
-    Ok(match pass.status {
-        RunStatus::Completed => ExitCode::SUCCESS,
-        RunStatus::Cancelled => ExitCode::from(130),
-        _ => ExitCode::FAILURE,
-    })
+    Ok(pass)
 }
 
 /// Drives a resumed run in a task of its own; its events arrive on the returned channel.

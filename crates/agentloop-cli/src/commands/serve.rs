@@ -49,13 +49,18 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
              points to another place"
         );
     }
-    let state = AppState::new(
+    // A SQLite file is one program's: the runs it adopts are its own, left by its last start.
+    let single_program = store.backend() == "sqlite";
+    let mut state = AppState::new(
         runtime.agent().clone(),
         store.clone() as Arc<dyn Store>,
         store as Arc<dyn KeyStore>,
         metrics,
         config.server.clone(),
     );
+    if single_program {
+        state.resume_reason = agentloop::core::protocol::ResumeReason::Restarted;
+    }
     let finished = serve(listener, state, shutdown_signal()).await?;
     runtime.shutdown().await;
     if finished {
