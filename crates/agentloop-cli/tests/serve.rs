@@ -66,18 +66,17 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "exit status {status:?}");
     assert!(rest.contains("every run was saved"), "{rest}");
 
+    // Handed over: the call in flight finished and was saved; the run stopped before its next
+    // LLM call, to go on in the next start.
     let stream = reading.await.unwrap();
-    let done = parse_sse(&stream).pop().unwrap().data;
-    assert_eq!(done["type"], "done");
-    assert_eq!(done["status"], "cancelled");
-
-    // What a restarted server finds: the run, saved as cancelled, with its tool call.
+    let last = parse_sse(&stream).pop().unwrap().data;
+    assert_eq!(last["type"], "thinking", "{last}");
     let store = SqlStore::connect(&format!("sqlite://{}/agentloop.db", dir.path().display()))
         .await
         .unwrap();
-    let run_id = uuid::Uuid::parse_str(done["run_id"].as_str().unwrap()).unwrap();
+    let run_id = uuid::Uuid::parse_str(last["run_id"].as_str().unwrap()).unwrap();
     let run = store.run(run_id).await.unwrap().unwrap();
-    assert_eq!(run.status, RunStatus::Cancelled);
+    assert_eq!(run.status, RunStatus::Running);
     assert_eq!(
         store.tool_executions(run_id).await.unwrap()[0]
             .status

@@ -418,6 +418,14 @@ pub trait Store: Send + Sync {
     /// The events of a run with `seq > after_seq`, in order.
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError>;
 
+    /// News of runs: the id of a run each time it saved a step (in this process, and with a
+    /// shared database in every process on it), so that followers read new events at once.
+    /// `None` when the store cannot tell; followers then ask it regularly. News can be missed
+    /// (a follower that lags, a lost connection): it speeds following up, it is not a log.
+    fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<Uuid>> {
+        None
+    }
+
     /// Whether the store answers a trivial query, failing within a couple of seconds when it
     /// does not (for health checks). No default: a store that cannot tell is not healthy.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -18,10 +18,13 @@ use axum::{
     },
 };
 use futures::{Stream, StreamExt};
+use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-/// How often the store is asked for events not saved yet.
+/// How often the store is asked for events not saved yet, when it gives no news of runs.
 pub(crate) const STORE_POLL: Duration = Duration::from_millis(500);
+/// How often it is asked anyway when it gives news (for news that went missing).
+pub(crate) const STORE_POLL_WITH_NEWS: Duration = Duration::from_secs(3);
 /// The most a client keeps of what it read from the store at a time: as much as a live run
 /// may hold for it. A run with more is read again from where the client got to.
 pub const STORE_PAGE_BYTES: usize = crate::live::MAX_BACKLOG_BYTES;
@@ -81,6 +84,7 @@ pub fn from_store(
     after: u64,
 ) -> impl Stream<Item = Event> + Send {
     let state = Polling {
+        news: store.run_news(),
         store,
         after,
         last_news: tokio::time::Instant::now(),
@@ -88,7 +92,7 @@ pub fn from_store(
     };
     let batches = futures::stream::unfold(state, move |mut state| async move {
         if state.wait {
-            tokio::time::sleep(STORE_POLL).await;
+            state.wait_for_news(run_id).await;
         }
         let events = match state.store.events(run_id, state.after).await {
             Ok(events) => events,
@@ -121,10 +125,36 @@ pub fn from_store(
 /// Where a client following a run through the store stands.
 struct Polling {
     store: Arc<dyn Store>,
+    /// News of runs from the store, when it gives them: a step of this run wakes the follower
+    /// at once (from another instance too, on PostgreSQL).
+    news: Option<tokio::sync::broadcast::Receiver<Uuid>>,
     after: u64,
     last_news: tokio::time::Instant,
     /// Whether to wait before asking the store again.
     wait: bool,
+}
+
+impl Polling {
+    /// Until the store says `run_id` saved a step (or it may have said so unheard), at most
+    /// [`STORE_POLL_WITH_NEWS`]; without news, [`STORE_POLL`].
+    async fn wait_for_news(&mut self, run_id: Uuid) {
+        let Some(news) = &mut self.news else {
+            tokio::time::sleep(STORE_POLL).await;
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + STORE_POLL_WITH_NEWS;
+        loop {
+            match tokio::time::timeout_at(deadline, news.recv()).await {
+                Ok(Ok(id)) if id != run_id => continue,
+                // This run, news missed, or time to look anyway.
+                Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) | Err(_) => return,
+                Ok(Err(RecvError::Closed)) => {
+                    self.news = None;
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The first events of `events`, up to [`STORE_PAGE_BYTES`] (at least one); the rest is let

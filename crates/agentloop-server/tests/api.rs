@@ -686,7 +686,7 @@ async fn max_iterations_is_capped_by_the_server() {
 }
 
 #[tokio::test]
-async fn shutdown_lets_a_run_in_flight_reach_a_safe_point_and_saves_it() {
+async fn shutdown_hands_a_run_over_at_its_next_saved_step_and_the_next_start_finishes_it() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}/agentloop.db", dir.path().display());
     let llm = agentloop_test_support::scripted_llm::ScriptedLlm::start(vec![
@@ -705,26 +705,51 @@ async fn shutdown_lets_a_run_in_flight_reach_a_safe_point_and_saves_it() {
     let reading = tokio::spawn(read_sse(response));
     // The sleep has begun: the run has a call in flight when the server is told to stop.
     wait_for_call(&server.mcp_log, "sleep").await;
-    assert!(server.shutdown().await, "every run reached a safe point");
+    assert!(server.shutdown().await, "every run reached a saved step");
     let events = reading.await.unwrap();
-    let done = &events.last().unwrap().data;
-    assert_eq!(done["type"], "done");
-    assert_eq!(done["status"], "cancelled");
-    let run_id = uuid::Uuid::parse_str(done["run_id"].as_str().unwrap()).unwrap();
-    // What a restarted server finds.
+    let kinds: Vec<&str> = events.iter().map(|event| event.event.as_str()).collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        ["tool_executed", "thinking"],
+        "the call in flight finished; the run stopped at the saved step before its next LLM call"
+    );
+    let last = events.last().unwrap();
+    let run_id = uuid::Uuid::parse_str(last.data["run_id"].as_str().unwrap()).unwrap();
+    // What the next start finds: the run in progress, its call saved.
     let store = agentloop::SqlStore::connect(&store_url).await.unwrap();
     let run = store.run(run_id).await.unwrap().unwrap();
-    assert_eq!(
-        run.status,
-        RunStatus::Cancelled,
-        "saved before the process ended"
-    );
+    assert_eq!(run.status, RunStatus::Running, "left to be adopted");
     let records = store.tool_executions(run_id).await.unwrap();
-    assert_eq!(
-        records[0].status.as_str(),
-        "success",
-        "the call in flight finished"
-    );
+    assert_eq!(records[0].status.as_str(), "success");
+    store.close().await;
+
+    // The next start adopts it at once (the first one said it stopped) and finishes it.
+    let llm = agentloop_test_support::scripted_llm::ScriptedLlm::start(vec![Reply::text(
+        "Finished after the restart.",
+    )])
+    .await;
+    let server = TestServer::start_on(llm, &store_url, "").await;
+    let run: Value = agentloop_test_support::wait::eventually(
+        "the run to be finished by the next start",
+        Duration::from_secs(30),
+        || async {
+            let run: Value = server
+                .get(&format!("/v1/runs/{run_id}"), &key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (run["status"] != "running").then_some(run)
+        },
+    )
+    .await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["answer"], "Finished after the restart.");
+    let records = server.store.tool_executions(run_id).await.unwrap();
+    assert_eq!(records.len(), 1, "the call that finished is not run again");
+    server.shutdown().await;
 }
 
 #[tokio::test]

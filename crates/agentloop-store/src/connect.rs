@@ -230,8 +230,10 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
             file.path.display()
         );
     }
+    let listen_url = (target.backend == Backend::Postgres).then(|| target.url.clone());
     Ok(Db {
         pool,
+        listen_url,
         backend: target.backend,
         location: target.location,
         file,

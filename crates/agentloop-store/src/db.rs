@@ -24,6 +24,8 @@ pub(crate) type AnyQuery = Query<'static, Any, AnyArguments>;
 
 pub(crate) struct Db {
     pub(crate) pool: AnyPool,
+    /// PostgreSQL: where a listener connects for the news of runs (`notices.rs`).
+    pub(crate) listen_url: Option<String>,
     pub(crate) backend: Backend,
     /// The SQLite path or the PostgreSQL URL without its password, for messages.
     pub(crate) location: String,

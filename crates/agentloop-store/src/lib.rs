@@ -26,6 +26,7 @@ mod events;
 mod keys;
 mod locks;
 mod messages;
+mod notices;
 mod outputs;
 mod records;
 mod runs;

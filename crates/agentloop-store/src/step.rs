@@ -61,6 +61,15 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     }
     records::upsert(db, &mut tx, &run_id, &record_rows).await?;
     events::insert(db, &mut tx, &run_id, &event_rows).await?;
+    if db.backend == crate::dialect::Backend::Postgres && !event_rows.is_empty() {
+        // Delivered when the step commits, to the followers of every instance.
+        db.query("SELECT pg_notify($1, $2)")
+            .bind(crate::notices::CHANNEL)
+            .bind(run_id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|error| db.error(error))?;
+    }
     match &step.end {
         Some(end) if end.status.is_final() => {
             locks::release(db, &mut tx, &session_id, &run_id).await?;

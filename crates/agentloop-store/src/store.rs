@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::connect::IfMissing;
 use crate::db::Db;
+use crate::notices::Notices;
 use crate::{connect, durable, events, keys, locks, messages, records, runs, sessions, step};
 
 /// A call the database does not answer at all (a network that drops packets without closing the
@@ -36,6 +37,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct SqlStore {
     db: Db,
     clock: Arc<dyn Clock>,
+    notices: Arc<Notices>,
 }
 
 impl fmt::Debug for SqlStore {
@@ -101,9 +103,11 @@ impl SqlStore {
         for migration in connect::apply_migrations(&db).await? {
             tracing::info!(database = %db.location, %migration, "applied schema migration");
         }
+        let notices = Notices::new(db.listen_url.clone());
         Ok(SqlStore {
             db,
             clock: Arc::new(SystemClock),
+            notices,
         })
     }
 
@@ -282,7 +286,14 @@ impl Store for SqlStore {
     }
 
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {
-        self.bounded(CALL_TIMEOUT, step::save(&self.db, step)).await
+        self.bounded(CALL_TIMEOUT, step::save(&self.db, step))
+            .await?;
+        self.notices.announce(step.run_id);
+        Ok(())
+    }
+
+    fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<Uuid>> {
+        Some(self.notices.subscribe())
     }
 
     async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError> {

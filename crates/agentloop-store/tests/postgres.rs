@@ -336,3 +336,48 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
     store.close().await;
     schema.drop_schema().await;
 }
+
+/// A step saved through one store (one instance) is news to a follower of another store on the
+/// same database: `NOTIFY` in the step's transaction, `LISTEN` in the follower's store.
+#[tokio::test]
+async fn a_step_saved_by_another_instance_is_news_to_this_one() {
+    let schema = TestSchema::create().await;
+    let here = SqlStore::connect(schema.url()).await.unwrap();
+    let elsewhere = SqlStore::connect(schema.url()).await.unwrap();
+    let mut news = agentloop_core::Store::run_news(&here).unwrap();
+    let session_id = new_session(&elsewhere).await.unwrap();
+    let run = agentloop_core::NewRun {
+        id: Uuid::new_v4(),
+        session_id,
+        user_id: "alice".into(),
+        query: "q".into(),
+        model: None,
+        save_chat: true,
+        context: serde_json::Value::Null,
+        started_at: chrono::Utc::now(),
+        owner: None,
+    };
+    elsewhere.start_run(&run).await.unwrap();
+    // The listener connects in the background: steps are saved until one is heard.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seq = 0;
+    let heard = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no news of a step saved by another store"
+        );
+        seq += 1;
+        let step = agentloop_core::StepRecord {
+            events: vec![suite::delta(run.id, seq, "x")],
+            ..suite::step(run.id, session_id)
+        };
+        elsewhere.save_step(&step).await.unwrap();
+        if let Ok(Ok(id)) =
+            tokio::time::timeout(std::time::Duration::from_millis(500), news.recv()).await
+        {
+            break id;
+        }
+    };
+    assert_eq!(heard, run.id);
+    schema.drop_schema().await;
+}

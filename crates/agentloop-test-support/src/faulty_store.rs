@@ -138,6 +138,10 @@ impl Store for FaultyStore {
             .await
     }
 
+    fn run_news(&self) -> Option<tokio::sync::broadcast::Receiver<Uuid>> {
+        self.inner.run_news()
+    }
+
     async fn lock_session(
         &self,
         session_id: Uuid,
