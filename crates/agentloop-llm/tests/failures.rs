@@ -135,6 +135,7 @@ async fn unauthorized_is_not_retried_and_quotes_the_provider() {
             url: format!("{}/chat/completions", llm.base_url()),
             status: 401,
             message: "Incorrect API key provided: sk-te***".into(),
+            key_env: "OPENAI_API_KEY".into(),
         }
     );
     assert_eq!(llm.requests().len(), 1);
@@ -260,7 +261,8 @@ async fn no_key_for_api_openai_com_fails_before_sending() {
     assert_eq!(
         error,
         LlmError::MissingApiKey {
-            url: "https://api.openai.com/v1/chat/completions".into()
+            url: "https://api.openai.com/v1/chat/completions".into(),
+            key_env: "OPENAI_API_KEY".into(),
         }
     );
 }

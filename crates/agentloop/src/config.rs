@@ -119,16 +119,18 @@ impl Config {
         })
     }
 
-    /// Applies `OPENAI_BASE_URL`, `DATABASE_URL` and `AGENTLOOP_LISTEN` (the API key is read
-    /// by the LLM client from `llm.api_key_env`, else `OPENAI_API_KEY`).
+    /// Applies the provider's base URL variable (`OPENAI_BASE_URL`, or `ANTHROPIC_BASE_URL`
+    /// for `provider = "anthropic"`), `DATABASE_URL` and `AGENTLOOP_LISTEN` (the API key is
+    /// read by the LLM client from `llm.api_key_env`, else the provider's `OPENAI_API_KEY` or
+    /// `ANTHROPIC_API_KEY`).
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) {
         let set = |name: &str| {
             env(name)
                 .map(|value| value.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        if let Some(url) = set("OPENAI_BASE_URL") {
-            self.llm.base_url = url;
+        if let Some(url) = set(self.llm.provider.base_url_env()) {
+            self.llm.base_url = Some(url);
         }
         if let Some(url) = set("DATABASE_URL") {
             self.store.url = url;
@@ -401,9 +403,9 @@ mod tests {
     fn the_environment_overrides_the_base_url() {
         let mut config = parse("[llm]\nbase_url = \"http://file/v1\"\n").unwrap();
         config.apply_env(|name| (name == "OPENAI_BASE_URL").then(|| "http://env/v1".to_string()));
-        assert_eq!(config.llm.base_url, "http://env/v1");
+        assert_eq!(config.llm.base_url(), "http://env/v1");
         config.apply_env(|_| None);
-        assert_eq!(config.llm.base_url, "http://env/v1");
+        assert_eq!(config.llm.base_url(), "http://env/v1");
     }
 
     #[test]

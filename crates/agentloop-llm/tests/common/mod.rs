@@ -21,7 +21,7 @@ pub const TEST_BASE_DELAY: Duration = Duration::from_millis(5);
 
 pub fn config(base_url: String, stream: bool) -> LlmConfig {
     LlmConfig {
-        base_url,
+        base_url: Some(base_url),
         model: "scripted".into(),
         stream,
         timeout_s: 10.0,
