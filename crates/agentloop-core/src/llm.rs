@@ -103,12 +103,17 @@ pub enum LlmError {
     )]
     ConnectionLost { url: String, detail: String },
     /// `key_env` is the variable the key was looked for in (`llm.api_key_env`, else the
-    /// provider's own: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
+    /// provider's own: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`); `base_url_env` the variable
+    /// that overrides `llm.base_url` (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`).
     #[error(
         "no API key for {url}: set {key_env} (or the variable named by llm.api_key_env), or \
-         point llm.base_url at a server that needs no key"
+         point llm.base_url / {base_url_env} at a server that needs no key"
     )]
-    MissingApiKey { url: String, key_env: String },
+    MissingApiKey {
+        url: String,
+        key_env: String,
+        base_url_env: String,
+    },
     #[error(
         "the LLM at {url} refused the API key (HTTP {status}): {message}. Set {key_env} (or \
          the variable named by llm.api_key_env) to a valid key"
@@ -241,6 +246,7 @@ mod tests {
             LlmError::MissingApiKey {
                 url,
                 key_env: "OPENAI_API_KEY".into(),
+                base_url_env: "OPENAI_BASE_URL".into(),
             },
             LlmError::MaxTokens { limit: 4096 },
             LlmError::Rejected {

@@ -210,6 +210,12 @@ impl LlmConfig {
         Ok(())
     }
 
+    /// The provider, model and API root, as startup lines and `agentloop tools` name them:
+    /// `anthropic claude-3-5-haiku-latest at https://api.anthropic.com`.
+    pub fn describe(&self) -> String {
+        format!("{} {} at {}", self.provider, self.model, self.base_url())
+    }
+
     /// `base_url`, else the provider's default.
     pub fn base_url(&self) -> &str {
         self.base_url

@@ -25,8 +25,9 @@ pub(crate) enum KeyHeader {
 /// One endpoint of one provider, with the retry policy of `[llm]`.
 pub(crate) struct Transport {
     url: String,
-    /// Where the key was looked for, to name in errors.
+    /// Where the key was looked for, and what overrides the URL, to name in errors.
     key_env: String,
+    base_url_env: &'static str,
     /// The key's header (marked sensitive, so no HTTP-level logging prints it) and the
     /// provider's fixed headers.
     headers: HeaderMap,
@@ -85,6 +86,7 @@ impl Transport {
         Ok(Self {
             url,
             key_env,
+            base_url_env: config.provider.base_url_env(),
             headers,
             has_key,
             requires_key: config.requires_api_key(),
@@ -130,6 +132,7 @@ impl Transport {
             return Err(LlmError::MissingApiKey {
                 url: self.url.clone(),
                 key_env: self.key_env.clone(),
+                base_url_env: self.base_url_env.to_owned(),
             });
         }
         tokio::time::timeout(self.timeout, self.with_retries(dialect, body, on_text))

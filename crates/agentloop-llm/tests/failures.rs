@@ -263,6 +263,7 @@ async fn no_key_for_api_openai_com_fails_before_sending() {
         LlmError::MissingApiKey {
             url: "https://api.openai.com/v1/chat/completions".into(),
             key_env: "OPENAI_API_KEY".into(),
+            base_url_env: "OPENAI_BASE_URL".into(),
         }
     );
 }

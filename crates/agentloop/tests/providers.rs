@@ -527,3 +527,125 @@ async fn reasoning_items_go_back_with_the_calls_they_led_to() {
     );
     runtime.shutdown().await;
 }
+
+/// The text of every system block of an Anthropic request.
+fn system_blocks(request: &Value) -> Vec<String> {
+    request["system"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|block| block["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The text blocks of the last message of an Anthropic request.
+fn last_texts(request: &Value) -> Vec<String> {
+    let messages = request["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|block| block["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_json_planner_works_over_anthropic() {
+    let llm = ScriptedLlm::start_anthropic(vec![
+        Reply::text(
+            r#"{"action": "tool", "tool": "test__echo", "parameters": {"text": "hello"}, "reasoning": "First the echo."}"#,
+        ),
+        Reply::text(r#"{"action": "finalize", "answer": "The echo said hello."}"#),
+    ])
+    .await;
+    let text = agentloop_test_support::config::TestConfig::new(&llm.base_url())
+        .llm("provider = \"anthropic\"")
+        .llm("tool_calling = \"json\"")
+        .llm("timeout_s = 10")
+        .store("sqlite::memory:")
+        .toml();
+    let config = agentloop::Config::parse(&text, agentloop::ConfigOrigin::Defaults).unwrap();
+    config.validate().unwrap();
+    let runtime = Runtime::start(&config).await.unwrap();
+    let (_, outcome) = run(&runtime, "Echo hello").await;
+
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.answer.as_deref(), Some("The echo said hello."));
+    assert_eq!(statuses(&outcome.records), [("test.echo", "success")]);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert!(request.get("tools").is_none(), "{request}");
+        assert!(request.get("tool_choice").is_none(), "{request}");
+        // The system prompt, then the JSON-planner prompt as a second system block.
+        let system = system_blocks(request);
+        assert_eq!(system.len(), 2, "{system:?}");
+        assert!(system[1].contains("test__echo"), "{}", system[1]);
+        assert_eq!(request["system"][0]["cache_control"]["type"], "ephemeral");
+    }
+    let result = last_texts(&requests[1]).join("\n");
+    assert!(result.contains("hello"), "{result}");
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn planning_and_review_work_over_anthropic() {
+    let plan = json!({
+        "goal": "Report Q4",
+        "sub_tasks": [
+            {"id": "1", "description": "Search the notes", "status": "pending", "depends_on": []},
+            {"id": "2", "description": "Summarise", "status": "pending", "depends_on": ["1"]}
+        ],
+        "needs_clarification": false,
+        "clarification_question": null
+    });
+    let llm = ScriptedLlm::start_anthropic(vec![
+        Reply::text(format!("Here is my plan:\n```json\n{plan}\n```")),
+        Reply::tool_calls(vec![
+            (
+                "write_plan",
+                json!({"sub_tasks": [{"id": "1", "status": "done"}]}),
+            ),
+            ("test__echo", json!({"text": "no Q4 rows"})),
+        ]),
+        Reply::text(r#"{"action": "stop", "reason": "the data is not there"}"#),
+        Reply::text("I could not find any Q4 data, so I stopped."),
+    ])
+    .await;
+    let extra = "[agent]\nsystem_prompt = \"You plan.\"\nmax_iterations = 4\n\n\
+                 [agent.planning]\nenabled = true\n\n[agent.review]\nevery_n_tool_calls = 1\n";
+    let runtime = runtime(&llm, None, extra).await;
+    let (_, outcome) = run(&runtime, "Report on Q4").await;
+
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(
+        outcome.answer.as_deref(),
+        Some("I could not find any Q4 data, so I stopped.")
+    );
+    assert_eq!(outcome.finalize_reason, Some(FinalizeReason::ReviewStop));
+    assert_eq!(outcome.plan.as_ref().unwrap().goal, "Report Q4");
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 4);
+    // The planning call: no tools, its instruction last, in the user turn.
+    assert!(requests[0].get("tools").is_none(), "{}", requests[0]);
+    assert_eq!(system_blocks(&requests[0]), ["You plan."]);
+    let closing = last_texts(&requests[0]);
+    assert_eq!(closing[0], "Report on Q4");
+    assert!(
+        closing.last().unwrap().starts_with("<system>"),
+        "{closing:?}"
+    );
+    // The step: the plan as a second system block after the unchanged system prompt.
+    let system = system_blocks(&requests[1]);
+    assert_eq!(system[0], "You plan.");
+    assert!(system[1].starts_with("<Plan>"), "{system:?}");
+    assert_eq!(tool_choice(&requests[1]), "auto");
+    // The review sees the calls and results as text: it is offered no tools.
+    assert!(requests[2].get("tools").is_none(), "{}", requests[2]);
+    let review = serde_json::to_string(&requests[2]["messages"]).unwrap();
+    assert!(review.contains("no Q4 rows"), "{review}");
+    assert!(!review.contains("\"tool_use\""), "{review}");
+    // The summary after the stop: tool choice none.
+    assert_eq!(tool_choice(&requests[3]), "none");
+    runtime.shutdown().await;
+}

@@ -35,7 +35,9 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
     let address = listener.local_addr()?;
     let store = runtime.store().clone();
     eprintln!(
-        "agentloop listening on http://{address} (config: {origin}, store: {}, {} tools)",
+        "agentloop listening on http://{address} (config: {origin}, model: {}, store: {}, {} \
+         tools)",
+        config.llm.describe(),
         store.backend(),
         runtime.agent().catalog().len()
     );

@@ -17,6 +17,14 @@ use crate::{
 
 pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCode> {
     let (config, origin) = load_config(&global)?;
+    let llm = json!({
+        "provider": config.llm.provider.as_str(),
+        "model": config.llm.model,
+        "base_url": config.llm.base_url(),
+    });
+    if !args.json {
+        println!("llm: {}", config.llm.describe());
+    }
     if config.mcp_servers.is_empty() {
         eprintln!("No MCP servers are configured in {origin}. Add a [mcp_servers.NAME] table.");
         return Ok(ExitCode::SUCCESS);
@@ -44,7 +52,9 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({"servers": listing, "failed": failed}))?
+            serde_json::to_string_pretty(
+                &json!({"llm": llm, "servers": listing, "failed": failed})
+            )?
         );
     } else {
         for server in &listing {

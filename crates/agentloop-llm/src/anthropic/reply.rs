@@ -397,7 +397,3 @@ impl WireError {
         AttemptError::provider_error(status, message)
     }
 }
-
-#[cfg(test)]
-#[path = "reply_tests.rs"]
-mod tests;

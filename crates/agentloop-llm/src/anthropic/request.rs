@@ -275,7 +275,3 @@ pub(crate) fn assistant_message(text: Option<&str>, calls: &[ToolCall]) -> Messa
         content,
     }
 }
-
-#[cfg(test)]
-#[path = "request_tests.rs"]
-mod tests;
