@@ -12,7 +12,9 @@ use clap::{Args, Parser, Subcommand};
 macro_rules! env_llm {
     () => {
         "  OPENAI_API_KEY    the LLM's API key (or the variable named by llm.api_key_env)\n  \
-         OPENAI_BASE_URL   the LLM server, overriding llm.base_url (e.g. http://localhost:11434/v1)\n"
+         OPENAI_BASE_URL   the LLM server, overriding llm.base_url (e.g. http://localhost:11434/v1)\n  \
+         ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL\n                    \
+         the same with llm.provider = \"anthropic\"\n"
     };
 }
 macro_rules! env_store {

@@ -33,6 +33,11 @@ impl StepView {
         }
     }
 
+    /// A line that stays, above the spinner.
+    pub fn note(&self, message: &str) {
+        self.line(message);
+    }
+
     pub fn warn(&self, message: &str) {
         self.line(&format!("warning: {message}"));
     }

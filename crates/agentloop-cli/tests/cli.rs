@@ -23,6 +23,10 @@ async fn run_prints_steps_on_stderr_and_the_answer_on_stdout() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output), "The answer is 42.\n");
     let steps = stderr(&output);
+    assert!(
+        steps.contains("model: openai scripted at http://"),
+        "{steps}"
+    );
     assert!(steps.contains("→ test.add {\"a\":40,\"b\":2}"), "{steps}");
     assert!(steps.contains("✓ test.add success"), "{steps}");
     assert!(

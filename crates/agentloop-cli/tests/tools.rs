@@ -20,6 +20,10 @@ async fn tools_shows_the_state_of_each_server() {
     assert!(!output.status.success(), "{}", stderr(&output));
     let listing = stdout(&output);
     assert!(
+        listing.starts_with("llm: openai scripted at http://127.0.0.1:9/v1\n"),
+        "{listing}"
+    );
+    assert!(
         listing
             .lines()
             .any(|line| line.starts_with("test (stdio, up, ") && line.ends_with(" tools)")),
@@ -34,6 +38,8 @@ async fn tools_shows_the_state_of_each_server() {
 
     let output = agentloop(dir.path(), &["tools", "--json"]).await;
     let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["llm"]["provider"], "openai");
+    assert_eq!(value["llm"]["base_url"], "http://127.0.0.1:9/v1");
     let test = &value["servers"][0];
     assert_eq!(test["server"], "test");
     assert_eq!(test["transport"], "stdio");

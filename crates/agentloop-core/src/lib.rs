@@ -52,6 +52,7 @@ pub use json_text::{ObjectError, extract_object, find_object};
 pub use llm::{
     CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
 };
+pub use machine::text::is_tool_error_message;
 pub use machine::{
     CallRefusal, Input, InputAnswer, InvalidAnswer, MachineChanges, OtherStateVersion, RunContext,
     RunFailure, RunInput, RunMachine, RunOutcome, RunProgress, RunState, Step, UnreadableState,

@@ -102,19 +102,27 @@ pub enum LlmError {
          OPENAI_BASE_URL environment variable) at a running OpenAI-compatible server"
     )]
     ConnectionLost { url: String, detail: String },
+    /// `key_env` is the variable the key was looked for in (`llm.api_key_env`, else the
+    /// provider's own: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`); `base_url_env` the variable
+    /// that overrides `llm.base_url` (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`).
     #[error(
-        "no API key for {url}: set OPENAI_API_KEY (or the variable named by llm.api_key_env), or \
-         point llm.base_url / OPENAI_BASE_URL at a server that needs no key"
+        "no API key for {url}: set {key_env} (or the variable named by llm.api_key_env), or \
+         point llm.base_url / {base_url_env} at a server that needs no key"
     )]
-    MissingApiKey { url: String },
+    MissingApiKey {
+        url: String,
+        key_env: String,
+        base_url_env: String,
+    },
     #[error(
-        "the LLM at {url} refused the API key (HTTP {status}): {message}. Set OPENAI_API_KEY (or \
+        "the LLM at {url} refused the API key (HTTP {status}): {message}. Set {key_env} (or \
          the variable named by llm.api_key_env) to a valid key"
     )]
     Unauthorized {
         url: String,
         status: u16,
         message: String,
+        key_env: String,
     },
     #[error("the LLM rejected the request (HTTP {status}): {message}")]
     Rejected { status: u16, message: String },
@@ -144,6 +152,13 @@ pub enum LlmError {
          read timeout, a body size limit)"
     )]
     CutReply { url: String, detail: String },
+    /// The reply stopped at the output limit the request set (Anthropic's `max_tokens`, the
+    /// Responses API's `max_output_tokens`): its text or tool call is incomplete.
+    #[error(
+        "the LLM's reply reached the output limit of {limit} tokens before it was complete: \
+         raise llm.max_tokens in agentloop.toml"
+    )]
+    MaxTokens { limit: u32 },
     #[error("the LLM sent a reply agentloop cannot read: {0}")]
     Protocol(String),
     /// The client was given a configuration it cannot work with.
@@ -185,7 +200,10 @@ impl LlmError {
             LlmError::RateLimited { .. } => ErrorCode::LlmRateLimited,
             LlmError::Server { .. } => ErrorCode::LlmServerError,
             LlmError::Timeout { .. } => ErrorCode::LlmTimeout,
-            LlmError::TruncatedStream | LlmError::CutReply { .. } => ErrorCode::LlmTruncatedStream,
+            // The reply was cut short, by the provider's limit rather than by the network.
+            LlmError::TruncatedStream | LlmError::CutReply { .. } | LlmError::MaxTokens { .. } => {
+                ErrorCode::LlmTruncatedStream
+            }
             LlmError::Protocol(_) => ErrorCode::LlmProtocolError,
         }
     }
@@ -225,7 +243,12 @@ mod tests {
                 url: url.clone(),
                 detail,
             },
-            LlmError::MissingApiKey { url },
+            LlmError::MissingApiKey {
+                url,
+                key_env: "OPENAI_API_KEY".into(),
+                base_url_env: "OPENAI_BASE_URL".into(),
+            },
+            LlmError::MaxTokens { limit: 4096 },
             LlmError::Rejected {
                 status: 400,
                 message: String::new(),

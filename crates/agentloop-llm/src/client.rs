@@ -1,86 +1,41 @@
-//! [`OpenAiClient`]: the [`Llm`] implementation, with its retry policy.
+//! [`OpenAiClient`]: the [`Llm`] implementation for Chat Completions.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use agentloop_core::{InvalidSetting, Llm, LlmError, ModelReply, ModelRequest, TextSink};
+use agentloop_core::{Llm, LlmError, ModelReply, ModelRequest, TextSink};
 use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
-use crate::config::{DEFAULT_API_KEY_ENV, LlmConfig};
-use crate::exchange::{error_chain, exchange};
-use crate::not_openai::{Endpoint, UNKNOWN_ORIGIN};
-use crate::retry::{Backoff, DEFAULT_BASE_DELAY};
+use crate::completion::ChatDialect;
+use crate::config::LlmConfig;
+use crate::transport::{KeyHeader, Transport, encode, resolve_api_key};
 use crate::wire::ChatRequest;
-
-/// A slow connect is a dead server; do not spend the whole `timeout_s` finding out.
-const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client of any OpenAI-compatible Chat Completions server.
 pub struct OpenAiClient {
     config: LlmConfig,
-    /// The Chat Completions URL, and the setting its `base_url` came from.
-    endpoint: Endpoint,
-    /// `Authorization: Bearer …`, marked sensitive so no HTTP-level logging prints it.
-    authorization: Option<HeaderValue>,
-    timeout: Duration,
-    backoff: Backoff,
-    http: reqwest::Client,
+    transport: Transport,
 }
 
 impl OpenAiClient {
     /// A client that reads its API key from the variable named by `llm.api_key_env`, falling back
     /// to `OPENAI_API_KEY`.
     pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
-        let api_key = resolve_api_key(&config.api_key_env, |name| std::env::var(name).ok());
+        let api_key = resolve_api_key(&config, |name| std::env::var(name).ok());
         Self::with_api_key(config, api_key)
     }
 
     /// A client with an explicit key (or none), ignoring the environment.
     pub fn with_api_key(config: LlmConfig, api_key: Option<String>) -> Result<Self, LlmError> {
         let url = config.completions_url();
-        config.validate()?;
-        let timeout = config.timeout().ok_or_else(|| {
-            InvalidSetting::new("llm.timeout_s", "llm.timeout_s must be positive")
-        })?;
-        let authorization = match api_key.as_deref().map(str::trim) {
-            Some(key) if !key.is_empty() => {
-                Some(bearer(key).ok_or_else(|| LlmError::Unauthorized {
-                    url: url.clone(),
-                    status: 0,
-                    message: "the API key contains characters an HTTP header cannot carry".into(),
-                })?)
-            }
-            _ => None,
-        };
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
-            .build()
-            .map_err(|error| LlmError::Unreachable {
-                url: url.clone(),
-                detail: error_chain(&error),
-            })?;
-        let endpoint = Endpoint {
-            url,
-            base_url: config.base_url.clone(),
-            origin: UNKNOWN_ORIGIN.to_string(),
-        };
-        Ok(Self {
-            config,
-            endpoint,
-            authorization,
-            timeout,
-            backoff: Backoff {
-                base: DEFAULT_BASE_DELAY,
-            },
-            http,
-        })
+        let transport = Transport::new(&config, url, api_key, KeyHeader::Bearer, &[])?;
+        Ok(Self { config, transport })
     }
 
     /// Sets the first retry's backoff (500 ms by default; it doubles per retry). Tests shrink
     /// it to stay fast; a server's `Retry-After` is honoured regardless.
     pub fn with_retry_base_delay(mut self, delay: Duration) -> Self {
-        self.backoff = Backoff { base: delay };
+        self.transport.set_retry_base_delay(delay);
         self
     }
 
@@ -88,7 +43,7 @@ impl OpenAiClient {
     /// `"[llm] base_url in ./agentloop.toml"` or `"the OPENAI_BASE_URL environment variable"`.
     /// Without it, errors name both settings.
     pub fn with_base_url_origin(mut self, origin: impl Into<String>) -> Self {
-        self.endpoint.origin = origin.into();
+        self.transport.set_base_url_origin(origin.into());
         self
     }
 
@@ -96,59 +51,9 @@ impl OpenAiClient {
         &self.config
     }
 
+    #[cfg(test)]
     fn request(&self, body: &[u8]) -> reqwest::RequestBuilder {
-        let request = self
-            .http
-            .post(&self.endpoint.url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
-        match &self.authorization {
-            Some(value) => request.header(AUTHORIZATION, value.clone()),
-            None => request,
-        }
-    }
-
-    async fn complete_with_retries(
-        &self,
-        body: &[u8],
-        on_text: TextSink<'_>,
-    ) -> Result<ModelReply, LlmError> {
-        let started = Instant::now();
-        let mut retries = 0;
-        loop {
-            let mut shown = false;
-            let failure = match exchange(
-                self.request(body),
-                &self.endpoint,
-                retries + 1,
-                &mut *on_text,
-                &mut shown,
-            )
-            .await
-            {
-                Ok(reply) => return Ok(reply),
-                Err(failure) => failure,
-            };
-            let asked_wait = failure.retry_after();
-            let error = failure.into_llm_error(&self.endpoint.url, retries);
-            // Text already shown cannot be taken back, so a retry would duplicate it.
-            if shown || !error.is_retryable() || retries >= self.config.max_retries {
-                return Err(error);
-            }
-            let wait = asked_wait.unwrap_or_else(|| self.backoff.delay(retries));
-            // The provider's error says more than a timeout would.
-            if started.elapsed() + wait >= self.timeout {
-                return Err(error);
-            }
-            tracing::debug!(
-                retry = retries + 1,
-                wait_ms = wait.as_millis() as u64,
-                %error,
-                "retrying the LLM request"
-            );
-            tokio::time::sleep(wait).await;
-            retries += 1;
-        }
+        self.transport.request(body)
     }
 }
 
@@ -159,56 +64,36 @@ impl Llm for OpenAiClient {
         request: &ModelRequest,
         on_text: TextSink<'_>,
     ) -> Result<ModelReply, LlmError> {
-        if self.authorization.is_none() && self.config.requires_api_key() {
-            return Err(LlmError::MissingApiKey {
-                url: self.endpoint.url.clone(),
-            });
-        }
-        let body = ChatRequest::new(request, &self.config.model, self.config.stream);
-        let body = serde_json::to_vec(&body)
-            .map_err(|error| LlmError::Protocol(format!("cannot encode the request: {error}")))?;
-        tokio::time::timeout(self.timeout, self.complete_with_retries(&body, on_text))
-            .await
-            .unwrap_or(Err(LlmError::Timeout {
-                seconds: self.config.timeout_s,
-            }))
+        let body = encode(&ChatRequest::new(
+            request,
+            &self.config.model,
+            self.config.stream,
+            self.config.max_tokens,
+        ))?;
+        self.transport.send(&ChatDialect, &body, on_text).await
     }
 }
 
 impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiClient")
-            .field("url", &self.endpoint.url)
+            .field("url", &self.transport.url())
             .field("model", &self.config.model)
-            .field(
-                "api_key",
-                &self.authorization.as_ref().map(|_| "<redacted>"),
-            )
+            .field("api_key", &self.transport.has_key().then_some("<redacted>"))
             .field("stream", &self.config.stream)
             .finish_non_exhaustive()
     }
 }
 
-fn bearer(key: &str) -> Option<HeaderValue> {
-    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).ok()?;
-    value.set_sensitive(true);
-    Some(value)
-}
-
-/// The key from `api_key_env`, else from `OPENAI_API_KEY`; an empty variable counts as unset.
-fn resolve_api_key(api_key_env: &str, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
-    let non_empty = |name: &str| lookup(name).filter(|key| !key.trim().is_empty());
-    non_empty(api_key_env).or_else(|| non_empty(DEFAULT_API_KEY_ENV))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqwest::header::AUTHORIZATION;
     use std::collections::HashMap;
 
     fn local_config() -> LlmConfig {
         LlmConfig {
-            base_url: "http://127.0.0.1:9/v1".into(),
+            base_url: Some("http://127.0.0.1:9/v1".into()),
             ..LlmConfig::default()
         }
     }
@@ -223,14 +108,18 @@ mod tests {
 
     #[test]
     fn the_configured_variable_wins_and_openai_api_key_is_the_fallback() {
+        let config = LlmConfig {
+            api_key_env: Some("MY_KEY".into()),
+            ..LlmConfig::default()
+        };
         let both = lookup(&[("MY_KEY", "mine"), ("OPENAI_API_KEY", "openai")]);
-        assert_eq!(resolve_api_key("MY_KEY", both).as_deref(), Some("mine"));
+        assert_eq!(resolve_api_key(&config, both).as_deref(), Some("mine"));
         let fallback = lookup(&[("MY_KEY", "  "), ("OPENAI_API_KEY", "openai")]);
         assert_eq!(
-            resolve_api_key("MY_KEY", fallback).as_deref(),
+            resolve_api_key(&config, fallback).as_deref(),
             Some("openai")
         );
-        assert_eq!(resolve_api_key("MY_KEY", lookup(&[])), None);
+        assert_eq!(resolve_api_key(&config, lookup(&[])), None);
     }
 
     #[test]
@@ -258,7 +147,7 @@ mod tests {
     #[test]
     fn an_invalid_config_is_refused_with_the_validation_message() {
         let config = LlmConfig {
-            base_url: "not a url".into(),
+            base_url: Some("not a url".into()),
             ..LlmConfig::default()
         };
         let error = OpenAiClient::with_api_key(config, None).unwrap_err();

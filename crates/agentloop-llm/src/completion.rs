@@ -3,7 +3,30 @@
 use agentloop_core::ModelReply;
 use agentloop_core::protocol::ToolCall;
 
+use crate::exchange::{AttemptError, Dialect, parse_json};
+use crate::stream::ReplyAssembler;
 use crate::wire::{Completion, WireError, arguments_text};
+
+/// The Chat Completions wire format of replies.
+pub(crate) struct ChatDialect;
+
+impl Dialect for ChatDialect {
+    type Folder = ReplyAssembler;
+
+    fn folder(&self) -> ReplyAssembler {
+        ReplyAssembler::default()
+    }
+
+    fn read_body(&self, body: &[u8]) -> Result<ModelReply, AttemptError> {
+        let completion: Completion = parse_json(body, "the completion")?;
+        into_reply(completion).map_err(|error| match error {
+            CompletionError::Provider(error) => AttemptError::from_wire_error(error),
+            CompletionError::NoChoices => {
+                AttemptError::protocol("the completion has no choices".into())
+            }
+        })
+    }
+}
 
 /// Why a completion body is not a reply.
 #[derive(Debug)]
@@ -82,7 +105,8 @@ mod tests {
             reply.usage,
             Some(Usage {
                 prompt_tokens: 20,
-                completion_tokens: 7
+                completion_tokens: 7,
+                ..Usage::default()
             })
         );
     }

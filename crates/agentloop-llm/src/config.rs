@@ -10,29 +10,114 @@ use serde::{Deserialize, Deserializer, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
-    /// Only `"openai"`: any server speaking the OpenAI Chat Completions API (OpenAI, vLLM, Ollama,
-    /// llama.cpp, LM Studio, OpenRouter, ...).
-    pub provider: String,
-    /// The API root, ending before `/chat/completions`.
-    pub base_url: String,
+    /// Which API the server speaks (see [`Provider`]).
+    pub provider: Provider,
+    /// The API root: ending before `/chat/completions` or `/responses` for OpenAI, before
+    /// `/v1/messages` for Anthropic. `None`: the provider's own ([`Provider::default_base_url`]).
+    pub base_url: Option<String>,
     pub model: String,
-    /// The environment variable holding the API key; `OPENAI_API_KEY` is the fallback.
-    pub api_key_env: String,
+    /// The environment variable holding the API key. `None`, or a variable that is unset or
+    /// empty: the provider's own ([`Provider::default_api_key_env`]).
+    pub api_key_env: Option<String>,
     pub stream: bool,
     /// Deadline for one `complete` call, retries included.
     pub timeout_s: f64,
     /// Further attempts after a 429, a 5xx or a broken connection.
     pub max_retries: u32,
+    /// The longest reply, in tokens. Anthropic requires one on every request
+    /// ([`DEFAULT_ANTHROPIC_MAX_TOKENS`] when unset); OpenAI's APIs get it only when set.
+    pub max_tokens: Option<u32>,
     /// How the model calls tools: through the API's `tools` (`"native"`), or by answering one
     /// JSON object per turn (`"json"`), for models served without tool calling.
     pub tool_calling: ToolCalling,
+}
+
+/// `llm.provider`: the wire format of the model's server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// OpenAI Chat Completions: OpenAI and any compatible server (vLLM, Ollama, llama.cpp, LM
+    /// Studio, OpenRouter, ...).
+    #[default]
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// OpenAI's Responses API, which carries reasoning items between the calls of a run.
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    /// Anthropic's Messages API (Claude), with prompt caching.
+    Anthropic,
+}
+
+impl Provider {
+    /// The value of `llm.provider`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::OpenAiResponses => "openai_responses",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Provider::OpenAi | Provider::OpenAiResponses => "https://api.openai.com/v1",
+            Provider::Anthropic => "https://api.anthropic.com",
+        }
+    }
+
+    pub fn default_api_key_env(self) -> &'static str {
+        match self {
+            Provider::OpenAi | Provider::OpenAiResponses => DEFAULT_API_KEY_ENV,
+            Provider::Anthropic => ANTHROPIC_API_KEY_ENV,
+        }
+    }
+
+    /// The variable that overrides `llm.base_url` (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`, as
+    /// the providers' own SDKs read them).
+    pub fn base_url_env(self) -> &'static str {
+        match self {
+            Provider::OpenAi | Provider::OpenAiResponses => "OPENAI_BASE_URL",
+            Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        }
+    }
+
+    /// The host that always wants a key; local servers usually want none.
+    fn keyed_host(self) -> &'static str {
+        match self {
+            Provider::OpenAi | Provider::OpenAiResponses => "api.openai.com",
+            Provider::Anthropic => "api.anthropic.com",
+        }
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// By hand, so that a wrong value is reported under its key with the accepted ones.
+impl<'de> Deserialize<'de> for Provider {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        match value.as_str() {
+            "openai" => Ok(Provider::OpenAi),
+            "openai_responses" => Ok(Provider::OpenAiResponses),
+            "anthropic" => Ok(Provider::Anthropic),
+            other => Err(serde::de::Error::custom(format!(
+                "llm.provider must be \"openai\" (Chat Completions, any compatible server), \
+                 \"openai_responses\" (OpenAI's Responses API) or \"anthropic\" (Claude's \
+                 Messages API), got {other:?}"
+            ))),
+        }
+    }
 }
 
 /// `llm.tool_calling`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolCalling {
-    /// The Chat Completions `tools` parameter and `tool_calls` in the reply.
+    /// The API's own tools (`tools` in the request, tool calls in the reply).
     #[default]
     Native,
     /// Tools described in the prompt, one JSON object per reply (see `JsonToolCalling`).
@@ -55,17 +140,22 @@ impl<'de> Deserialize<'de> for ToolCalling {
 }
 
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+pub const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+/// Anthropic's `max_tokens` when `llm.max_tokens` is unset: the largest output every current
+/// Claude model accepts (Claude 3 Haiku's limit), enough for an agent's turn.
+pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 4096;
 
 impl Default for LlmConfig {
     fn default() -> Self {
         Self {
-            provider: "openai".into(),
-            base_url: "https://api.openai.com/v1".into(),
+            provider: Provider::OpenAi,
+            base_url: None,
             model: "gpt-4o-mini".into(),
-            api_key_env: DEFAULT_API_KEY_ENV.into(),
+            api_key_env: None,
             stream: true,
             timeout_s: 120.0,
             max_retries: 3,
+            max_tokens: None,
             tool_calling: ToolCalling::Native,
         }
     }
@@ -74,16 +164,7 @@ impl Default for LlmConfig {
 impl LlmConfig {
     /// Checks the values a TOML parser cannot; the message names the offending key.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
-        if self.provider != "openai" {
-            return Err(InvalidSetting::new(
-                "llm.provider",
-                format!(
-                    "llm.provider must be \"openai\" (any OpenAI-compatible server), got {:?}",
-                    self.provider
-                ),
-            ));
-        }
-        let is_http = url::Url::parse(&self.base_url)
+        let is_http = url::Url::parse(self.base_url())
             .map(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
             .unwrap_or(false);
         if !is_http {
@@ -91,7 +172,7 @@ impl LlmConfig {
                 "llm.base_url",
                 format!(
                     "llm.base_url must be an http(s) URL, got {:?}",
-                    self.base_url
+                    self.base_url()
                 ),
             ));
         }
@@ -101,7 +182,11 @@ impl LlmConfig {
                 "llm.model must not be empty",
             ));
         }
-        if self.api_key_env.trim().is_empty() {
+        if self
+            .api_key_env
+            .as_deref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
             return Err(InvalidSetting::new(
                 "llm.api_key_env",
                 "llm.api_key_env must name an environment variable",
@@ -116,7 +201,38 @@ impl LlmConfig {
                 ),
             ));
         }
+        if self.max_tokens == Some(0) {
+            return Err(InvalidSetting::new(
+                "llm.max_tokens",
+                "llm.max_tokens must be a positive number of tokens, got 0",
+            ));
+        }
         Ok(())
+    }
+
+    /// The provider, model and API root, as startup lines and `agentloop tools` name them:
+    /// `anthropic claude-3-5-haiku-latest at https://api.anthropic.com`.
+    pub fn describe(&self) -> String {
+        format!("{} {} at {}", self.provider, self.model, self.base_url())
+    }
+
+    /// `base_url`, else the provider's default.
+    pub fn base_url(&self) -> &str {
+        self.base_url
+            .as_deref()
+            .unwrap_or(self.provider.default_base_url())
+    }
+
+    /// The variable the key is read from first: `api_key_env`, else the provider's.
+    pub fn api_key_env(&self) -> &str {
+        self.api_key_env
+            .as_deref()
+            .unwrap_or(self.provider.default_api_key_env())
+    }
+
+    /// Anthropic's `max_tokens`: the configured one, else [`DEFAULT_ANTHROPIC_MAX_TOKENS`].
+    pub fn anthropic_max_tokens(&self) -> u32 {
+        self.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS)
     }
 
     /// `None` when `timeout_s` is not a positive, finite number.
@@ -128,18 +244,23 @@ impl LlmConfig {
         }
     }
 
-    /// The endpoint of the Chat Completions API under `base_url`.
-    pub(crate) fn completions_url(&self) -> String {
-        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    /// `path` under `base_url` (which may end with a slash).
+    pub(crate) fn endpoint(&self, path: &str) -> String {
+        format!("{}/{path}", self.base_url().trim_end_matches('/'))
     }
 
-    /// api.openai.com always wants a key; local servers usually want none.
+    /// The endpoint of the Chat Completions API under `base_url`.
+    pub(crate) fn completions_url(&self) -> String {
+        self.endpoint("chat/completions")
+    }
+
+    /// The provider's own host always wants a key; local servers usually want none.
     pub(crate) fn requires_api_key(&self) -> bool {
-        url::Url::parse(&self.base_url)
+        url::Url::parse(self.base_url())
             .ok()
             .and_then(|url| {
                 url.host_str()
-                    .map(|host| host.eq_ignore_ascii_case("api.openai.com"))
+                    .map(|host| host.eq_ignore_ascii_case(self.provider.keyed_host()))
             })
             .unwrap_or(false)
     }
@@ -153,7 +274,8 @@ mod tests {
     fn an_empty_section_takes_every_default() {
         let config: LlmConfig = toml_free_parse("{}");
         assert_eq!(config, LlmConfig::default());
-        assert_eq!(config.base_url, "https://api.openai.com/v1");
+        assert_eq!(config.base_url(), "https://api.openai.com/v1");
+        assert_eq!(config.api_key_env(), "OPENAI_API_KEY");
         assert_eq!(config.model, "gpt-4o-mini");
         assert!(config.stream);
         assert_eq!(config.max_retries, 3);
@@ -171,14 +293,14 @@ mod tests {
         let cases = [
             (
                 LlmConfig {
-                    base_url: "localhost:8000".into(),
+                    base_url: Some("localhost:8000".into()),
                     ..LlmConfig::default()
                 },
                 "llm.base_url must be an http(s) URL, got \"localhost:8000\"",
             ),
             (
                 LlmConfig {
-                    base_url: "ftp://example.com".into(),
+                    base_url: Some("ftp://example.com".into()),
                     ..LlmConfig::default()
                 },
                 "llm.base_url",
@@ -206,10 +328,17 @@ mod tests {
             ),
             (
                 LlmConfig {
-                    provider: "anthropic".into(),
+                    max_tokens: Some(0),
                     ..LlmConfig::default()
                 },
-                "llm.provider",
+                "llm.max_tokens",
+            ),
+            (
+                LlmConfig {
+                    api_key_env: Some(" ".into()),
+                    ..LlmConfig::default()
+                },
+                "llm.api_key_env",
             ),
         ];
         for (config, expected) in cases {
@@ -225,7 +354,7 @@ mod tests {
     #[test]
     fn completions_url_tolerates_a_trailing_slash() {
         let config = LlmConfig {
-            base_url: "http://localhost:11434/v1/".into(),
+            base_url: Some("http://localhost:11434/v1/".into()),
             ..LlmConfig::default()
         };
         assert_eq!(
@@ -238,7 +367,7 @@ mod tests {
     fn only_api_openai_com_requires_a_key() {
         assert!(LlmConfig::default().requires_api_key());
         let local = LlmConfig {
-            base_url: "http://127.0.0.1:8000/v1".into(),
+            base_url: Some("http://127.0.0.1:8000/v1".into()),
             ..LlmConfig::default()
         };
         assert!(!local.requires_api_key());
@@ -256,7 +385,7 @@ mod tests {
         .unwrap();
         assert_eq!(file.llm.timeout_s, 10.0);
         assert!(!file.llm.stream);
-        assert_eq!(file.llm.api_key_env, "OPENAI_API_KEY");
+        assert_eq!(file.llm.api_key_env(), "OPENAI_API_KEY");
         assert!(file.llm.validate().is_ok());
     }
 
@@ -286,6 +415,45 @@ mod tests {
             message.contains("llm.tool_calling must be \"native\" or \"json\", got \"xml\""),
             "{message}"
         );
+    }
+
+    #[test]
+    fn each_provider_has_its_own_defaults() {
+        let anthropic: LlmConfig = toml_free_parse(r#"{"provider": "anthropic"}"#);
+        assert_eq!(anthropic.provider, Provider::Anthropic);
+        assert_eq!(anthropic.base_url(), "https://api.anthropic.com");
+        assert_eq!(anthropic.api_key_env(), "ANTHROPIC_API_KEY");
+        assert_eq!(
+            anthropic.anthropic_max_tokens(),
+            DEFAULT_ANTHROPIC_MAX_TOKENS
+        );
+        assert!(anthropic.requires_api_key());
+        let responses: LlmConfig =
+            toml_free_parse(r#"{"provider": "openai_responses", "max_tokens": 900}"#);
+        assert_eq!(responses.provider, Provider::OpenAiResponses);
+        assert_eq!(responses.base_url(), "https://api.openai.com/v1");
+        assert_eq!(
+            responses.endpoint("responses"),
+            "https://api.openai.com/v1/responses"
+        );
+        assert_eq!(responses.max_tokens, Some(900));
+        let mine: LlmConfig =
+            toml_free_parse(r#"{"provider": "anthropic", "api_key_env": "MY_CLAUDE_KEY"}"#);
+        assert_eq!(mine.api_key_env(), "MY_CLAUDE_KEY");
+    }
+
+    #[test]
+    fn an_unknown_provider_names_the_key_and_the_choices() {
+        #[derive(Debug, Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            llm: LlmConfig,
+        }
+        let error = toml::from_str::<File>("[llm]\nprovider = \"gemini\"\n").unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("llm.provider must be"), "{message}");
+        assert!(message.contains("\"anthropic\""), "{message}");
+        assert!(message.contains("got \"gemini\""), "{message}");
     }
 
     fn toml_free_parse(json: &str) -> LlmConfig {

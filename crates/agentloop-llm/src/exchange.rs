@@ -1,5 +1,6 @@
 //! One HTTP attempt: send the request, read the status, then the body as a stream or as a whole
-//! completion. Deciding whether to try again is the caller's job.
+//! reply, in the wire format of a [`Dialect`]. Deciding whether to try again is the caller's job
+//! (`transport.rs`).
 
 use std::error::Error as StdError;
 use std::time::{Duration, Instant, SystemTime};
@@ -10,11 +11,40 @@ use futures::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{RequestBuilder, Response, StatusCode};
 
-use crate::completion::{CompletionError, into_reply};
 use crate::not_openai::{Endpoint, not_openai_message};
 use crate::retry::retry_after;
-use crate::stream::ReplyAssembler;
-use crate::wire::{Chunk, Completion, WireError, error_message};
+use crate::wire::{WireError, error_message};
+
+/// One provider's wire format for replies: how a whole body and a stream of server-sent events
+/// become a [`ModelReply`]. Sending, statuses, retries and cut connections are shared.
+pub(crate) trait Dialect: Sync {
+    type Folder: EventFolder + Send;
+
+    /// A fresh folder for one streamed answer.
+    fn folder(&self) -> Self::Folder;
+
+    /// A whole (non-streamed) answer.
+    fn read_body(&self, body: &[u8]) -> Result<ModelReply, AttemptError>;
+}
+
+/// Folds the events of one streamed answer into a reply.
+pub(crate) trait EventFolder {
+    /// Folds one event in (`event` is the SSE event name, empty when the server sends none).
+    fn push(&mut self, event: &str, data: &str) -> Result<Folded, AttemptError>;
+
+    /// The reply, once the stream is over (or [`Folded::End`] came). A stream that ended
+    /// without its final event is an error: the reply may miss text or half a tool call.
+    fn finish(self) -> Result<ModelReply, LlmError>;
+}
+
+/// What one event gave.
+pub(crate) enum Folded {
+    /// Text to show now.
+    Text(String),
+    Nothing,
+    /// The stream's last event: stop reading.
+    End,
+}
 
 /// How an attempt failed. [`AttemptError::into_llm_error`] names it as the call would end
 /// with it; whether to try again is [`LlmError::is_retryable`]'s to say.
@@ -44,7 +74,7 @@ impl AttemptError {
     }
 
     /// The error the run ends with, after `retries` retries.
-    pub fn into_llm_error(self, url: &str, retries: u32) -> LlmError {
+    pub fn into_llm_error(self, url: &str, key_env: &str, retries: u32) -> LlmError {
         match self {
             AttemptError::Status {
                 status, message, ..
@@ -54,6 +84,7 @@ impl AttemptError {
                     url: url.to_owned(),
                     status,
                     message,
+                    key_env: key_env.to_owned(),
                 },
                 500.. => LlmError::Server {
                     status,
@@ -82,12 +113,10 @@ impl AttemptError {
         }
     }
 
-    fn from_wire_error(error: WireError) -> Self {
-        let message = error
-            .message
-            .clone()
-            .unwrap_or_else(|| "the server sent an error without a message".into());
-        match error.status() {
+    /// An error the provider reported inside an answer: statuses of 429 and 5xx are worth
+    /// another attempt, like the same status on the HTTP response.
+    pub fn provider_error(status: Option<u16>, message: String) -> Self {
+        match status {
             Some(status) => AttemptError::Status {
                 status,
                 message,
@@ -98,11 +127,24 @@ impl AttemptError {
             ))),
         }
     }
+
+    pub fn protocol(message: String) -> Self {
+        AttemptError::Done(LlmError::Protocol(message))
+    }
+
+    pub(crate) fn from_wire_error(error: WireError) -> Self {
+        let status = error.status();
+        let message = error
+            .message
+            .unwrap_or_else(|| "the server sent an error without a message".into());
+        Self::provider_error(status, message)
+    }
 }
 
 /// Sends `request` and reads the reply, passing text to `on_text` as it arrives. `shown` tells
 /// the caller whether any text reached `on_text`, even when the attempt then fails.
-pub(crate) async fn exchange(
+pub(crate) async fn exchange<D: Dialect>(
+    dialect: &D,
     request: RequestBuilder,
     endpoint: &Endpoint,
     attempt: u32,
@@ -127,9 +169,9 @@ pub(crate) async fn exchange(
         return Err(status_error(status, response, endpoint).await);
     }
     if is_event_stream(response.headers()) {
-        read_stream(response, url, on_text, shown).await
+        read_stream(dialect.folder(), response, url, on_text, shown).await
     } else {
-        read_completion(response, endpoint, on_text, shown).await
+        read_body(dialect, response, endpoint, on_text, shown).await
     }
 }
 
@@ -148,8 +190,9 @@ fn send_error(url: &str, error: &reqwest::Error) -> AttemptError {
     }
 }
 
-/// An OpenAI error object gives the provider's words; anything else (a web page, a proxy's
-/// error page) is told as a server that is not OpenAI-compatible, with the URL and its setting.
+/// The provider's error object gives the provider's words; anything else (a web page, a
+/// proxy's error page) is told as a server that does not speak the provider's API, with the
+/// URL and its setting.
 async fn status_error(status: StatusCode, response: Response, endpoint: &Endpoint) -> AttemptError {
     let retry_after = retry_after(response.headers(), SystemTime::now());
     let body = response.text().await.unwrap_or_default();
@@ -173,14 +216,14 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.trim_start().starts_with("text/event-stream"))
 }
 
-async fn read_stream(
+async fn read_stream<F: EventFolder>(
+    mut folder: F,
     response: Response,
     url: &str,
     on_text: TextSink<'_>,
     shown: &mut bool,
 ) -> Result<ModelReply, AttemptError> {
     let mut events = response.bytes_stream().eventsource();
-    let mut assembler = ReplyAssembler::default();
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
@@ -197,25 +240,16 @@ async fn read_stream(
         if data.is_empty() {
             continue;
         }
-        if data == "[DONE]" {
-            break;
-        }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|error| {
-            AttemptError::Done(LlmError::Protocol(format!(
-                "a stream chunk is not valid JSON ({error}): {}",
-                error_message(data)
-            )))
-        })?;
-        match assembler.push(chunk) {
-            Ok(Some(text)) => {
+        match folder.push(event.event.as_str(), data)? {
+            Folded::Text(text) => {
                 on_text(&text);
                 *shown = true;
             }
-            Ok(None) => {}
-            Err(error) => return Err(AttemptError::from_wire_error(error)),
+            Folded::Nothing => {}
+            Folded::End => break,
         }
     }
-    assembler.finish().map_err(AttemptError::Done)
+    folder.finish().map_err(AttemptError::Done)
 }
 
 /// Before any text was shown, a cut stream is tried again: nothing of it reached the user, and
@@ -234,7 +268,8 @@ fn cut_stream(error: &reqwest::Error, url: &str, shown: bool) -> AttemptError {
     }
 }
 
-async fn read_completion(
+async fn read_body<D: Dialect>(
+    dialect: &D,
     response: Response,
     endpoint: &Endpoint,
     on_text: TextSink<'_>,
@@ -244,21 +279,11 @@ async fn read_completion(
     let body = response.bytes().await.map_err(|error| AttemptError::Cut {
         detail: error_chain(&error),
     })?;
-    let completion: Completion = serde_json::from_slice(&body).map_err(|error| {
-        let text = String::from_utf8_lossy(&body);
+    let reply = dialect.read_body(&body).map_err(|error| {
         // A 200 that is not JSON at all: a web page served at that address.
-        let message = not_openai_message(endpoint, status, &text).unwrap_or_else(|| {
-            format!(
-                "the completion is not valid JSON ({error}): {}",
-                error_message(&text)
-            )
-        });
-        AttemptError::Done(LlmError::Protocol(message))
-    })?;
-    let reply = into_reply(completion).map_err(|error| match error {
-        CompletionError::Provider(error) => AttemptError::from_wire_error(error),
-        CompletionError::NoChoices => {
-            AttemptError::Done(LlmError::Protocol("the completion has no choices".into()))
+        match not_openai_message(endpoint, status, &String::from_utf8_lossy(&body)) {
+            Some(message) => AttemptError::protocol(message),
+            None => error,
         }
     })?;
     if let Some(text) = reply.content.as_deref() {
@@ -266,6 +291,19 @@ async fn read_completion(
         *shown = true;
     }
     Ok(reply)
+}
+
+/// A body that should be JSON, read as `T`; what a server sent instead is quoted (bounded).
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, AttemptError> {
+    serde_json::from_slice(body).map_err(|error| {
+        AttemptError::protocol(format!(
+            "{what} is not valid JSON ({error}): {}",
+            error_message(&String::from_utf8_lossy(body))
+        ))
+    })
 }
 
 /// reqwest's own message is generic ("error sending request"); the cause is in its sources.

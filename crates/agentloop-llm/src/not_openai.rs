@@ -1,29 +1,57 @@
-//! The error for a server behind `base_url` that does not speak the OpenAI API: a web page, a
-//! proxy's error page, an API root without `/v1`. What the user needs is the URL that was
-//! tried, the setting it came from, a few words of what came back (never a page of HTML) and
-//! what to change.
+//! The error for a server behind `base_url` that does not speak the provider's API: a web page,
+//! a proxy's error page, an API root without `/v1` (or, for Anthropic, with one too many). What
+//! the user needs is the URL that was tried, the setting it came from, a few words of what came
+//! back (never a page of HTML) and what to change. Every provider's [`crate::transport`] carries
+//! an [`Endpoint`]; `exchange.rs` asks for this message wherever it reads an attempt's body (an
+//! error status, and a 200 that is not JSON).
 
-/// Where the client sends its requests, and where that address came from.
+use crate::config::{LlmConfig, Provider};
+
+/// Where a client sends its requests, and where that address came from.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
-    /// The Chat Completions URL: `base_url` + `/chat/completions`.
+    /// The provider's URL: `base_url` + `/chat/completions`, `/responses` or `/v1/messages`.
     pub url: String,
+    /// `llm.base_url`, or the provider's default.
     pub base_url: String,
     /// The setting `base_url` came from, for people: `"[llm] base_url in agentloop.toml"`,
     /// `"the OPENAI_BASE_URL environment variable"`.
     pub origin: String,
+    pub provider: Provider,
 }
 
-/// What is said when the caller did not tell where `base_url` came from.
-pub(crate) const UNKNOWN_ORIGIN: &str =
-    "llm.base_url (or the OPENAI_BASE_URL environment variable)";
+impl Endpoint {
+    /// `url` under `config`'s `base_url`, its origin not yet told ([`unknown_origin`]).
+    pub fn new(config: &LlmConfig, url: String) -> Self {
+        Self {
+            url,
+            base_url: config.base_url().to_owned(),
+            origin: unknown_origin(config.provider),
+            provider: config.provider,
+        }
+    }
+
+    /// What comes after `base_url` in the URL (`/chat/completions`, `/v1/messages`, ...).
+    fn path(&self) -> &str {
+        let base = self.base_url.trim_end_matches('/');
+        self.url.strip_prefix(base).unwrap_or(&self.url)
+    }
+}
+
+/// What is said when the caller did not tell where `base_url` came from: both settings, the
+/// environment variable being the provider's own.
+pub(crate) fn unknown_origin(provider: Provider) -> String {
+    format!(
+        "llm.base_url (or the {} environment variable)",
+        provider.base_url_env()
+    )
+}
 
 /// How much of a body the message keeps.
 const EXCERPT_CHARS: usize = 160;
 
-/// The message for an answer whose body is not OpenAI's JSON (`status` is its HTTP status);
-/// `None` when the body is JSON, which the usual path reads (an OpenAI error object, or a
-/// completion).
+/// The message for an answer whose body is not JSON (`status` is its HTTP status); `None` when
+/// the body is JSON, which the usual path reads (the provider's error object, or a reply).
 pub(crate) fn not_openai_message(endpoint: &Endpoint, status: u16, body: &str) -> Option<String> {
     if serde_json::from_str::<serde_json::Value>(body).is_ok() {
         return None;
@@ -42,28 +70,47 @@ pub(crate) fn not_openai_message(endpoint: &Endpoint, status: u16, body: &str) -
         format!(" ({excerpt:?})")
     };
     Some(format!(
-        "{url} answered HTTP {status} with {what}{shown}, not an OpenAI-compatible reply. The URL \
-         comes from {origin} ({base_url:?}), plus /chat/completions. {hint}",
+        "{url} answered HTTP {status} with {what}{shown}, not {api} reply. The URL comes from \
+         {origin} ({base_url:?}), plus {path}. {hint}",
         url = endpoint.url,
+        api = api_name(endpoint.provider),
         origin = endpoint.origin,
         base_url = endpoint.base_url,
-        hint = hint(&endpoint.base_url),
+        path = endpoint.path(),
+        hint = hint(endpoint),
     ))
 }
 
+fn api_name(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi => "an OpenAI-compatible",
+        Provider::OpenAiResponses => "an OpenAI Responses API",
+        Provider::Anthropic => "an Anthropic Messages API",
+    }
+}
+
 /// Most OpenAI-compatible servers serve the API under `/v1`; a root without it is the usual
-/// mistake (`http://localhost:11434` for Ollama).
-fn hint(base_url: &str) -> String {
-    let trimmed = base_url.trim_end_matches('/');
-    if trimmed.ends_with("/v1") {
-        "Check that this is the API root of an OpenAI-compatible server (the part before \
-         /chat/completions), not a web page or another service."
-            .to_string()
-    } else {
-        format!(
+/// mistake (`http://localhost:11434` for Ollama). Anthropic's root is the other way round: the
+/// client adds `/v1/messages`, so a root ending in `/v1` asks for `/v1/v1/messages`.
+fn hint(endpoint: &Endpoint) -> String {
+    let trimmed = endpoint.base_url.trim_end_matches('/');
+    let path = endpoint.path();
+    match (endpoint.provider, trimmed.strip_suffix("/v1")) {
+        (Provider::Anthropic, Some(root)) => {
+            format!("The client adds {path} itself: is /v1 one too many (try {root})?")
+        }
+        (Provider::Anthropic, None) => format!(
+            "Check that this is the root of an Anthropic Messages API (the part before {path}), \
+             not a web page or another service."
+        ),
+        (_, Some(_)) => format!(
+            "Check that this is the API root of an OpenAI-compatible server (the part before \
+             {path}), not a web page or another service."
+        ),
+        (_, None) => format!(
             "OpenAI-compatible servers usually serve the API under /v1: is /v1 missing (try \
              {trimmed}/v1)?"
-        )
+        ),
     }
 }
 
@@ -142,7 +189,17 @@ mod tests {
             url: format!("{base_url}/chat/completions"),
             base_url: base_url.to_string(),
             origin: "[llm] base_url in agentloop.toml".to_string(),
+            provider: Provider::OpenAi,
         }
+    }
+
+    fn anthropic(base_url: &str) -> Endpoint {
+        let config = LlmConfig {
+            provider: Provider::Anthropic,
+            base_url: Some(base_url.to_string()),
+            ..LlmConfig::default()
+        };
+        Endpoint::new(&config, config.endpoint("v1/messages"))
     }
 
     const PAGE: &str = "<!DOCTYPE html>\n<html><head><title>404 Not Found</title>\
@@ -196,5 +253,30 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("/v1/v1"), "{message}");
+    }
+
+    #[test]
+    fn anthropic_roots_are_named_with_their_own_api_variable_and_path() {
+        let endpoint = anthropic("http://127.0.0.1:8000/v1");
+        let message = not_openai_message(&endpoint, 404, PAGE).unwrap();
+        assert!(
+            message.starts_with(
+                "http://127.0.0.1:8000/v1/v1/messages answered HTTP 404 with an HTML page"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("not an Anthropic Messages API reply"),
+            "{message}"
+        );
+        assert!(message.contains("ANTHROPIC_BASE_URL"), "{message}");
+        assert!(!message.contains("OPENAI_BASE_URL"), "{message}");
+        assert!(message.contains("plus /v1/messages"), "{message}");
+        assert!(message.contains("try http://127.0.0.1:8000)"), "{message}");
+        let message = not_openai_message(&anthropic("http://127.0.0.1:8000/"), 200, PAGE).unwrap();
+        assert!(
+            message.contains("root of an Anthropic Messages API (the part before /v1/messages)"),
+            "{message}"
+        );
     }
 }

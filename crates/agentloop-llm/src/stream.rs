@@ -4,7 +4,8 @@ use agentloop_core::protocol::{ToolCall, Usage};
 use agentloop_core::{LlmError, ModelReply};
 
 use crate::completion::call_id_or_generated;
-use crate::wire::{Chunk, ToolCallDelta, WireError, arguments_text};
+use crate::exchange::{AttemptError, EventFolder, Folded};
+use crate::wire::{Chunk, ToolCallDelta, WireError, arguments_text, error_message};
 
 /// Accumulates the deltas of a streamed completion. Only choice 0 is read: agentloop never asks
 /// for more than one.
@@ -24,10 +25,33 @@ struct PartialCall {
     arguments: String,
 }
 
+impl EventFolder for ReplyAssembler {
+    fn push(&mut self, _event: &str, data: &str) -> Result<Folded, AttemptError> {
+        if data == "[DONE]" {
+            return Ok(Folded::End);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|error| {
+            AttemptError::protocol(format!(
+                "a stream chunk is not valid JSON ({error}): {}",
+                error_message(data)
+            ))
+        })?;
+        match self.push_chunk(chunk) {
+            Ok(Some(text)) => Ok(Folded::Text(text)),
+            Ok(None) => Ok(Folded::Nothing),
+            Err(error) => Err(AttemptError::from_wire_error(error)),
+        }
+    }
+
+    fn finish(self) -> Result<ModelReply, LlmError> {
+        ReplyAssembler::finish(self)
+    }
+}
+
 impl ReplyAssembler {
     /// Folds one chunk in and returns its text, if any, for the caller to show. An error object
     /// inside the stream is returned as is.
-    pub fn push(&mut self, chunk: Chunk) -> Result<Option<String>, WireError> {
+    pub fn push_chunk(&mut self, chunk: Chunk) -> Result<Option<String>, WireError> {
         if let Some(error) = chunk.error {
             return Err(error);
         }
@@ -137,7 +161,7 @@ mod tests {
         let mut texts = Vec::new();
         for chunk in chunks {
             let chunk: Chunk = serde_json::from_value(chunk.clone()).unwrap();
-            if let Some(text) = assembler.push(chunk).unwrap() {
+            if let Some(text) = assembler.push_chunk(chunk).unwrap() {
                 texts.push(text);
             }
         }
@@ -169,7 +193,8 @@ mod tests {
             reply.usage,
             Some(Usage {
                 prompt_tokens: 12,
-                completion_tokens: 3
+                completion_tokens: 3,
+                ..Usage::default()
             })
         );
     }
@@ -273,7 +298,7 @@ mod tests {
         let chunk: Chunk =
             serde_json::from_value(json!({"error": {"message": "overloaded", "code": 503}}))
                 .unwrap();
-        let error = assembler.push(chunk).unwrap_err();
+        let error = assembler.push_chunk(chunk).unwrap_err();
         assert_eq!(error.message.as_deref(), Some("overloaded"));
         assert_eq!(error.status(), Some(503));
     }

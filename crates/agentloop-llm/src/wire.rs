@@ -18,6 +18,9 @@ pub(crate) struct ChatRequest<'a> {
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// Only when `llm.max_tokens` is set: servers have their own defaults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -66,7 +69,12 @@ pub(crate) struct WireToolFunction<'a> {
 }
 
 impl<'a> ChatRequest<'a> {
-    pub fn new(request: &'a ModelRequest, default_model: &'a str, stream: bool) -> Self {
+    pub fn new(
+        request: &'a ModelRequest,
+        default_model: &'a str,
+        stream: bool,
+        max_tokens: Option<u32>,
+    ) -> Self {
         let tools: Vec<WireTool<'a>> = request
             .tools
             .iter()
@@ -97,6 +105,7 @@ impl<'a> ChatRequest<'a> {
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
             }),
+            max_tokens,
         }
     }
 }
@@ -227,6 +236,20 @@ pub(crate) struct WireUsage {
     pub prompt_tokens: Option<u64>,
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub prompt_tokens_details: Option<TokenDetails>,
+    #[serde(default)]
+    pub completion_tokens_details: Option<TokenDetails>,
+}
+
+/// `cached_tokens` of the prompt, `reasoning_tokens` of the completion (OpenAI; other servers
+/// send neither, or `null`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct TokenDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
@@ -234,6 +257,15 @@ impl From<WireUsage> for Usage {
         Usage {
             prompt_tokens: usage.prompt_tokens.unwrap_or(0),
             completion_tokens: usage.completion_tokens.unwrap_or(0),
+            cache_read_tokens: usage
+                .prompt_tokens_details
+                .and_then(|details| details.cached_tokens)
+                .unwrap_or(0),
+            cache_creation_tokens: 0,
+            reasoning_tokens: usage
+                .completion_tokens_details
+                .and_then(|details| details.reasoning_tokens)
+                .unwrap_or(0),
         }
     }
 }
@@ -322,7 +354,7 @@ mod tests {
     #[test]
     fn messages_use_the_chat_completions_shape() {
         let request = request(Vec::new(), ToolChoice::Auto);
-        let body = serde_json::to_value(ChatRequest::new(&request, "m", false)).unwrap();
+        let body = serde_json::to_value(ChatRequest::new(&request, "m", false, None)).unwrap();
         assert_eq!(
             body,
             json!({
@@ -350,7 +382,7 @@ mod tests {
         };
         let mut request = request(vec![tool], ToolChoice::None);
         request.model = Some("override".into());
-        let body = serde_json::to_value(ChatRequest::new(&request, "m", true)).unwrap();
+        let body = serde_json::to_value(ChatRequest::new(&request, "m", true, None)).unwrap();
         assert_eq!(body["model"], "override");
         assert_eq!(body["tool_choice"], "none");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));

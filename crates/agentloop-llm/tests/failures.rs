@@ -135,6 +135,7 @@ async fn unauthorized_is_not_retried_and_quotes_the_provider() {
             url: format!("{}/chat/completions", llm.base_url()),
             status: 401,
             message: "Incorrect API key provided: sk-te***".into(),
+            key_env: "OPENAI_API_KEY".into(),
         }
     );
     assert_eq!(llm.requests().len(), 1);
@@ -260,7 +261,9 @@ async fn no_key_for_api_openai_com_fails_before_sending() {
     assert_eq!(
         error,
         LlmError::MissingApiKey {
-            url: "https://api.openai.com/v1/chat/completions".into()
+            url: "https://api.openai.com/v1/chat/completions".into(),
+            key_env: "OPENAI_API_KEY".into(),
+            base_url_env: "OPENAI_BASE_URL".into(),
         }
     );
 }
@@ -452,5 +455,58 @@ async fn a_web_page_answered_with_200_is_not_read_as_a_completion() {
         message.contains("API root of an OpenAI-compatible server"),
         "{message}"
     );
+    assert!(!message.contains('<'), "{message}");
+}
+
+/// Every provider tells a web page apart from its API, naming its own path and variable.
+#[tokio::test]
+async fn anthropic_and_responses_name_their_own_path_and_base_url_variable() {
+    use agentloop_llm::{Provider, client_for, client_for_with_origin};
+
+    // Anthropic's root ends before /v1: the client adds /v1/messages.
+    let server = RawServer::start(vec![html_answer("404 Not Found", NOT_FOUND_PAGE)]).await;
+    let anthropic = LlmConfig {
+        provider: Provider::Anthropic,
+        max_retries: 0,
+        ..config(server.base_url.clone(), true)
+    };
+    let client =
+        client_for_with_origin(&anthropic, "the ANTHROPIC_BASE_URL environment variable").unwrap();
+    let (_, result) = complete(client.as_ref(), &ask("x")).await;
+    let message = result.unwrap_err().to_string();
+    let root = server.base_url.trim_end_matches("/v1");
+    assert!(
+        message.contains(&format!(
+            "{}/v1/messages answered HTTP 404 with an HTML page (\"404 Not Found\"), not an \
+             Anthropic Messages API reply",
+            server.base_url
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("the ANTHROPIC_BASE_URL environment variable"),
+        "{message}"
+    );
+    assert!(message.contains(&format!("try {root})")), "{message}");
+    assert!(!message.contains('<'), "{message}");
+
+    // A 200 page where the Responses API was expected, with no origin told: the provider's
+    // own variable is named.
+    let server = RawServer::start(vec![html_answer("200 OK", NOT_FOUND_PAGE)]).await;
+    let responses = LlmConfig {
+        provider: Provider::OpenAiResponses,
+        ..config(server.base_url.clone(), false)
+    };
+    let client = client_for(&responses).unwrap();
+    let (_, result) = complete(client.as_ref(), &ask("x")).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), "llm_protocol_error");
+    let message = error.to_string();
+    assert!(
+        message.contains("/responses answered HTTP 200 with an HTML page"),
+        "{message}"
+    );
+    assert!(message.contains("plus /responses"), "{message}");
+    assert!(message.contains("OPENAI_BASE_URL"), "{message}");
     assert!(!message.contains('<'), "{message}");
 }

@@ -105,6 +105,7 @@ async fn usage_is_read_in_both_modes() {
         let expected = Usage {
             prompt_tokens: 321,
             completion_tokens: 54,
+            ..Usage::default()
         };
         assert_eq!(reply.usage, Some(expected), "stream={stream}");
     }

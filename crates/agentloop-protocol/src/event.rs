@@ -280,14 +280,37 @@ pub struct PendingCall {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Every input token of the calls, cached or not (Anthropic's uncached `input_tokens` plus
+    /// its cache reads and writes), so the number means the same for every provider.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those read from the provider's prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `cached_tokens`); billed at a fraction of the price.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `prompt_tokens`, those written to Anthropic's prompt cache
+    /// (`cache_creation_input_tokens`); billed above the normal input price.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_tokens: u64,
+    /// Of `completion_tokens`, those a reasoning model spent thinking (OpenAI
+    /// `reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+// Zero counts are left out so that data written before these fields existed, and usage of
+// providers without caches, look as they always did.
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_creation_tokens += other.cache_creation_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
     }
 
     pub fn total(&self) -> u64 {

@@ -168,6 +168,7 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
             usage: Usage {
                 prompt_tokens: 900 * u64::from(iteration),
                 completion_tokens: 60 * u64::from(iteration),
+                ..Usage::default()
             },
         },
         end: None,

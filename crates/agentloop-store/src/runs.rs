@@ -169,6 +169,7 @@ fn decode(db: &Db, row: &AnyRow) -> Result<RunInfo, StoreError> {
         usage: Usage {
             prompt_tokens: cells.counter("prompt_tokens")?,
             completion_tokens: cells.counter("completion_tokens")?,
+            ..Usage::default()
         },
         finalize_reason: cells.optional_name("finalize_reason")?,
         answer_message_id: cells.optional_uuid("answer_message_id")?,

@@ -156,17 +156,20 @@ impl Config {
         })
     }
 
-    /// Applies `OPENAI_BASE_URL`, `DATABASE_URL` and `AGENTLOOP_LISTEN` (the API key is read
-    /// by the LLM client from `llm.api_key_env`, else `OPENAI_API_KEY`).
+    /// Applies the provider's base URL variable (`OPENAI_BASE_URL`, or `ANTHROPIC_BASE_URL`
+    /// for `provider = "anthropic"`), `DATABASE_URL` and `AGENTLOOP_LISTEN` (the API key is
+    /// read by the LLM client from `llm.api_key_env`, else the provider's `OPENAI_API_KEY` or
+    /// `ANTHROPIC_API_KEY`).
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) {
         let set = |name: &str| {
             env(name)
                 .map(|value| value.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        if let Some(url) = set("OPENAI_BASE_URL") {
-            self.llm.base_url = url;
-            self.base_url_origin = SettingOrigin::Env("OPENAI_BASE_URL");
+        let base_url_env = self.llm.provider.base_url_env();
+        if let Some(url) = set(base_url_env) {
+            self.llm.base_url = Some(url);
+            self.base_url_origin = SettingOrigin::Env(base_url_env);
         }
         if let Some(url) = set("DATABASE_URL") {
             self.store.url = url;
@@ -440,13 +443,29 @@ mod tests {
         let mut config = parse("[llm]\nbase_url = \"http://file/v1\"\n").unwrap();
         assert_eq!(config.base_url_origin, SettingOrigin::Default);
         config.apply_env(|name| (name == "OPENAI_BASE_URL").then(|| "http://env/v1".to_string()));
-        assert_eq!(config.llm.base_url, "http://env/v1");
+        assert_eq!(config.llm.base_url(), "http://env/v1");
         assert_eq!(
             config.base_url_origin.describe("[llm] base_url"),
             "the OPENAI_BASE_URL environment variable"
         );
         config.apply_env(|_| None);
-        assert_eq!(config.llm.base_url, "http://env/v1");
+        assert_eq!(config.llm.base_url(), "http://env/v1");
+    }
+
+    #[test]
+    fn anthropic_takes_its_base_url_and_the_origin_from_anthropic_base_url() {
+        let mut config = parse("[llm]\nprovider = \"anthropic\"\n").unwrap();
+        let env = |name: &str| match name {
+            "OPENAI_BASE_URL" => Some("http://openai/v1".to_string()),
+            "ANTHROPIC_BASE_URL" => Some("http://anthropic".to_string()),
+            _ => None,
+        };
+        config.apply_env(env);
+        assert_eq!(config.llm.base_url(), "http://anthropic");
+        assert_eq!(
+            config.base_url_origin,
+            SettingOrigin::Env("ANTHROPIC_BASE_URL")
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use agentloop_core::{
     Agent, AgentBuilder, AgentError, Llm, LlmError, Store, StoreError,
     protocol::{SourceHealth, SourceState, SourceTransport},
 };
-use agentloop_llm::{JsonToolCalling, OpenAiClient, ToolCalling, token_counter_for};
+use agentloop_llm::{client_for_with_origin, token_counter_for};
 use agentloop_mcp::{McpError, McpSource};
 use agentloop_store::SqlStore;
 use tokio::task::JoinHandle;
@@ -62,14 +62,10 @@ impl Runtime {
         config: &Config,
         customize: impl FnOnce(AgentBuilder) -> AgentBuilder,
     ) -> Result<Runtime, RuntimeError> {
-        let client: Arc<dyn Llm> = Arc::new(
-            OpenAiClient::new(config.llm.clone())?
-                .with_base_url_origin(config.base_url_origin.describe("[llm] base_url")),
-        );
-        let llm: Arc<dyn Llm> = match config.llm.tool_calling {
-            ToolCalling::Native => client,
-            ToolCalling::Json => Arc::new(JsonToolCalling::new(client)),
-        };
+        let llm: Arc<dyn Llm> = client_for_with_origin(
+            &config.llm,
+            config.base_url_origin.describe("[llm] base_url"),
+        )?;
         let descriptions = match &config.agent.tool_descriptions {
             Some(path) => match std::fs::read_to_string(path) {
                 Ok(text) => agentloop_core::parse_tool_descriptions(&text),

@@ -34,6 +34,7 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
     let view = StepView::new(!args.json);
     view.status("starting MCP servers");
     let runtime = Runtime::start(&config).await?;
+    view.note(&format!("model: {}", config.llm.describe()));
     for warning in runtime.warnings() {
         view.warn(warning);
     }

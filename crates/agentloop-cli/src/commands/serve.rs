@@ -37,7 +37,9 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
     // The database is named whole: keys and sessions live in one store, and a key made with
     // another --config or DATABASE_URL is unknown here.
     eprintln!(
-        "agentloop listening on http://{address} (config: {origin}, store: {} at {}, {} tools)",
+        "agentloop listening on http://{address} (config: {origin}, model: {}, store: {} at {}, \
+         {} tools)",
+        config.llm.describe(),
         store.backend(),
         store.location(),
         runtime.agent().catalog().len()

@@ -17,6 +17,14 @@ use crate::{
 
 pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCode> {
     let (config, origin) = load_config(&global)?;
+    let llm = json!({
+        "provider": config.llm.provider.as_str(),
+        "model": config.llm.model,
+        "base_url": config.llm.base_url(),
+    });
+    if !args.json {
+        outln!("llm: {}", config.llm.describe())?;
+    }
     if config.mcp_servers.is_empty() {
         eprintln!("No MCP servers are configured in {origin}. Add a [mcp_servers.NAME] table.");
         return Ok(ExitCode::SUCCESS);
@@ -27,7 +35,7 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
         listing.push(describe(server, &config.tools).await);
     }
     // Shut down even when printing failed (a reader of stdout that went away).
-    let printed = print_listing(&listing, &failures, &config.mcp_servers, args.json);
+    let printed = print_listing(&llm, &listing, &failures, &config.mcp_servers, args.json);
     futures::future::join_all(servers.iter().map(|server| server.shutdown())).await;
     printed?;
     Ok(if failures.is_empty() {
@@ -38,6 +46,7 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
 }
 
 fn print_listing(
+    llm: &serde_json::Value,
     listing: &[serde_json::Value],
     failures: &[(String, agentloop::mcp::McpError)],
     configs: &BTreeMap<String, McpServerConfig>,
@@ -61,7 +70,9 @@ fn print_listing(
             .collect();
         outln!(
             "{}",
-            serde_json::to_string_pretty(&json!({"servers": listing, "failed": failed}))?
+            serde_json::to_string_pretty(
+                &json!({"llm": llm, "servers": listing, "failed": failed})
+            )?
         )?;
     } else {
         for server in listing {

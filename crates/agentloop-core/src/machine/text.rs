@@ -24,6 +24,22 @@ pub fn tool_error_message(status: ToolStatus, error: &str, hint: &str) -> String
     json!({"status": status.as_str(), "error": error, "hint": hint}).to_string()
 }
 
+/// Whether a tool message is one [`tool_error_message`] wrote: a call that failed, was refused
+/// or denied. Providers that mark failed results (Anthropic's `is_error`) read it from the
+/// stored text, so the mark survives in any history.
+pub fn is_tool_error_message(text: &str) -> bool {
+    let Ok(serde_json::Value::Object(payload)) = serde_json::from_str(text) else {
+        return false;
+    };
+    let failed = payload
+        .get("status")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|status| {
+            status == ToolStatus::Error.as_str() || status == ToolStatus::Blocked.as_str()
+        });
+    failed && payload.contains_key("error")
+}
+
 /// The tool message for a call that repeats an earlier one.
 pub fn duplicate_message(
     earlier_call_id: &str,
@@ -217,5 +233,26 @@ mod tests {
     fn one_line_flattens_and_cuts() {
         assert_eq!(one_line("a\n  b\tc", 10), "a b c");
         assert_eq!(one_line("abcdef", 3), "abc…");
+    }
+}
+
+#[cfg(test)]
+mod error_message_tests {
+    use super::*;
+
+    #[test]
+    fn error_payloads_are_recognised_and_other_results_are_not() {
+        let failed = tool_error_message(ToolStatus::Error, "boom", "retry");
+        assert!(is_tool_error_message(&failed));
+        assert!(is_tool_error_message(&tool_error_message(
+            ToolStatus::Blocked,
+            "read-only run",
+            "answer"
+        )));
+        assert!(!is_tool_error_message(&duplicate_message(
+            "call_1", None, 100
+        )));
+        assert!(!is_tool_error_message(r#"{"status": "ok"}"#));
+        assert!(!is_tool_error_message("the file says error"));
     }
 }

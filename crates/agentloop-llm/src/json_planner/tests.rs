@@ -60,6 +60,7 @@ fn text(content: &str) -> Result<ModelReply, LlmError> {
         usage: Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 5,
+            ..Usage::default()
         }),
     })
 }

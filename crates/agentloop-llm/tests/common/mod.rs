@@ -21,7 +21,7 @@ pub const TEST_BASE_DELAY: Duration = Duration::from_millis(5);
 
 pub fn config(base_url: String, stream: bool) -> LlmConfig {
     LlmConfig {
-        base_url,
+        base_url: Some(base_url),
         model: "scripted".into(),
         stream,
         timeout_s: 10.0,
@@ -62,7 +62,7 @@ pub fn read_file_tool() -> ToolSpec {
 
 /// Runs one call and returns the text pieces passed to `on_text` with the result.
 pub async fn complete(
-    client: &OpenAiClient,
+    client: &dyn Llm,
     request: &ModelRequest,
 ) -> (Vec<String>, Result<ModelReply, LlmError>) {
     let mut pieces = Vec::new();

@@ -171,6 +171,7 @@ pub fn progress(iterations: u32, tools_used: u32, tokens: u64) -> RunProgress {
         usage: Usage {
             prompt_tokens: tokens,
             completion_tokens: tokens / 10,
+            ..Usage::default()
         },
     }
 }

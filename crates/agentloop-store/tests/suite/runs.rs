@@ -197,6 +197,7 @@ pub async fn events_replay_after_a_seq_and_saving_twice_is_harmless(fixture: &Fi
                     usage: Usage {
                         prompt_tokens: 10,
                         completion_tokens: 2,
+                        ..Usage::default()
                     },
                     should_refresh: false,
                 },

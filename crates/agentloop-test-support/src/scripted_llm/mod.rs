@@ -1,6 +1,9 @@
-//! A scripted OpenAI-compatible server: a real HTTP server on 127.0.0.1 that answers
-//! `POST /v1/chat/completions` from a script of [`Reply`]s, in the exact wire format of
-//! api.openai.com (JSON or SSE, as the request asks), and records every request body.
+//! A scripted LLM server: a real HTTP server on 127.0.0.1 that answers from a script of
+//! [`Reply`]s in the exact wire format of a provider (JSON or SSE, as the request asks), and
+//! records every request body and its headers. [`ScriptedLlm::start`] speaks OpenAI Chat
+//! Completions (`POST /v1/chat/completions`), [`ScriptedLlm::start_anthropic`] Anthropic's
+//! Messages API (`POST /v1/messages`, `anthropic.rs`), [`ScriptedLlm::start_responses`]
+//! OpenAI's Responses API (`POST /v1/responses`, `responses.rs`). One script serves each.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -15,8 +18,10 @@
 //! # }
 //! ```
 
+mod anthropic;
 mod render;
 mod reply;
+mod responses;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -27,7 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -39,9 +44,21 @@ use render::Answer;
 
 type Responder = dyn Fn(&Value) -> Reply + Send + Sync;
 
+/// The wire format a scripted server speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    ChatCompletions,
+    /// Anthropic's Messages API (`POST /v1/messages`).
+    Anthropic,
+    /// OpenAI's Responses API (`POST /v1/responses`).
+    Responses,
+}
+
 /// The server; it stops when dropped.
 pub struct ScriptedLlm {
     address: SocketAddr,
+    wire: Wire,
     shared: Arc<Shared>,
     task: JoinHandle<()>,
 }
@@ -62,12 +79,31 @@ struct Shared {
 struct Script {
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// The headers of each recorded request, names in lower case.
+    headers: Vec<Vec<(String, String)>>,
 }
 
 impl ScriptedLlm {
     /// Serves `script` in order, then answers HTTP 500 to any further request.
     pub async fn start(script: Vec<Reply>) -> ScriptedLlm {
         Self::spawn(script.into(), None, "127.0.0.1:0", true).await
+    }
+
+    /// Like [`ScriptedLlm::start`], speaking Anthropic's Messages API.
+    pub async fn start_anthropic(script: Vec<Reply>) -> ScriptedLlm {
+        Self::start_wire(Wire::Anthropic, script).await
+    }
+
+    /// Like [`ScriptedLlm::start`], speaking OpenAI's Responses API.
+    pub async fn start_responses(script: Vec<Reply>) -> ScriptedLlm {
+        Self::start_wire(Wire::Responses, script).await
+    }
+
+    /// Serves `script` in the wire format `wire`.
+    pub async fn start_wire(wire: Wire, script: Vec<Reply>) -> ScriptedLlm {
+        let mut llm = Self::spawn(script.into(), None, "127.0.0.1:0", true).await;
+        llm.wire = wire;
+        llm
     }
 
     /// Answers every request with `responder(&request_body)` (after any pushed replies), for
@@ -93,24 +129,61 @@ impl ScriptedLlm {
         Self::spawn(VecDeque::new(), Some(Box::new(responder)), address, false).await
     }
 
-    /// The API root to configure as `llm.base_url`: `http://127.0.0.1:PORT/v1`.
+    /// The API root to configure as `llm.base_url`: `http://127.0.0.1:PORT/v1` for OpenAI's
+    /// APIs, `http://127.0.0.1:PORT` for Anthropic's (whose paths begin with `/v1`).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.address)
+        match self.wire {
+            Wire::Anthropic => format!("http://{}", self.address),
+            Wire::ChatCompletions | Wire::Responses => format!("http://{}/v1", self.address),
+        }
     }
 
-    /// The JSON bodies received on `/v1/chat/completions`, in order (a body that is not JSON is
-    /// recorded as a string).
+    /// The `[llm] provider` a client of this server is configured with.
+    pub fn provider(&self) -> &'static str {
+        match self.wire {
+            Wire::ChatCompletions => "openai",
+            Wire::Anthropic => "anthropic",
+            Wire::Responses => "openai_responses",
+        }
+    }
+
+    pub fn wire(&self) -> Wire {
+        self.wire
+    }
+
+    /// The JSON bodies received, in order (a body that is not JSON is recorded as a string).
     pub fn requests(&self) -> Vec<Value> {
         self.shared.script().requests.clone()
     }
 
-    /// The names of the tools offered in a recorded request body (`tools[].function.name`).
+    /// The value of header `name` (lower case) in each recorded request, in order.
+    pub fn request_header(&self, name: &str) -> Vec<Option<String>> {
+        self.shared
+            .script()
+            .headers
+            .iter()
+            .map(|headers| {
+                headers
+                    .iter()
+                    .find(|(header, _)| header == name)
+                    .map(|(_, value)| value.clone())
+            })
+            .collect()
+    }
+
+    /// The names of the tools offered in a recorded request body (`tools[].function.name` for
+    /// Chat Completions, `tools[].name` for the Messages and Responses APIs).
     pub fn offered_tools(request: &Value) -> Vec<String> {
         request["tools"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
+            .filter_map(|tool| {
+                tool["function"]["name"]
+                    .as_str()
+                    .or_else(|| tool["name"].as_str())
+                    .map(str::to_string)
+            })
             .collect()
     }
 
@@ -143,6 +216,7 @@ impl ScriptedLlm {
             script: Mutex::new(Script {
                 replies,
                 requests: Vec::new(),
+                headers: Vec::new(),
             }),
             responder,
             record,
@@ -151,6 +225,8 @@ impl ScriptedLlm {
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
+            .route("/v1/messages", post(messages))
+            .route("/v1/responses", post(responses))
             .fallback(unknown_route)
             // Long conversations in benchmarks exceed axum's 2 MB default.
             .layer(DefaultBodyLimit::disable())
@@ -162,6 +238,7 @@ impl ScriptedLlm {
         });
         ScriptedLlm {
             address,
+            wire: Wire::ChatCompletions,
             shared,
             task,
         }
@@ -189,12 +266,20 @@ impl Shared {
         self.script.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records the request, then picks its reply.
-    fn take_reply(&self, request: &Value) -> Option<Reply> {
+    /// Records the request and its headers, then picks its reply.
+    fn take_reply_with(&self, request: &Value, headers: &HeaderMap) -> Option<Reply> {
         let scripted = {
             let mut script = self.script();
             if self.record {
                 script.requests.push(request.clone());
+                let headers = headers
+                    .iter()
+                    .map(|(name, value)| {
+                        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                        (name.as_str().to_owned(), value)
+                    })
+                    .collect();
+                script.headers.push(headers);
             }
             script.replies.pop_front()
         };
@@ -206,10 +291,13 @@ impl Shared {
     }
 }
 
-async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let request = serde_json::from_slice::<Value>(&body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-    let Some(reply) = shared.take_reply(&request) else {
+async fn chat_completions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = json_body(&body);
+    let Some(reply) = shared.take_reply_with(&request, &headers) else {
         return error_body(
             StatusCode::INTERNAL_SERVER_ERROR,
             "scripted LLM: the script has no reply left for this request",
@@ -245,6 +333,82 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
             == Some(true),
     };
     answer.into_response()
+}
+
+async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request = json_body(&body);
+    let Some(reply) = shared.take_reply_with(&request, &headers) else {
+        let exhausted = reply::ScriptedError {
+            status: 500,
+            message: "scripted LLM: the script has no reply left for this request".into(),
+        };
+        return anthropic::error_response(&exhausted);
+    };
+    let answer = anthropic::MessageAnswer {
+        reply: &reply,
+        message_id: format!(
+            "msg_scripted_{}",
+            Shared::next_id(&shared.next_completion_id)
+        ),
+        call_ids: reply
+            .calls
+            .iter()
+            .map(|_| format!("toolu_{}", Shared::next_id(&shared.next_call_id)))
+            .collect(),
+        model: model_of(&request),
+        stream: request.get("stream").and_then(Value::as_bool) == Some(true),
+    };
+    answer.into_response()
+}
+
+async fn responses(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request = json_body(&body);
+    let Some(reply) = shared.take_reply_with(&request, &headers) else {
+        return error_body(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "scripted LLM: the script has no reply left for this request",
+        );
+    };
+    let answer = responses::ResponseAnswer {
+        reply: &reply,
+        response_id: format!(
+            "resp_scripted_{}",
+            Shared::next_id(&shared.next_completion_id)
+        ),
+        call_ids: reply
+            .calls
+            .iter()
+            .map(|_| format!("call_{}", Shared::next_id(&shared.next_call_id)))
+            .collect(),
+        model: model_of(&request),
+        stream: request.get("stream").and_then(Value::as_bool) == Some(true),
+    };
+    answer.into_response()
+}
+
+fn json_body(body: &Bytes) -> Value {
+    serde_json::from_slice::<Value>(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()))
+}
+
+fn model_of(request: &Value) -> String {
+    request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("scripted-model")
+        .to_owned()
+}
+
+/// The reply's scripted headers (a `retry-after` on an error), added to `response`.
+fn add_headers(response: &mut Response, headers: &[(String, String)]) {
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
 }
 
 async fn unknown_route(uri: Uri) -> Response {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::reply::{Cut, Reply, ScriptedError, Usage};
 
-const EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
+pub(super) const EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
 
 /// What the request asked for and the identifiers this answer carries.
 pub(super) struct Answer<'a> {
@@ -209,7 +209,7 @@ fn event(data: &str) -> String {
 
 /// `head`, then an error that makes hyper drop the connection: a chunked body gets no end, a
 /// body with a `Content-Length` stays short of it.
-fn broken_body(head: Bytes) -> Body {
+pub(super) fn broken_body(head: Bytes) -> Body {
     let broken = futures::stream::once(async {
         // hyper writes out what it buffered while the body waits; an error at once would drop
         // the head with the connection.
@@ -245,7 +245,7 @@ fn usage_json(usage: Usage) -> Value {
 
 /// Word by word, each piece keeping its trailing whitespace; a single word is still cut in two
 /// so every text of two characters or more arrives in several deltas.
-fn split_words(text: &str) -> Vec<&str> {
+pub(super) fn split_words(text: &str) -> Vec<&str> {
     let pieces: Vec<&str> = text.split_inclusive(char::is_whitespace).collect();
     if pieces.len() == 1 {
         let (head, tail) = split_in_two(text);
@@ -258,7 +258,7 @@ fn split_words(text: &str) -> Vec<&str> {
 }
 
 /// At the middle character, never inside a UTF-8 sequence.
-fn split_in_two(text: &str) -> (&str, &str) {
+pub(super) fn split_in_two(text: &str) -> (&str, &str) {
     let middle = text.chars().count() / 2;
     let cut = text
         .char_indices()

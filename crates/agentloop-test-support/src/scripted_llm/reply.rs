@@ -16,6 +16,10 @@ pub struct Reply {
     pub(super) delay: Option<Duration>,
     pub(super) truncated: bool,
     pub(super) cut: Option<Cut>,
+    /// Anthropic's `stop_reason` in place of the one the content implies.
+    pub(super) stop_reason: Option<String>,
+    /// A reasoning item before the output (Responses API), with this encrypted content.
+    pub(super) reasoning: Option<String>,
 }
 
 /// Where the server breaks the connection off inside the body of an answer it began.
@@ -43,14 +47,21 @@ pub(super) struct ScriptedError {
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Usage {
+    /// Every input token, cached or not.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_creation_tokens: u64,
+    pub reasoning_tokens: u64,
 }
 
 /// Non-zero, so a test that forgets to count usage notices.
 const DEFAULT_USAGE: Usage = Usage {
     prompt_tokens: 10,
     completion_tokens: 5,
+    cache_read_tokens: 0,
+    cache_creation_tokens: 0,
+    reasoning_tokens: 0,
 };
 
 impl Reply {
@@ -64,6 +75,8 @@ impl Reply {
             delay: None,
             truncated: false,
             cut: None,
+            stop_reason: None,
+            reasoning: None,
         }
     }
 
@@ -130,7 +143,32 @@ impl Reply {
         self.usage = Usage {
             prompt_tokens,
             completion_tokens,
+            ..self.usage
         };
+        self
+    }
+
+    /// Of the prompt tokens, `read` came from the prompt cache and `created` were written to it
+    /// (Anthropic's `cache_read_input_tokens` / `cache_creation_input_tokens`; OpenAI reports
+    /// only reads, as `cached_tokens`).
+    pub fn with_cache(mut self, read: u64, created: u64) -> Reply {
+        self.usage.cache_read_tokens = read;
+        self.usage.cache_creation_tokens = created;
+        self
+    }
+
+    /// A reasoning item before the output (Responses API), carrying `encrypted_content`, and
+    /// `reasoning_tokens` in the usage.
+    pub fn with_reasoning(mut self, encrypted_content: &str, reasoning_tokens: u64) -> Reply {
+        self.reasoning = Some(encrypted_content.to_owned());
+        self.usage.reasoning_tokens = reasoning_tokens;
+        self
+    }
+
+    /// Ends the reply with this Anthropic `stop_reason` (`max_tokens`, `refusal`,
+    /// `pause_turn`); for the Responses API, `max_tokens` makes the response `incomplete`.
+    pub fn with_stop_reason(mut self, reason: &str) -> Reply {
+        self.stop_reason = Some(reason.to_owned());
         self
     }
 
@@ -140,8 +178,9 @@ impl Reply {
         self
     }
 
-    /// When streaming, ends the stream before the finish_reason chunk, with no usage and no
-    /// `[DONE]`. Has no effect on a non-streamed reply.
+    /// When streaming, ends the stream before its final event: before the finish_reason chunk,
+    /// with no usage and no `[DONE]` (Chat Completions); without `message_stop` (Anthropic);
+    /// without `response.completed` (Responses). Has no effect on a non-streamed reply.
     pub fn truncated(mut self) -> Reply {
         self.truncated = true;
         self

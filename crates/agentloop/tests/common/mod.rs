@@ -24,6 +24,7 @@ pub fn config_with_store(
     extra: &str,
 ) -> Config {
     let mut text = TestConfig::new(&llm.base_url())
+        .llm(&format!("provider = \"{}\"", llm.provider()))
         .llm("timeout_s = 10")
         .llm("max_retries = 2")
         .store(store_url)

@@ -63,6 +63,7 @@ fn text(answer: &str) -> Result<ModelReply, LlmError> {
         usage: Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 2,
+            ..Usage::default()
         }),
         ..ModelReply::default()
     })

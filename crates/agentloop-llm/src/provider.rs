@@ -1,0 +1,49 @@
+//! The client `[llm] provider` names.
+
+use std::sync::Arc;
+
+use agentloop_core::{Llm, LlmError};
+
+use crate::anthropic::AnthropicClient;
+use crate::client::OpenAiClient;
+use crate::config::ToolCalling;
+use crate::config::{LlmConfig, Provider};
+use crate::json_planner::JsonToolCalling;
+use crate::not_openai::unknown_origin;
+use crate::responses::ResponsesClient;
+
+/// The client of `config.provider`, with its key from the environment, wrapped for JSON tool
+/// calling when `llm.tool_calling = "json"`. Errors about the server behind `base_url` name
+/// both settings it may come from; [`client_for_with_origin`] names the one it came from.
+pub fn client_for(config: &LlmConfig) -> Result<Arc<dyn Llm>, LlmError> {
+    build(config, None)
+}
+
+/// [`client_for`], telling where `base_url` came from (`"[llm] base_url in ./agentloop.toml"`,
+/// `"the ANTHROPIC_BASE_URL environment variable"`), for the error about a server behind it
+/// that does not speak the provider's API.
+pub fn client_for_with_origin(
+    config: &LlmConfig,
+    base_url_origin: impl Into<String>,
+) -> Result<Arc<dyn Llm>, LlmError> {
+    build(config, Some(base_url_origin.into()))
+}
+
+fn build(config: &LlmConfig, origin: Option<String>) -> Result<Arc<dyn Llm>, LlmError> {
+    let origin = origin.unwrap_or_else(|| unknown_origin(config.provider));
+    let client: Arc<dyn Llm> = match config.provider {
+        Provider::OpenAi => {
+            Arc::new(OpenAiClient::new(config.clone())?.with_base_url_origin(origin))
+        }
+        Provider::OpenAiResponses => {
+            Arc::new(ResponsesClient::new(config.clone())?.with_base_url_origin(origin))
+        }
+        Provider::Anthropic => {
+            Arc::new(AnthropicClient::new(config.clone())?.with_base_url_origin(origin))
+        }
+    };
+    Ok(match config.tool_calling {
+        ToolCalling::Native => client,
+        ToolCalling::Json => Arc::new(JsonToolCalling::new(client)),
+    })
+}
