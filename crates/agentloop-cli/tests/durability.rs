@@ -407,3 +407,57 @@ async fn sigterm_hands_a_run_over_to_another_instance() {
     assert_whole(&events(&b.address, &key, run_id).await, "adopted");
     schema.drop_schema().await;
 }
+
+/// `agentloop run` killed during a mutating call; `agentloop resume RUN_ID` continues it in the
+/// terminal once the killed process has been silent for the lease.
+#[tokio::test]
+async fn a_killed_cli_run_is_continued_by_agentloop_resume() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call(
+            "test__slow_record",
+            json!({"note": "ticket-5", "ms": 60_000}),
+        ),
+        Reply::text("Resumed in the terminal."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), &llm, None);
+    let mut run = common::command(dir.path())
+        .args(["run", "--json", "close ticket 5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read to the end, not just the first line: a closed pipe would end the run quietly.
+    let stdout = run.stdout.take().unwrap();
+    let (lines, mut first) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let event: Value = serde_json::from_str(&first.recv().await.unwrap()).unwrap();
+    let run_id = event["run_id"].as_str().unwrap().to_string();
+    wait_for_call(&dir.path().join("calls.jsonl"), "slow_record").await;
+    run.kill().unwrap();
+    run.wait().unwrap();
+
+    let resumed = eventually(
+        "the killed run to be resumable",
+        Duration::from_secs(30),
+        || async {
+            let output = common::agentloop(dir.path(), &["resume", &run_id]).await;
+            let stderr = common::stderr(&output);
+            (!stderr.contains("is not left behind")).then_some(output)
+        },
+    )
+    .await;
+    assert!(resumed.status.success(), "{}", common::stderr(&resumed));
+    assert_eq!(common::stdout(&resumed).trim(), "Resumed in the terminal.");
+    assert_eq!(calls_of(dir.path(), "slow_record").len(), 1);
+    let told: Value = serde_json::from_str(&tool_messages(&llm)[0].1).unwrap();
+    assert_eq!(told["code"], "outcome_unknown");
+}

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part of the helpers
 
 mod data;
+mod durable;
 mod keys;
 mod locks;
 mod messages;
@@ -24,6 +25,7 @@ use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
 #[allow(unused_imports)] // the backend-specific tests of some binaries build data too
 pub use data::*;
+pub use durable::*;
 pub use keys::*;
 pub use locks::*;
 pub use messages::*;
@@ -82,6 +84,9 @@ macro_rules! suite_tests {
             tool_outputs_read_back_exactly_as_written,
             a_run_without_chat_keeps_its_large_outputs,
             a_missing_tool_output_is_a_corrupt_error,
+            exactly_one_instance_adopts_each_run_left_behind,
+            a_retired_instance_leaves_its_runs_at_once_and_a_cli_keeps_its_own,
+            a_cancel_request_reaches_the_owner_of_a_run_in_progress,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {
