@@ -179,13 +179,12 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
                 json!({"history": [], "system_prompt": "You are a helpful assistant. ".repeat(20)})
             }),
             head: json!({
-                "version": 3,
-                "phase": {"phase": "awaiting_step"},
+                "version": 4,
+                "phase": "awaiting_step",
                 "iteration": iteration,
                 "ids_issued": iteration * 4,
                 "seen_calls": (0..iteration).map(|i| (format!("{i:032x}"), format!("call_{i}")))
                     .collect::<std::collections::BTreeMap<_, _>>(),
-                "batch": {"slots": [], "invocations": []},
                 "guidance": {"plan": null, "clarified": false, "calls_since_review": 0},
             }),
             last_seq: u64::from(iteration) * 4,

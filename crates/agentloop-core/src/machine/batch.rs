@@ -124,7 +124,6 @@ pub(crate) struct Slot {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Batch {
     pub slots: Vec<Slot>,
-    pub invocations: Vec<ToolInvocation>,
 }
 
 impl Batch {

@@ -4,8 +4,8 @@
 //! A [`RunState`] is saved in three parts. What the run started from and never changes (its
 //! history and system prompt: the *input*) is saved once, with the first step. What grows with
 //! the run (its messages and tool executions) is saved once each, as the step's messages and
-//! records. The rest (the *head*: phase, counters, the batch in progress, plan) is small and
-//! replaces the head of the step before. [`RunState::from_parts`] puts the three together
+//! records. The rest (the *head*: phase, counters, the batch in progress, plan, how the run
+//! ended) is small and replaces the head of the step before. [`RunState::from_parts`] puts the three together
 //! again; what can be derived (the documents tools returned, the model's view) is rebuilt.
 //! The parts are the state's own serialization: there is no second list of fields to keep.
 
@@ -17,11 +17,7 @@ use std::{
 use agentloop_protocol::{SessionMessage, ToolExecutionRecord, ToolStatus};
 use serde_json::Value;
 
-use super::{
-    RunMachine, RunState,
-    state::{Phase, STATE_VERSION},
-    text,
-};
+use super::{RunMachine, RunState, state::STATE_VERSION, text};
 use crate::{
     catalog::ToolCatalog, policy::RunPolicy, settings::AgentSettings, tokens::TokenCounter,
     tool::ToolOutput,
@@ -53,35 +49,50 @@ pub enum UnreadableState {
 }
 
 /// The fields of the state that are saved apart from its head: what grows with the run
-/// (`turn`, `records`), what is derived from it (`documents`), and how it ended (`outcome`,
-/// never needed to go on).
-const APART: [&str; 4] = ["turn", "records", "documents", "outcome"];
+/// (`turn`, `records`) and what is derived from it (`documents`).
+const APART: [&str; 3] = ["turn", "records", "documents"];
+/// The fields of a finished run's outcome (in its phase) saved apart: they are the run's
+/// messages and records.
+const OUTCOME_APART: [&str; 2] = ["messages", "records"];
 /// The fields of the input saved once, with the first step.
 const INPUT_APART: [&str; 2] = ["history", "system_prompt"];
 
 impl RunState {
     /// The head of the state: everything but its input's history and system prompt, its
-    /// messages, records and documents.
+    /// messages, records and documents (also those of a finished run's outcome).
     pub fn head(&mut self) -> Result<Value, serde_json::Error> {
         // Moved out while the rest is written, then put back: the head's cost does not grow
         // with the run.
         let turn = std::mem::take(&mut self.turn);
         let records = std::mem::take(&mut self.records);
         let documents = std::mem::take(&mut self.documents);
-        let outcome = self.outcome.take();
+        let ended = self.phase.outcome_mut().map(|outcome| {
+            (
+                std::mem::take(&mut outcome.messages),
+                std::mem::take(&mut outcome.records),
+            )
+        });
         let history = std::mem::take(&mut self.input.history);
         let system_prompt = std::mem::take(&mut self.input.system_prompt);
         let head = serde_json::to_value(&*self);
         self.turn = turn;
         self.records = records;
         self.documents = documents;
-        self.outcome = outcome;
+        if let (Some(outcome), Some((messages, records))) = (self.phase.outcome_mut(), ended) {
+            outcome.messages = messages;
+            outcome.records = records;
+        }
         self.input.history = history;
         self.input.system_prompt = system_prompt;
         let mut head = head?;
         if let Value::Object(fields) = &mut head {
             for field in APART {
                 fields.remove(field);
+            }
+            if let Some(Value::Object(outcome)) = fields.get_mut("outcome") {
+                for field in OUTCOME_APART {
+                    outcome.remove(field);
+                }
             }
             if let Some(Value::Object(input)) = fields.get_mut("input") {
                 for field in INPUT_APART {
@@ -150,15 +161,27 @@ impl RunState {
         fields.insert("turn".into(), serde_json::to_value(&turn)?);
         fields.insert("records".into(), Value::Array(Vec::new()));
         fields.insert("documents".into(), Value::Array(Vec::new()));
-        fields.insert("outcome".into(), Value::Null);
+        if let Some(Value::Object(outcome)) = fields.get_mut("outcome") {
+            for field in OUTCOME_APART {
+                outcome.insert(field.into(), Value::Array(Vec::new()));
+            }
+        }
         let mut state: RunState = serde_json::from_value(Value::Object(fields))?;
         state.documents = documents(&records);
         state.records = finished_records(&state, records);
+        // A run's outcome holds its messages and records as they were when it ended: what
+        // was saved.
+        if let Some(outcome) = state.phase.outcome_mut() {
+            outcome.messages = state.turn.clone();
+            outcome.records = state.records.clone();
+        }
         Ok(state)
     }
 }
 
-/// The calls of the batch under way that ended: `{"record": ..., "message": ...}` each.
+/// The calls of the batch under way that ended: `{"record": ..., "message": ...}` each. The
+/// batch is the phase's (`awaiting_tools`, or a paused `awaiting_input`), flattened into the
+/// state beside the phase's name.
 fn resolved_slots(fields: &mut serde_json::Map<String, Value>) -> impl Iterator<Item = &mut Value> {
     fields
         .get_mut("batch")
@@ -216,9 +239,10 @@ fn put_output_back(
 /// slots.
 fn finished_records(state: &RunState, saved: Vec<ToolExecutionRecord>) -> Vec<ToolExecutionRecord> {
     let in_batch: HashSet<&str> = state
-        .batch
-        .slots
-        .iter()
+        .phase
+        .batch()
+        .into_iter()
+        .flat_map(|batch| &batch.slots)
         .map(|slot| slot.call.id.as_str())
         .collect();
     let issued: HashMap<&str, usize> = state
@@ -284,6 +308,6 @@ impl RunMachine {
 
     /// Whether the run is paused for a human (its state then waits in the store).
     pub fn awaits_input(&self) -> bool {
-        self.state.phase == Phase::AwaitingInput
+        self.state.phase.is_paused()
     }
 }

@@ -33,9 +33,10 @@ impl RunMachine {
     pub(super) fn batch_question(&self) -> Option<String> {
         let questions: Vec<&str> = self
             .state
-            .batch
-            .slots
-            .iter()
+            .phase
+            .batch()
+            .into_iter()
+            .flat_map(|batch| &batch.slots)
             .filter_map(|slot| match &slot.state {
                 SlotState::Asking { question } => Some(question.as_str()),
                 _ => None,
@@ -72,24 +73,27 @@ impl RunMachine {
             );
             return self.next_iteration();
         }
-        for index in 0..self.state.batch.slots.len() {
-            let SlotState::Asking { question } = &self.state.batch.slots[index].state else {
+        let mut batch = self.state.phase.take_batch().unwrap_or_default();
+        for slot in &mut batch.slots {
+            let SlotState::Asking { question } = &slot.state else {
                 continue;
             };
             let question = question.clone();
-            let (call, arguments) = {
-                let slot = &self.state.batch.slots[index];
-                (slot.call.clone(), slot.arguments.clone())
-            };
             let message = json!({"answer": answer}).to_string();
-            let state = self.answered_here(&call, &arguments, answer.to_string(), None, message);
-            self.state.batch.slots[index].state = state;
+            slot.state = self.answered_here(
+                &slot.call,
+                &slot.arguments,
+                answer.to_string(),
+                None,
+                message,
+            );
             self.state.guidance.log.clarifications.push(Clarification {
                 question,
                 answer: answer.to_string(),
                 source: "ask_user".to_string(),
             });
         }
+        self.state.phase.put_batch(batch);
         self.release_batch()
     }
 

@@ -10,10 +10,12 @@ mod batch;
 mod builtins;
 mod checkpoint;
 mod clarify;
+mod ending;
 mod guidance;
 mod pipeline;
 mod planning;
 mod recovery;
+mod resolution;
 mod review;
 mod schemas;
 mod state;
@@ -27,7 +29,6 @@ use agentloop_protocol::{
     PendingCall, Plan, RunStatus, SessionMessage, ToolExecutionRecord, Usage,
 };
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use uuid::Uuid;
 
 /// A human's answer to a paused run (the body of `POST /v1/runs/{id}/input` without `stream`).
@@ -385,7 +386,7 @@ impl RunMachine {
 
     /// Begins the run.
     pub fn start(&mut self) -> Step {
-        if self.state.phase != Phase::Created {
+        if !matches!(self.state.phase, Phase::Created) {
             return self.unexpected("start");
         }
         self.emit(EventKind::RunStarted {
@@ -406,11 +407,11 @@ impl RunMachine {
         if let Some(usage) = reply.usage {
             self.state.usage.add(usage);
         }
-        match self.state.phase {
+        match &self.state.phase {
             Phase::AwaitingPlan => self.on_plan_reply(reply),
             Phase::AwaitingReview => self.on_review_reply(reply),
             Phase::AwaitingStep => self.on_step_reply(reply),
-            Phase::AwaitingFinalize(_) => {
+            Phase::AwaitingFinalize { .. } => {
                 let answer = match reply.text() {
                     // The driver already streamed this text as the answer.
                     Some(text) => text.to_string(),
@@ -424,12 +425,12 @@ impl RunMachine {
 
     /// Whether the run is paused, waiting for [`RunMachine::resume`].
     pub fn is_paused(&self) -> bool {
-        self.state.phase == Phase::AwaitingInput
+        self.state.phase.is_paused()
     }
 
     /// The question the paused run waits on, if it waits on one (not on approvals).
     pub fn question(&self) -> Option<String> {
-        if self.state.phase != Phase::AwaitingInput || !self.pending_approvals().is_empty() {
+        if !self.state.phase.is_paused() || !self.pending_approvals().is_empty() {
             return None;
         }
         self.open_question()
@@ -448,7 +449,7 @@ impl RunMachine {
     /// Continues a paused run with a human's answer. An answer that does not fit what the run
     /// waits for is refused (the run stays paused).
     pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, InvalidAnswer> {
-        if self.state.phase != Phase::AwaitingInput {
+        if !self.state.phase.is_paused() {
             return Err(InvalidAnswer::NotWaiting);
         }
         if !self.pending_approvals().is_empty() {
@@ -469,14 +470,16 @@ impl RunMachine {
         }
     }
 
-    /// Pauses the run: `input_required`, then `done` with status `awaiting_input`.
+    /// Pauses the run: `input_required`, then `done` with status `awaiting_input`. The batch
+    /// being worked on, if any, waits in the pause.
     fn pause(
         &mut self,
         kind: InputKind,
         question: Option<String>,
         calls: Vec<PendingCall>,
     ) -> Step {
-        self.state.phase = Phase::AwaitingInput;
+        let batch = self.state.phase.take_batch();
+        self.state.phase = Phase::AwaitingInput { batch };
         let request = InputRequest {
             kind,
             question: question.clone(),
@@ -500,67 +503,6 @@ impl RunMachine {
         Step::Finished(Box::new(outcome))
     }
 
-    /// Ends the run at this safe point because the user asked to stop.
-    pub fn cancel(&mut self) -> Step {
-        if self.state.phase == Phase::Finished {
-            return self.unexpected("a cancellation");
-        }
-        if self.state.phase == Phase::AwaitingInput {
-            self.abandon_batch();
-        }
-        let mut answer = String::from("The run was cancelled before it finished.");
-        if !self.state.records.is_empty() {
-            answer.push_str(" Before it stopped, I had made these tool calls:\n");
-            answer.push_str(&records_digest(&self.state.records));
-        }
-        let answer = self.emit_answer(answer);
-        self.finish(RunStatus::Cancelled, Some(answer), None)
-    }
-
-    /// Ends the run with an error (the LLM failed, or the driver could not go on).
-    pub fn fail(&mut self, code: ErrorCode, message: String) -> Step {
-        if self.state.phase == Phase::Created {
-            self.emit(EventKind::RunStarted {
-                session_id: self.state.input.session_id,
-            });
-        }
-        self.emit(EventKind::Error {
-            code,
-            message: message.clone(),
-        });
-        let failure = RunFailure { code, message };
-        self.finish(RunStatus::Failed, None, Some(failure))
-    }
-
-    /// Ends the run failed with `store_unavailable` because its last step could not be saved.
-    /// Works in any phase, also after the run ended: an ending that was not saved did not
-    /// happen, so its answer (or its pause) is dropped from the run and the failure says
-    /// whether the model had answered. `announced` says whether the run's `run_started` event
-    /// reached the clients (it is part of the first step).
-    pub fn fail_unsaved(&mut self, error: &str, announced: bool) -> Step {
-        let unsaved_end = self.state.outcome.take();
-        let answered = unsaved_end.as_ref().is_some_and(|end| end.answer.is_some());
-        if let Some(end) = &unsaved_end {
-            self.state
-                .turn
-                .retain(|m| Some(m.id) != end.message_id && m.kind != MessageKind::Trace);
-            self.taken_messages = self.taken_messages.min(self.state.turn.len());
-        }
-        let message = text::store_lost(error, answered);
-        if !announced {
-            self.state.phase = Phase::Created;
-        }
-        self.fail(ErrorCode::StoreUnavailable, message)
-    }
-
-    fn unexpected(&mut self, what: &str) -> Step {
-        if let Some(outcome) = &self.state.outcome {
-            return Step::Finished(Box::new(outcome.clone()));
-        }
-        let message = format!("internal error: the run received {what} it was not waiting for");
-        self.fail(ErrorCode::InternalError, message)
-    }
-
     fn next_iteration(&mut self) -> Step {
         let at_cap = self.state.iteration >= self.state.input.max_iterations;
         if self.review_due(at_cap) {
@@ -578,8 +520,7 @@ impl RunMachine {
     }
 
     fn force_finalize(&mut self, reason: FinalizeReason) -> Step {
-        self.state.phase = Phase::AwaitingFinalize(reason);
-        self.state.finalize_reason = Some(reason);
+        self.state.phase = Phase::AwaitingFinalize { reason };
         self.emit(EventKind::ForcedFinalize { reason });
         Step::CallModel(self.request(ToolChoice::None, Some(reason)))
     }
@@ -603,69 +544,6 @@ impl RunMachine {
             delta: answer.clone(),
         });
         answer
-    }
-
-    fn finish(
-        &mut self,
-        status: RunStatus,
-        answer: Option<String>,
-        failure: Option<RunFailure>,
-    ) -> Step {
-        self.state.phase = Phase::Finished;
-        if !self.state.records.is_empty() || !self.state.guidance.is_empty() {
-            let trace = ChatMessage::system(format!(
-                "Execution trace of this run:\n{}{}",
-                records_digest(&self.state.records),
-                self.state.guidance.trace_lines()
-            ));
-            let mut metadata = json!({ "execution_trace": trace_records(&self.state.records) });
-            if !self.state.documents.is_empty() {
-                metadata["documents"] = json!(self.state.documents);
-            }
-            self.state.guidance.extend_trace(&mut metadata);
-            self.push_message(MessageKind::Trace, trace, metadata);
-        }
-        let message_id = answer.as_ref().map(|answer| {
-            let message = ChatMessage::assistant(answer.clone());
-            self.push_message(MessageKind::Dialogue, message, serde_json::Value::Null)
-        });
-        self.emit(EventKind::Done {
-            status,
-            iterations: self.state.iteration,
-            tools_used: self.state.tools_used,
-            message_id,
-            usage: self.state.usage,
-            should_refresh: self.state.should_refresh,
-        });
-        let outcome = self.outcome_with(status, answer, failure, message_id);
-        self.state.outcome = Some(outcome.clone());
-        Step::Finished(Box::new(outcome))
-    }
-
-    fn outcome_with(
-        &self,
-        status: RunStatus,
-        answer: Option<String>,
-        failure: Option<RunFailure>,
-        message_id: Option<Uuid>,
-    ) -> RunOutcome {
-        RunOutcome {
-            run_id: self.state.input.run_id,
-            session_id: self.state.input.session_id,
-            status,
-            answer,
-            failure,
-            finalize_reason: self.state.finalize_reason,
-            plan: self.state.guidance.plan.clone(),
-            input_required: None,
-            iterations: self.state.iteration,
-            tools_used: self.state.tools_used,
-            records: self.state.records.clone(),
-            messages: self.state.turn.clone(),
-            usage: self.state.usage,
-            message_id,
-            should_refresh: self.state.should_refresh,
-        }
     }
 
     fn emit(&mut self, event: EventKind) {
@@ -838,34 +716,6 @@ impl RunMachine {
             self.state.guidance.calls_since_review += 1;
         }
     }
-}
-
-/// The records as the trace message keeps them: without their outputs, which the run's tool
-/// executions hold whole (by `call_id`), so that a large output is not stored again with every
-/// trace; `result_bytes` says how long the result was.
-fn trace_records(records: &[ToolExecutionRecord]) -> Vec<serde_json::Value> {
-    records
-        .iter()
-        .map(|record| {
-            let outline = ToolExecutionRecord {
-                call_id: record.call_id.clone(),
-                iteration: record.iteration,
-                tool: record.tool.clone(),
-                arguments: record.arguments.clone(),
-                started_at: record.started_at,
-                duration_ms: record.duration_ms,
-                status: record.status,
-                result: None,
-                structured_result: None,
-                error: record.error.clone(),
-            };
-            let mut value = json!(outline);
-            if let Some(result) = &record.result {
-                value["result_bytes"] = json!(result.len());
-            }
-            value
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 use std::fmt::Display;
 
 use agentloop_protocol::{
-    ChatMessage, EventKind, FinalizeReason, InputKind, MessageKind, PendingCall, RunStatus,
-    ToolCall, ToolExecutionRecord, ToolStatus,
+    ChatMessage, EventKind, InputKind, MessageKind, PendingCall, ToolCall, ToolExecutionRecord,
+    ToolStatus,
 };
 use serde_json::Value;
 
@@ -17,6 +17,7 @@ use super::{
         ToolResult, parse_arguments, refused_record,
     },
     builtins::{AskUserArgs, Builtin},
+    resolution::record_text,
     text::{self, bound},
 };
 use crate::{canonical::canonical_json, catalog::CatalogEntry, policy::RunPolicy};
@@ -25,12 +26,13 @@ impl RunMachine {
     /// Feeds the result of one tool call; returns the next step once every call of the batch
     /// has ended.
     pub fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
-        if self.state.phase != Phase::AwaitingTools {
+        if !matches!(self.state.phase, Phase::AwaitingTools { .. }) {
             return Some(self.unexpected("a tool result"));
         }
         let max_chars = self.settings.tool_output_max_chars;
         let iteration = self.state.iteration;
-        let Some(slot) = self.state.batch.slot_mut(&result.call_id) else {
+        let slot = self.state.phase.batch_mut();
+        let Some(slot) = slot.and_then(|batch| batch.slot_mut(&result.call_id)) else {
             tracing::warn!(call_id = %result.call_id, "result for a call that is not running");
             return None;
         };
@@ -46,7 +48,7 @@ impl RunMachine {
             let call_id = slot.call.id.clone();
             self.state.seen_calls.retain(|_, first| *first != call_id);
         }
-        let slot = self.state.batch.slot_mut(&result.call_id)?;
+        let slot = self.state.phase.batch_mut()?.slot_mut(&result.call_id)?;
         if let ToolOutcome::Success(output) = &result.outcome {
             self.state.documents.extend(text::documents(output));
             if let Some(usage) = output.usage {
@@ -147,19 +149,24 @@ impl RunMachine {
                 });
             }
         }
-        (self.state.batch.running() == 0).then(|| self.finish_batch())
+        let running = self.state.phase.batch().map_or(0, Batch::running);
+        (running == 0).then(|| self.finish_batch())
     }
 
     /// Checks every call of a reply (name, withdrawal, JSON, schema, repetition) and hands the
     /// ones that pass to the driver.
     pub(super) fn begin_batch(&mut self, text: Option<String>, calls: Vec<ToolCall>) -> Step {
-        self.state.phase = Phase::AwaitingTools;
-        self.state.batch = Batch::default();
+        self.state.phase = Phase::AwaitingTools {
+            batch: Batch::default(),
+        };
         let mut issued = Vec::with_capacity(calls.len());
         for call in calls {
+            // Checked against the calls before it in the batch (repetitions); the phase stays.
             let slot = self.check_call(call);
             issued.push(slot.call.clone());
-            self.state.batch.slots.push(slot);
+            if let Some(batch) = self.state.phase.batch_mut() {
+                batch.slots.push(slot);
+            }
         }
         let message = ChatMessage::assistant_tool_calls(text, issued);
         self.push_message(MessageKind::ToolCall, message, Value::Null);
@@ -305,30 +312,35 @@ impl RunMachine {
         }
     }
 
-    /// Hands the held calls of the batch to the driver, or ends the batch when none is left.
+    /// Hands the held calls of the batch (running, or paused until now) to the driver, or
+    /// ends the batch when none is left.
     pub(super) fn release_batch(&mut self) -> Step {
-        for slot in &mut self.state.batch.slots {
+        let mut batch = self.state.phase.take_batch().unwrap_or_default();
+        let mut invocations = Vec::new();
+        for slot in &mut batch.slots {
             if let SlotState::Held { invocation, .. } = &slot.state {
                 let invocation = invocation.clone();
                 slot.state = SlotState::Running {
                     invocation: invocation.clone(),
                 };
-                self.state.batch.invocations.push(invocation);
+                invocations.push(invocation);
             }
         }
-        self.state.phase = Phase::AwaitingTools;
-        if self.state.batch.running() == 0 {
+        let idle = batch.running() == 0;
+        self.state.phase = Phase::AwaitingTools { batch };
+        if idle {
             return self.finish_batch();
         }
-        Step::CallTools(std::mem::take(&mut self.state.batch.invocations))
+        Step::CallTools(invocations)
     }
 
     /// The calls of the batch that wait for a human's approval.
     pub(super) fn pending_approvals(&self) -> Vec<PendingCall> {
         self.state
-            .batch
-            .slots
-            .iter()
+            .phase
+            .batch()
+            .into_iter()
+            .flat_map(|batch| &batch.slots)
             .filter(|slot| {
                 matches!(
                     slot.state,
@@ -377,16 +389,15 @@ impl RunMachine {
         if !undecided.is_empty() {
             return Err(InvalidAnswer::Undecided(undecided));
         }
-        for index in 0..self.state.batch.slots.len() {
-            let slot = &self.state.batch.slots[index];
+        let mut batch = self.state.phase.take_batch().unwrap_or_default();
+        for slot in &mut batch.slots {
             if !deny.contains(&slot.call.id) {
                 continue;
             }
-            let (call, arguments) = (slot.call.clone(), slot.arguments.clone());
-            let error = format!("the user denied the call of {}", call.name);
-            let state = self.refusal(&call, &arguments, ToolStatus::Blocked, error, "The user did not allow this call. Do not repeat it; tell the user what was not done, or ask what they want instead.");
-            self.state.batch.slots[index].state = state;
+            let error = format!("the user denied the call of {}", slot.call.name);
+            slot.state = self.refusal(&slot.call, &slot.arguments, ToolStatus::Blocked, error, "The user did not allow this call. Do not repeat it; tell the user what was not done, or ask what they want instead.");
         }
+        self.state.phase.put_batch(batch);
         Ok(self.continue_batch())
     }
 
@@ -579,13 +590,13 @@ impl RunMachine {
             ToolStatus::Skipped,
             error,
         );
-        let state = match self
-            .state
-            .batch
-            .slots
-            .iter()
-            .position(|slot| slot.call.id == earlier_id)
-        {
+        let in_batch = self.state.phase.batch().and_then(|batch| {
+            batch
+                .slots
+                .iter()
+                .position(|slot| slot.call.id == earlier_id)
+        });
+        let state = match in_batch {
             Some(index) => SlotState::SameAs { index },
             None => {
                 let earlier = self
@@ -610,150 +621,6 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
-        }
-    }
-
-    /// Appends the batch's tool messages in the order the model issued the calls, updates the
-    /// failure budgets, and decides whether the loop goes on.
-    fn finish_batch(&mut self) -> Step {
-        if let Some(answer) = self.resolve_batch() {
-            // A finalize tool answered: no further LLM call.
-            let answer = self.emit_answer(answer);
-            return self.finish(RunStatus::Completed, Some(answer), None);
-        }
-        if self.state.duplicates >= 2 {
-            self.force_finalize(FinalizeReason::DuplicateCalls)
-        } else if self.state.consecutive_failures >= self.settings.max_consecutive_failures {
-            self.force_finalize(FinalizeReason::ConsecutiveFailures)
-        } else {
-            self.next_iteration()
-        }
-    }
-
-    /// Ends a paused batch that will never run (the run is cancelled): its waiting calls are
-    /// skipped, so the conversation never holds a tool call without its result.
-    pub(super) fn abandon_batch(&mut self) {
-        for index in 0..self.state.batch.slots.len() {
-            if !matches!(
-                self.state.batch.slots[index].state,
-                SlotState::Held { .. } | SlotState::Asking { .. }
-            ) {
-                continue;
-            }
-            let (call, arguments) = {
-                let slot = &self.state.batch.slots[index];
-                (slot.call.clone(), slot.arguments.clone())
-            };
-            let error = "the run was cancelled before this call ran".to_string();
-            let state = self.refusal(&call, &arguments, ToolStatus::Skipped, error, "Not run.");
-            self.state.batch.slots[index].state = state;
-        }
-        self.resolve_batch();
-    }
-
-    /// Appends the batch's results in the order the model issued the calls, then its notes,
-    /// keeps the records and updates the failure budgets. Returns the answer of a finalize
-    /// tool that succeeded, if any.
-    fn resolve_batch(&mut self) -> Option<String> {
-        let max_chars = self.settings.tool_output_max_chars;
-        let slots = std::mem::take(&mut self.state.batch.slots);
-        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
-            Vec::with_capacity(slots.len());
-        let mut notes = Vec::new();
-        let mut final_answer = None;
-        for slot in slots {
-            let (record, message) = match slot.state {
-                SlotState::Resolved { record, message } => (*record, message),
-                SlotState::SameAs { index } => {
-                    let earlier = resolved.get(index).map(|(call, record, _, _)| {
-                        (
-                            call.id.clone(),
-                            record.status,
-                            record_text(record).to_string(),
-                        )
-                    });
-                    let (earlier_id, earlier) = match &earlier {
-                        Some((id, status, text)) => (id.as_str(), Some((*status, text.as_str()))),
-                        None => ("an earlier call", None),
-                    };
-                    let message = text::duplicate_message(earlier_id, earlier, max_chars);
-                    let error = format!("duplicate of {earlier_id}: not executed again");
-                    let record = refused_record(
-                        self.state.now,
-                        &slot.call,
-                        &slot.arguments,
-                        self.state.iteration,
-                        ToolStatus::Skipped,
-                        error,
-                    );
-                    (record, message)
-                }
-                SlotState::Running { .. } | SlotState::Held { .. } | SlotState::Asking { .. } => {
-                    // Cannot happen: a batch is finished only when nothing runs or waits.
-                    let error = "the call did not report a result".to_string();
-                    let message =
-                        text::tool_error_message(ToolStatus::Error, &error, "Try the call again.");
-                    let record = refused_record(
-                        self.state.now,
-                        &slot.call,
-                        &slot.arguments,
-                        self.state.iteration,
-                        ToolStatus::Error,
-                        error,
-                    );
-                    (record, message)
-                }
-            };
-            notes.extend(
-                slot.side_effects
-                    .iter()
-                    .filter_map(text::side_effect_message),
-            );
-            if final_answer.is_none() {
-                final_answer = slot.final_answer.clone();
-            }
-            resolved.push((slot.call, record, message, slot.recorded));
-        }
-        for (call, record, message, recorded) in resolved {
-            self.count_failure(&record);
-            if !recorded {
-                self.new_records.push(record.clone());
-            }
-            let message = ChatMessage::tool_result(call.id, message);
-            self.push_message(MessageKind::ToolResult, message, Value::Null);
-            self.record_by_call
-                .insert(record.call_id.clone(), self.state.records.len());
-            self.state.records.push(record);
-        }
-        // After all results: providers want a turn's results right after its tool calls.
-        for note in notes {
-            self.push_message(MessageKind::Note, ChatMessage::system(note), Value::Null);
-        }
-        final_answer
-    }
-
-    fn count_failure(&mut self, record: &ToolExecutionRecord) {
-        let known = self.catalog.get(&record.tool).is_some();
-        match record.status {
-            ToolStatus::Success => {
-                self.state.consecutive_failures = 0;
-                self.state.failure_streaks.remove(&record.tool);
-            }
-            ToolStatus::Error => {
-                self.state.consecutive_failures += 1;
-                if known {
-                    let streak = self
-                        .state
-                        .failure_streaks
-                        .entry(record.tool.clone())
-                        .or_default();
-                    *streak += 1;
-                    if *streak >= self.settings.tool_failure_limit {
-                        self.state.withdrawn.insert(record.tool.clone());
-                    }
-                }
-            }
-            ToolStatus::Blocked | ToolStatus::Skipped => {}
         }
     }
 
@@ -800,14 +667,6 @@ pub(crate) fn schema_refusal(entry: &CatalogEntry, arguments: &Value) -> Option<
 /// `before_call` hook rewrote: a rewritten call that fails them never reaches the tool.
 pub fn recheck(entry: &CatalogEntry, policy: &RunPolicy, arguments: &Value) -> Option<CallRefusal> {
     policy_refusal(entry, policy).or_else(|| schema_refusal(entry, arguments))
-}
-
-/// The text a record contributes when a later call repeats it.
-fn record_text(record: &ToolExecutionRecord) -> &str {
-    match record.status {
-        ToolStatus::Success => record.result.as_deref().unwrap_or_default(),
-        _ => record.error.as_deref().unwrap_or_default(),
-    }
 }
 
 /// What identifies a call for the duplicate check: a digest of the tool and its canonical

@@ -30,20 +30,21 @@ impl RunMachine {
     pub(super) fn recover(&mut self, reason: ResumeReason, instance: String) -> Step {
         if matches!(
             self.state.phase,
-            Phase::Created | Phase::AwaitingInput | Phase::Finished
+            Phase::Created | Phase::AwaitingInput { .. } | Phase::Finished { .. }
         ) {
             return self.unexpected("a resumption");
         }
         self.emit(EventKind::RunResumed { reason, instance });
-        match self.state.phase {
+        match &self.state.phase {
             Phase::AwaitingStep => Step::CallModel(self.request(ToolChoice::Auto, None)),
-            Phase::AwaitingFinalize(reason) => {
+            Phase::AwaitingFinalize { reason } => {
+                let reason = *reason;
                 Step::CallModel(self.request(ToolChoice::None, Some(reason)))
             }
             Phase::AwaitingPlan => self.plan_request(),
             Phase::AwaitingReview => self.review_request(),
-            Phase::AwaitingTools => self.recover_batch(),
-            Phase::Created | Phase::AwaitingInput | Phase::Finished => {
+            Phase::AwaitingTools { .. } => self.recover_batch(),
+            Phase::Created | Phase::AwaitingInput { .. } | Phase::Finished { .. } => {
                 self.unexpected("a resumption")
             }
         }
@@ -53,13 +54,13 @@ impl RunMachine {
     /// run again, reported as of unknown outcome, or held for a human (see the module).
     fn recover_batch(&mut self) -> Step {
         let mut ask = false;
-        for index in 0..self.state.batch.slots.len() {
-            let slot = &self.state.batch.slots[index];
+        let mut batch = self.state.phase.take_batch().unwrap_or_default();
+        for slot in &mut batch.slots {
             let SlotState::Running { invocation } = &slot.state else {
                 continue;
             };
             let invocation = invocation.clone();
-            let (call, arguments) = (slot.call.clone(), slot.arguments.clone());
+            let (call, arguments) = (&slot.call, &slot.arguments);
             let state = match self.cutoff(&invocation.tool) {
                 Cutoff::RunAgain => SlotState::Held {
                     invocation,
@@ -75,8 +76,8 @@ impl RunMachine {
                 Cutoff::TellModel => {
                     let error = text::outcome_unknown(&call.name);
                     let state = self.refusal(
-                        &call,
-                        &arguments,
+                        call,
+                        arguments,
                         ToolStatus::Error,
                         error,
                         text::OUTCOME_UNKNOWN_HINT,
@@ -91,15 +92,16 @@ impl RunMachine {
                             })
                             .to_string();
                             self.new_records.push((*record).clone());
-                            self.state.batch.slots[index].recorded = true;
+                            slot.recorded = true;
                             SlotState::Resolved { record, message }
                         }
                         other => other,
                     }
                 }
             };
-            self.state.batch.slots[index].state = state;
+            slot.state = state;
         }
+        self.state.phase.put_batch(batch);
         if ask {
             let calls = self.pending_approvals();
             return self.pause(

@@ -18,12 +18,22 @@ use super::{RunInput, RunOutcome, batch::Batch, guidance::Guidance};
 
 /// Bumped when the shape changes, so that a state saved by another version is refused rather
 /// than misread. Version 1 was the hand-kept snapshot of paused runs; version 2 the whole state
-/// of paused runs; version 3 the checkpoint of every step (`checkpoint.rs`).
-pub(super) const STATE_VERSION: u32 = 3;
+/// of paused runs; version 3 the checkpoint of every step (`checkpoint.rs`); version 4 the
+/// phase that carries its data (the batch, the finalize reason, the outcome).
+pub(super) const STATE_VERSION: u32 = 4;
 
-/// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "phase", content = "reason", rename_all = "snake_case")]
+/// Where a run stands, with what only that phase has: nothing beside it can disagree with it.
+///
+/// Saved flattened into the state (`"phase": "awaiting_tools", "batch": {...}`), so that the
+/// data of a phase sits where the fields beside the phase sat before.
+///
+/// The finalize reason has one source: the phase. It is `AwaitingFinalize { reason }` while
+/// the forced summary is awaited, and the outcome's `finalize_reason` once the run ended
+/// ([`Phase::finalize_reason`]); the outcome of a run that ends in the middle of the summary
+/// (cancelled, failed) takes it from the phase it ends in. No phase goes back from these two
+/// to another, so the reason, once set, is reported to the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
 pub(super) enum Phase {
     Created,
     /// Waiting for the plan (`[agent.planning]`).
@@ -32,12 +42,84 @@ pub(super) enum Phase {
     AwaitingReview,
     AwaitingStep,
     /// Waiting for the calls of the batch to end.
-    AwaitingTools,
+    AwaitingTools {
+        batch: Batch,
+    },
     /// Waiting for the forced summary, and why it was forced.
-    AwaitingFinalize(FinalizeReason),
-    /// Paused until a human answers (`resume`).
-    AwaitingInput,
-    Finished,
+    AwaitingFinalize {
+        reason: FinalizeReason,
+    },
+    /// Paused until a human answers (`resume`): on the calls of `batch` (approvals, `ask_user`
+    /// questions), or, with no batch, on the plan's or a reviewer's question
+    /// (`guidance.question`).
+    AwaitingInput {
+        batch: Option<Batch>,
+    },
+    /// The run ended, and how.
+    Finished {
+        outcome: Box<RunOutcome>,
+    },
+}
+
+impl Phase {
+    /// The calls of the reply being worked on: running, or paused for a human.
+    pub(super) fn batch(&self) -> Option<&Batch> {
+        match self {
+            Phase::AwaitingTools { batch } | Phase::AwaitingInput { batch: Some(batch) } => {
+                Some(batch)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn batch_mut(&mut self) -> Option<&mut Batch> {
+        match self {
+            Phase::AwaitingTools { batch } | Phase::AwaitingInput { batch: Some(batch) } => {
+                Some(batch)
+            }
+            _ => None,
+        }
+    }
+
+    /// Moves the batch out of the phase (an empty one is left in its place), to be worked on
+    /// while the machine is borrowed, and handed to the phase that comes next.
+    pub(super) fn take_batch(&mut self) -> Option<Batch> {
+        self.batch_mut().map(std::mem::take)
+    }
+
+    /// Puts back a batch taken with [`Phase::take_batch`], in the place it left.
+    pub(super) fn put_batch(&mut self, batch: Batch) {
+        if let Some(place) = self.batch_mut() {
+            *place = batch;
+        }
+    }
+
+    /// Why the summary was forced, if it was.
+    pub(super) fn finalize_reason(&self) -> Option<FinalizeReason> {
+        match self {
+            Phase::AwaitingFinalize { reason } => Some(*reason),
+            Phase::Finished { outcome } => outcome.finalize_reason,
+            _ => None,
+        }
+    }
+
+    pub(super) fn outcome(&self) -> Option<&RunOutcome> {
+        match self {
+            Phase::Finished { outcome } => Some(outcome),
+            _ => None,
+        }
+    }
+
+    pub(super) fn outcome_mut(&mut self) -> Option<&mut RunOutcome> {
+        match self {
+            Phase::Finished { outcome } => Some(outcome),
+            _ => None,
+        }
+    }
+
+    pub(super) fn is_paused(&self) -> bool {
+        matches!(self, Phase::AwaitingInput { .. })
+    }
 }
 
 /// Everything a run needs to go on.
@@ -45,6 +127,9 @@ pub(super) enum Phase {
 pub struct RunState {
     pub(super) version: u32,
     pub(super) input: RunInput,
+    /// Where the run stands, with the batch being worked on, the finalize reason and the
+    /// outcome: what only some phases have.
+    #[serde(flatten)]
     pub(super) phase: Phase,
     /// The time of the input being handled (or of the run's start).
     pub(super) now: DateTime<Utc>,
@@ -63,17 +148,12 @@ pub struct RunState {
     pub(super) consecutive_failures: u32,
     pub(super) failure_streaks: BTreeMap<String, u32>,
     pub(super) withdrawn: BTreeSet<String>,
-    pub(super) finalize_reason: Option<FinalizeReason>,
     /// A side effect asked the client to refresh its view.
     pub(super) should_refresh: bool,
     /// Documents tools returned (`documents: [...]`), kept with the run's trace.
     pub(super) documents: Vec<serde_json::Value>,
-    /// The calls of the reply being worked on.
-    pub(super) batch: Batch,
     /// Plan, clarification and review.
     pub(super) guidance: Guidance,
-    /// How the run ended, once it did.
-    pub(super) outcome: Option<RunOutcome>,
 }
 
 impl RunState {
@@ -96,12 +176,9 @@ impl RunState {
             consecutive_failures: 0,
             failure_streaks: BTreeMap::new(),
             withdrawn: BTreeSet::new(),
-            finalize_reason: None,
             should_refresh: false,
             documents: Vec::new(),
-            batch: Batch::default(),
             guidance: Guidance::default(),
-            outcome: None,
         }
     }
 
@@ -168,11 +245,16 @@ mod tests {
     #[test]
     fn a_state_round_trips_through_json() {
         let mut original = state();
-        original.phase = Phase::AwaitingFinalize(FinalizeReason::MaxIterations);
+        original.phase = Phase::AwaitingFinalize {
+            reason: FinalizeReason::MaxIterations,
+        };
         original.seen_calls.insert("k".into(), "c1".into());
         let text = serde_json::to_string(&original).unwrap();
         let back: RunState = serde_json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
-        assert_eq!(back.phase, original.phase);
+        assert_eq!(
+            back.phase.finalize_reason(),
+            Some(FinalizeReason::MaxIterations)
+        );
     }
 }

@@ -18,7 +18,7 @@ pub(super) fn saved_and_restored(m: &mut RunMachine) -> RunMachine {
     // The store has every record saved so far: those of finished batches, and those of the
     // batch under way that ended.
     let mut records = m.state.records.clone();
-    for slot in &m.state.batch.slots {
+    for slot in m.state.phase.batch().into_iter().flat_map(|b| &b.slots) {
         if let SlotState::Resolved { record, .. } = &slot.state
             && slot.recorded
         {
@@ -26,10 +26,8 @@ pub(super) fn saved_and_restored(m: &mut RunMachine) -> RunMachine {
         }
     }
     let state = RunState::from_parts(input, head, m.state.turn.clone(), records).unwrap();
-    let mut original = serde_json::to_value(&m.state).unwrap();
-    let mut restored = serde_json::to_value(&state).unwrap();
-    original["outcome"] = Value::Null;
-    restored["outcome"] = Value::Null;
+    let original = serde_json::to_value(&m.state).unwrap();
+    let restored = serde_json::to_value(&state).unwrap();
     assert_eq!(restored, original, "the restored state is the saved one");
     RunMachine::restore(
         state,
@@ -234,12 +232,59 @@ fn a_state_saved_by_another_version_is_refused_with_both_versions_named() {
     let mut m = machine(UnknownOutcome::TellModel);
     m.start();
     let mut head = m.checkpoint_head().unwrap();
-    head["version"] = json!(2);
+    head["version"] = json!(3);
     let error = RunState::from_parts(m.state.fixed_input(None), head, Vec::new(), Vec::new())
         .unwrap_err()
         .to_string();
     assert!(
-        error.contains("state version 2") && error.contains("reads 3"),
+        error.contains("state version 3") && error.contains("reads 4"),
         "{error}"
     );
+}
+
+#[test]
+fn a_run_that_ended_is_saved_with_its_outcome_but_not_its_messages_and_restored_whole() {
+    let mut m = machine(UnknownOutcome::TellModel);
+    m.start();
+    let batch = tools(m.on_model_reply(calls_owned(&[call("s1", "kb__search")])));
+    model(succeed_all(&mut m, &batch));
+    let outcome = finished(m.on_model_reply(text("found it")));
+    m.take_changes();
+    let head = m.checkpoint_head().unwrap();
+    assert_eq!(head["phase"], "finished");
+    assert_eq!(head["outcome"]["answer"], "found it");
+    for field in ["messages", "records"] {
+        assert!(
+            head["outcome"].get(field).is_none(),
+            "{field} is saved apart"
+        );
+    }
+    // Field for field, the outcome too: its messages and records are the run's.
+    let mut m = saved_and_restored(&mut m);
+    let again = finished(m.cancel());
+    assert_eq!(
+        serde_json::to_value(&again).unwrap(),
+        serde_json::to_value(&outcome).unwrap()
+    );
+}
+
+#[test]
+fn the_finalize_reason_comes_with_the_phase_and_stays_with_the_outcome() {
+    let agent = AgentSettings {
+        max_iterations: 1,
+        ..AgentSettings::default()
+    };
+    let mut m = machine_with(agent, &["kb.search"]);
+    m.start();
+    let batch = tools(m.on_model_reply(calls_owned(&[search("c1", "a")])));
+    model(succeed_all(&mut m, &batch));
+    let head = m.checkpoint_head().unwrap();
+    assert_eq!(head["phase"], "awaiting_finalize");
+    assert_eq!(head["reason"], "max_iterations");
+    let mut m = saved_and_restored(&mut m);
+    let outcome = finished(m.fail(ErrorCode::InternalError, "down".into()));
+    assert_eq!(outcome.finalize_reason, Some(FinalizeReason::MaxIterations));
+    // An ending that could not be saved is replaced by the failure, with the same reason.
+    let failed = finished(m.fail_unsaved("disk full", true));
+    assert_eq!(failed.finalize_reason, Some(FinalizeReason::MaxIterations));
 }
