@@ -35,8 +35,8 @@
 //! executions, kill-to-adoption times, store bytes per run. Without `--bench`, a tiny version.
 //!
 //! ```sh
-//! cargo bench -p agentloop-cli --bench load -- --chaos --runs 1000 [--kill-every-s 3] \
-//!     [--latency-ms 300] [--concurrency 60]
+//! cargo bench -p agentloop-cli --bench load -- --chaos --runs 1000 [--kill-every-s 2] \
+//!     [--latency-ms 300] [--concurrency 40]
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // benchmark harness
 

@@ -85,8 +85,8 @@ impl Settings {
         if benchmarking {
             Settings {
                 runs: 1000,
-                concurrency: 60,
-                kill_every: Duration::from_secs(3),
+                concurrency: 40,
+                kill_every: Duration::from_secs(2),
                 latency: Duration::from_millis(300),
                 record_ms: 300,
                 sleep_ms: 500,
@@ -611,7 +611,8 @@ async fn poll_owners(url: String, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
 }
 
 /// Every `kill_every`, kills a random instance and starts it again, until `finished`. The
-/// first victim is one that owns a run in progress, so that every chaos run adopts something;
+/// first victim is the one that owns the most runs in progress, so that every chaos run adopts
+/// something;
 /// the others are any of the instances (always killing an owner would keep the last runs from
 /// ever finishing: each adopter would be killed before the run's next step).
 async fn kill_and_restart(
@@ -631,17 +632,19 @@ async fn kill_and_restart(
         }
         next += jittered();
         let first = shared.kills.lock().unwrap().is_empty();
-        let victims: Vec<usize> = {
+        let victims: Vec<usize> = if first {
             let snapshot = shared.snapshot.lock().unwrap();
+            let owned = |slot: usize| {
+                let pid = Some(instances[slot].pid);
+                snapshot.running.values().filter(|o| **o == pid).count()
+            };
             (0..instances.len())
-                .filter(|&slot| {
-                    !first
-                        || snapshot
-                            .running
-                            .values()
-                            .any(|pid| *pid == Some(instances[slot].pid))
-                })
+                .max_by_key(|&slot| owned(slot))
+                .filter(|&slot| owned(slot) > 0)
+                .into_iter()
                 .collect()
+        } else {
+            (0..instances.len()).collect()
         };
         if victims.is_empty() {
             // Nothing to leave behind: try again shortly.
