@@ -29,6 +29,15 @@
 //! ```sh
 //! cargo bench -p agentloop-cli --bench load -- --memory --runs 300 --answer-bytes 3000000
 //! ```
+//!
+//! `--chaos` runs M runs over three servers on one PostgreSQL while a random one is killed
+//! (`-9`) and started again every S seconds (see `load/chaos.rs`): runs lost, duplicate
+//! executions, kill-to-adoption times, store bytes per run. Without `--bench`, a tiny version.
+//!
+//! ```sh
+//! cargo bench -p agentloop-cli --bench load -- --chaos --runs 1000 [--kill-every-s 2] \
+//!     [--latency-ms 300] [--concurrency 40]
+//! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // benchmark harness
 
 use std::{
@@ -49,6 +58,8 @@ use agentloop_test_support::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+#[path = "load/chaos.rs"]
+mod chaos;
 #[path = "load/memory.rs"]
 mod memory;
 #[path = "load/soak.rs"]
@@ -87,6 +98,8 @@ struct Options {
     memory: Option<memory::Settings>,
     /// Keep one server under steady load for a while instead.
     soak: Option<soak::Settings>,
+    /// Kill and restart servers under runs instead.
+    chaos: Option<chaos::Settings>,
 }
 
 fn options() -> Options {
@@ -101,6 +114,7 @@ fn options() -> Options {
             cold_connections: false,
             memory: None,
             soak: None,
+            chaos: None,
         }
     } else {
         Options {
@@ -110,12 +124,16 @@ fn options() -> Options {
             cold_connections: false,
             memory: None,
             soak: None,
+            chaos: None,
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
     let mut measure_memory = false;
     let mut runs_given = false;
     let mut soak_concurrency = None;
+    let mut chaos = chaos::Settings::bench(benchmarking);
+    let mut run_chaos = false;
+    let mut latency_given = false;
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -133,6 +151,7 @@ fn options() -> Options {
             "--latency-ms" => {
                 let ms = value().parse().expect("--latency-ms takes milliseconds");
                 options.latency = Duration::from_millis(ms);
+                latency_given = true;
             }
             "--store" => {
                 options.store = match value().as_str() {
@@ -159,16 +178,34 @@ fn options() -> Options {
             "--concurrency" => {
                 soak_concurrency = Some(value().parse().expect("--concurrency takes a count"));
             }
+            "--chaos" => run_chaos = true,
+            "--kill-every-s" => {
+                let seconds: f64 = value().parse().expect("--kill-every-s takes seconds");
+                chaos.kill_every = Duration::from_secs_f64(seconds);
+            }
             "--bench" => {}
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
                  sqlite|postgres --cold-connections, or --memory [--runs N] [--answer-bytes B] \
-                 [--slow-readers S], or --soak SECONDS [--concurrency C]"
+                 [--slow-readers S], or --soak SECONDS [--concurrency C], or --chaos [--runs M] \
+                 [--kill-every-s S] [--latency-ms L] [--concurrency C]"
             ),
         }
     }
     if let (Some(soak), Some(concurrency)) = (options.soak.as_mut(), soak_concurrency) {
         soak.concurrency = concurrency;
+    }
+    if run_chaos {
+        if let Some(&runs) = options.waves.iter().max().filter(|_| runs_given) {
+            chaos.runs = runs;
+        }
+        if latency_given {
+            chaos.latency = options.latency;
+        }
+        if let Some(concurrency) = soak_concurrency {
+            chaos.concurrency = concurrency;
+        }
+        options.chaos = Some(chaos);
     }
     if measure_memory {
         if let Some(&runs) = options.waves.iter().max().filter(|_| runs_given) {
@@ -887,6 +924,14 @@ fn print_summary(waves: &[Wave]) {
 #[tokio::main]
 async fn main() {
     let options = options();
+    if let Some(settings) = &options.chaos {
+        let report = chaos::run(settings).await;
+        chaos::print(&report);
+        if report.lost() > 0 || !report.duplicates.is_empty() {
+            std::process::exit(1);
+        }
+        return;
+    }
     let llm_args = options
         .memory
         .as_ref()
