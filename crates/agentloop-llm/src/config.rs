@@ -523,6 +523,22 @@ mod tests {
         assert!(message.contains("got \"gemini\""), "{message}");
     }
 
+    #[test]
+    fn the_scripted_provider_needs_a_script_and_cassettes_are_one_way() {
+        let scripted: LlmConfig = toml_free_parse(r#"{"provider": "scripted"}"#);
+        assert_eq!(scripted.validate().unwrap_err().key, "llm.script");
+        let ready: LlmConfig =
+            toml_free_parse(r#"{"provider": "scripted", "script": "agent.script.toml"}"#);
+        assert!(ready.validate().is_ok());
+        assert_eq!(ready.describe(), "scripted model from agent.script.toml");
+        let stray: LlmConfig = toml_free_parse(r#"{"script": "agent.script.toml"}"#);
+        assert_eq!(stray.validate().unwrap_err().key, "llm.script");
+        let both: LlmConfig = toml_free_parse(r#"{"record": "a.json", "replay": "b.json"}"#);
+        let error = both.validate().unwrap_err();
+        assert_eq!(error.key, "llm.replay");
+        assert!(error.message.contains("cannot both be set"), "{error:?}");
+    }
+
     fn toml_free_parse(json: &str) -> LlmConfig {
         serde_json::from_str(json).unwrap()
     }
