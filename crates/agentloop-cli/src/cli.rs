@@ -82,6 +82,14 @@ pub enum Command {
     /// Create or upgrade the database schema of the store (runs also do it on start).
     #[command(after_help = environment!(env_store, env_log))]
     Migrate,
+    /// A real run with no key and no network: the runtime, MCP tools (a server built into
+    /// this binary) and a SQLite store (./agentloop-demo.db), with a scripted model. --serve
+    /// starts the server with it instead. Reads no configuration file.
+    #[command(after_help = environment!(env_log))]
+    Demo(DemoArgs),
+    /// The MCP server of `agentloop demo` (get-sum, echo), over stdio.
+    #[command(hide = true)]
+    DemoTools,
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +121,28 @@ pub struct RunArgs {
     /// Run under this workflow's tool allowlist ([workflows.NAME]).
     #[arg(long, value_name = "NAME")]
     pub workflow: Option<String>,
+    /// Save each LLM exchange of the run (request and reply, never a key) to this cassette
+    /// (llm.record).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer from this cassette instead of the LLM, with no network (llm.replay); a request
+    /// that differs from the recording fails, naming the first difference.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Start the HTTP server (web panel, API, event stream) with the demo's model and tools,
+    /// and print its URL and an API key.
+    #[arg(long)]
+    pub serve: bool,
+    /// With --serve: the address to listen on.
+    #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Print every event as one JSON object per line on stdout instead of the answer.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

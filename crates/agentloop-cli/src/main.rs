@@ -34,6 +34,8 @@ fn main() -> ExitCode {
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
             Command::Keys(command) => commands::keys::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,
+            Command::Demo(args) => commands::demo::execute(args).await,
+            Command::DemoTools => commands::demo::tools_server::serve().await,
         }
     });
     match result {

@@ -164,6 +164,11 @@ pub enum LlmError {
     /// The client was given a configuration it cannot work with.
     #[error("invalid LLM configuration: {0}")]
     InvalidConfig(#[from] InvalidSetting),
+    /// A model that answers from a file has no answer for this request: a scripted model
+    /// (`llm.provider = "scripted"`) whose script has no step for it, or a cassette
+    /// (`llm.replay`) whose recording differs from it. The message says which and what differs.
+    #[error("{0}")]
+    NoAnswer(String),
 }
 
 impl LlmError {
@@ -196,7 +201,8 @@ impl LlmError {
             | LlmError::InvalidConfig(_) => ErrorCode::LlmUnreachable,
             LlmError::MissingApiKey { .. } => ErrorCode::LlmMissingApiKey,
             LlmError::Unauthorized { .. } => ErrorCode::LlmUnauthorized,
-            LlmError::Rejected { .. } => ErrorCode::LlmRejected,
+            // The "model" refuses the request: it has no answer for it.
+            LlmError::Rejected { .. } | LlmError::NoAnswer(_) => ErrorCode::LlmRejected,
             LlmError::RateLimited { .. } => ErrorCode::LlmRateLimited,
             LlmError::Server { .. } => ErrorCode::LlmServerError,
             LlmError::Timeout { .. } => ErrorCode::LlmTimeout,

@@ -1,5 +1,6 @@
 //! The `[llm]` section of agentloop.toml.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use agentloop_core::InvalidSetting;
@@ -30,6 +31,14 @@ pub struct LlmConfig {
     /// How the model calls tools: through the API's `tools` (`"native"`), or by answering one
     /// JSON object per turn (`"json"`), for models served without tool calling.
     pub tool_calling: ToolCalling,
+    /// With `provider = "scripted"`: the script the model answers from (TOML, or JSON when the
+    /// name ends in `.json`; see `ScriptedModel`).
+    pub script: Option<PathBuf>,
+    /// Save every LLM exchange (the request as sent, the reply as received) to this cassette.
+    pub record: Option<PathBuf>,
+    /// Answer from this cassette instead of the provider: no network, and a request that
+    /// differs from the recorded one fails, naming the first difference.
+    pub replay: Option<PathBuf>,
 }
 
 /// `llm.provider`: the wire format of the model's server.
@@ -46,6 +55,8 @@ pub enum Provider {
     OpenAiResponses,
     /// Anthropic's Messages API (Claude), with prompt caching.
     Anthropic,
+    /// No server: the model answers from `llm.script`, for demos and users' tests.
+    Scripted,
 }
 
 impl Provider {
@@ -55,19 +66,25 @@ impl Provider {
             Provider::OpenAi => "openai",
             Provider::OpenAiResponses => "openai_responses",
             Provider::Anthropic => "anthropic",
+            Provider::Scripted => "scripted",
         }
     }
 
     pub fn default_base_url(self) -> &'static str {
         match self {
-            Provider::OpenAi | Provider::OpenAiResponses => "https://api.openai.com/v1",
+            // Not reached: the scripted model has no server (a placeholder for `base_url()`).
+            Provider::OpenAi | Provider::OpenAiResponses | Provider::Scripted => {
+                "https://api.openai.com/v1"
+            }
             Provider::Anthropic => "https://api.anthropic.com",
         }
     }
 
     pub fn default_api_key_env(self) -> &'static str {
         match self {
-            Provider::OpenAi | Provider::OpenAiResponses => DEFAULT_API_KEY_ENV,
+            Provider::OpenAi | Provider::OpenAiResponses | Provider::Scripted => {
+                DEFAULT_API_KEY_ENV
+            }
             Provider::Anthropic => ANTHROPIC_API_KEY_ENV,
         }
     }
@@ -76,7 +93,7 @@ impl Provider {
     /// the providers' own SDKs read them).
     pub fn base_url_env(self) -> &'static str {
         match self {
-            Provider::OpenAi | Provider::OpenAiResponses => "OPENAI_BASE_URL",
+            Provider::OpenAi | Provider::OpenAiResponses | Provider::Scripted => "OPENAI_BASE_URL",
             Provider::Anthropic => "ANTHROPIC_BASE_URL",
         }
     }
@@ -86,6 +103,7 @@ impl Provider {
         match self {
             Provider::OpenAi | Provider::OpenAiResponses => "api.openai.com",
             Provider::Anthropic => "api.anthropic.com",
+            Provider::Scripted => "",
         }
     }
 }
@@ -104,10 +122,12 @@ impl<'de> Deserialize<'de> for Provider {
             "openai" => Ok(Provider::OpenAi),
             "openai_responses" => Ok(Provider::OpenAiResponses),
             "anthropic" => Ok(Provider::Anthropic),
+            "scripted" => Ok(Provider::Scripted),
             other => Err(serde::de::Error::custom(format!(
                 "llm.provider must be \"openai\" (Chat Completions, any compatible server), \
-                 \"openai_responses\" (OpenAI's Responses API) or \"anthropic\" (Claude's \
-                 Messages API), got {other:?}"
+                 \"openai_responses\" (OpenAI's Responses API), \"anthropic\" (Claude's \
+                 Messages API) or \"scripted\" (answers from llm.script, no server), got \
+                 {other:?}"
             ))),
         }
     }
@@ -157,6 +177,9 @@ impl Default for LlmConfig {
             max_retries: 3,
             max_tokens: None,
             tool_calling: ToolCalling::Native,
+            script: None,
+            record: None,
+            replay: None,
         }
     }
 }
@@ -164,6 +187,34 @@ impl Default for LlmConfig {
 impl LlmConfig {
     /// Checks the values a TOML parser cannot; the message names the offending key.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
+        if self.record.is_some() && self.replay.is_some() {
+            return Err(InvalidSetting::new(
+                "llm.replay",
+                "llm.record and llm.replay cannot both be set: record a session with a real \
+                 model first, then replay it",
+            ));
+        }
+        match (self.provider, &self.script) {
+            (Provider::Scripted, None) => {
+                return Err(InvalidSetting::new(
+                    "llm.script",
+                    "llm.provider = \"scripted\" needs llm.script = \"FILE\", the script the \
+                     model answers from",
+                ));
+            }
+            (Provider::Scripted, Some(_)) => return self.validate_common(),
+            (_, Some(_)) => {
+                return Err(InvalidSetting::new(
+                    "llm.script",
+                    format!(
+                        "llm.script is read only with llm.provider = \"scripted\" (the \
+                         provider is {:?})",
+                        self.provider.as_str()
+                    ),
+                ));
+            }
+            (_, None) => {}
+        }
         let is_http = url::Url::parse(self.base_url())
             .map(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
             .unwrap_or(false);
@@ -176,6 +227,10 @@ impl LlmConfig {
                 ),
             ));
         }
+        self.validate_common()
+    }
+
+    fn validate_common(&self) -> Result<(), InvalidSetting> {
         if self.model.trim().is_empty() {
             return Err(InvalidSetting::new(
                 "llm.model",
@@ -213,6 +268,18 @@ impl LlmConfig {
     /// The provider, model and API root, as startup lines and `agentloop tools` name them:
     /// `anthropic claude-3-5-haiku-latest at https://api.anthropic.com`.
     pub fn describe(&self) -> String {
+        if let Some(cassette) = &self.replay {
+            return format!(
+                "{} {} replayed from the cassette {}",
+                self.provider,
+                self.model,
+                cassette.display()
+            );
+        }
+        if self.provider == Provider::Scripted {
+            let script = self.script.as_deref().unwrap_or(std::path::Path::new("?"));
+            return format!("scripted model from {}", script.display());
+        }
         format!("{} {} at {}", self.provider, self.model, self.base_url())
     }
 
@@ -454,6 +521,22 @@ mod tests {
         assert!(message.contains("llm.provider must be"), "{message}");
         assert!(message.contains("\"anthropic\""), "{message}");
         assert!(message.contains("got \"gemini\""), "{message}");
+    }
+
+    #[test]
+    fn the_scripted_provider_needs_a_script_and_cassettes_are_one_way() {
+        let scripted: LlmConfig = toml_free_parse(r#"{"provider": "scripted"}"#);
+        assert_eq!(scripted.validate().unwrap_err().key, "llm.script");
+        let ready: LlmConfig =
+            toml_free_parse(r#"{"provider": "scripted", "script": "agent.script.toml"}"#);
+        assert!(ready.validate().is_ok());
+        assert_eq!(ready.describe(), "scripted model from agent.script.toml");
+        let stray: LlmConfig = toml_free_parse(r#"{"script": "agent.script.toml"}"#);
+        assert_eq!(stray.validate().unwrap_err().key, "llm.script");
+        let both: LlmConfig = toml_free_parse(r#"{"record": "a.json", "replay": "b.json"}"#);
+        let error = both.validate().unwrap_err();
+        assert_eq!(error.key, "llm.replay");
+        assert!(error.message.contains("cannot both be set"), "{error:?}");
     }
 
     fn toml_free_parse(json: &str) -> LlmConfig {

@@ -4,9 +4,11 @@
 //! [`AnthropicClient`] (Anthropic's Messages API). [`client_for`] builds the one `[llm] provider`
 //! names ([`client_for_with_origin`] also says where `base_url` came from, for the error about a
 //! server that does not speak the provider's API). [`JsonToolCalling`] wraps any `Llm` for
-//! models without tool calling.
+//! models without tool calling. [`ScriptedModel`] answers from a script, with no server
+//! (`provider = "scripted"`); [`cassette`] records a session's exchanges and replays them.
 
 mod anthropic;
+pub mod cassette;
 mod client;
 mod completion;
 mod config;
@@ -16,6 +18,7 @@ mod not_openai;
 mod provider;
 mod responses;
 mod retry;
+pub mod scripted;
 mod stream;
 mod tokens;
 mod transport;
@@ -30,4 +33,5 @@ pub use config::{
 pub use json_planner::JsonToolCalling;
 pub use provider::{client_for, client_for_with_origin};
 pub use responses::ResponsesClient;
+pub use scripted::ScriptedModel;
 pub use tokens::{ClaudeTokens, TiktokenCounter, token_counter_for};

@@ -86,6 +86,7 @@ fn api_name(provider: Provider) -> &'static str {
         Provider::OpenAi => "an OpenAI-compatible",
         Provider::OpenAiResponses => "an OpenAI Responses API",
         Provider::Anthropic => "an Anthropic Messages API",
+        Provider::Scripted => "a scripted",
     }
 }
 

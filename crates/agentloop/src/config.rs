@@ -205,10 +205,24 @@ impl Config {
         Ok(())
     }
 
-    /// Paths in the file are relative to the file: MCP servers start in its directory (so that
+    /// Paths in the file are relative to the file (the LLM's script and cassettes, the tool
+    /// descriptions): MCP servers start in its directory (so that
     /// `args = ["tools.py"]` works from anywhere) and a relative SQLite database lives next to
     /// it.
     fn resolve_paths(&mut self, base: &Path) {
+        for file in [
+            &mut self.llm.script,
+            &mut self.llm.record,
+            &mut self.llm.replay,
+        ] {
+            if let Some(path) = file.take() {
+                *file = Some(if path.is_relative() {
+                    base.join(path)
+                } else {
+                    path
+                });
+            }
+        }
         if let Some(file) = self.agent.tool_descriptions.take() {
             self.agent.tool_descriptions = Some(if file.is_relative() {
                 base.join(file)

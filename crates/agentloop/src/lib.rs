@@ -32,7 +32,9 @@ pub use agentloop_core::{
     RunHandle, RunOutcome, RunRequest, Store, StoreError, Telemetry, Tool, ToolCatalog,
     ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings, ToolSource, WorkflowSettings,
 };
-pub use agentloop_llm::{AnthropicClient, LlmConfig, OpenAiClient, Provider, ResponsesClient};
+pub use agentloop_llm::{
+    AnthropicClient, LlmConfig, OpenAiClient, Provider, ResponsesClient, ScriptedModel,
+};
 pub use agentloop_mcp::{McpServerConfig, McpSource};
 pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod demo;
 pub mod keys;
 pub mod migrate;
 pub mod run;

@@ -30,11 +30,31 @@ use crate::{
 };
 
 pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode> {
-    let (config, _origin) = load_config(&global)?;
+    let (mut config, origin) = load_config(&global)?;
+    if args.record.is_some() {
+        config.llm.record = args.record.clone();
+    }
+    if args.replay.is_some() {
+        config.llm.replay = args.replay.clone();
+    }
+    config
+        .validate()
+        .with_context(|| format!("the configuration is not usable ({origin})"))?;
+    run_config(&config, args).await
+}
+
+/// One run of `args.query` with `config`, shown in the terminal (`run`, `demo`).
+pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Result<ExitCode> {
     let view = StepView::new(!args.json);
     view.status("starting MCP servers");
-    let runtime = Runtime::start(&config).await?;
+    let runtime = Runtime::start(config).await?;
     view.note(&format!("model: {}", config.llm.describe()));
+    if let Some(cassette) = &config.llm.record {
+        view.note(&format!(
+            "recording the LLM exchanges to {}",
+            cassette.display()
+        ));
+    }
     for warning in runtime.warnings() {
         view.warn(warning);
     }
@@ -57,7 +77,7 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
 
     let cancel = CancellationToken::new();
     let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));
-    let (agent, _alive) = as_instance(&runtime, &config, cancel.clone()).await;
+    let (agent, _alive) = as_instance(&runtime, config, cancel.clone()).await;
     let mut printer = Printer {
         json: args.json,
         view,

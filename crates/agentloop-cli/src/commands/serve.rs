@@ -3,7 +3,7 @@
 use std::{process::ExitCode, sync::Arc};
 
 use agentloop::{
-    KeyStore, Runtime, Store,
+    Config, KeyStore, Runtime, SqlStore, Store,
     server::{AppState, Metrics, bind, serve, shutdown_signal},
 };
 use anyhow::Context;
@@ -18,9 +18,19 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
+    serve_config(&config, &origin.to_string(), async |_, _| Ok(())).await
+}
+
+/// Serves `config` (`origin` says where it came from) until SIGTERM or Ctrl-C; `ready` is
+/// called with the address and the store once the server listens, before it serves.
+pub async fn serve_config(
+    config: &Config,
+    origin: &str,
+    ready: impl AsyncFnOnce(std::net::SocketAddr, &SqlStore) -> anyhow::Result<()>,
+) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new().context("cannot set up the metrics")?);
     let telemetry = metrics.clone();
-    let runtime = Runtime::start_with(&config, |agent| agent.telemetry(telemetry)).await?;
+    let runtime = Runtime::start_with(config, |agent| agent.telemetry(telemetry)).await?;
     for warning in runtime.warnings() {
         eprintln!("warning: {warning}");
     }
@@ -51,6 +61,7 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
              points to another place"
         );
     }
+    ready(address, &store).await?;
     // A SQLite file is one program's: the runs it adopts are its own, left by its last start.
     let single_program = store.backend() == "sqlite";
     let mut state = AppState::new(
