@@ -190,6 +190,7 @@ async function follow(current, response, lastSeq) {
       current.events.push(event);
       if (event.type === "run_started" && !event.parent_run_id) {
         current.runId = event.run_id;
+        controls();
         if (!session) {
           setSession(event.session_id, current.view.element.querySelector(".question p")?.textContent ?? "");
           sessions.load(api).catch(() => {});

@@ -109,6 +109,7 @@ export class RunView {
           h("p", { class: "advice", text: advice(event.code) }));
         break;
       case "done":
+        if (this.answerText) this.answer.replaceChildren(render(this.answerText));
         this.setStatus(event.status);
         if (event.status !== "awaiting_input") this.clearPause();
         this.showUsage(event);
