@@ -189,12 +189,17 @@ try {
     await page.emulateMedia({ colorScheme: "dark" });
     const wide = await page.evaluate(() => document.documentElement.scrollWidth > innerWidth);
     check(!wide, "no horizontal scrolling at 390 px");
-    await shot("phone-dark");
     const menu = page.getByRole("button", { name: "Sessions", exact: true });
     await menu.focus();
     await page.keyboard.press("Enter");
     await page.locator("#session-list button.session").first().waitFor();
     await page.keyboard.press("Escape");
+    check(await page.locator("#sidebar").isHidden(), "Escape closes the sessions");
+    await menu.press("Enter");
+    await page.locator("#session-list button.session", { hasText: "approve the note" }).press("Enter");
+    await lastRun().locator(".answer").waitFor();
+    check(!(await page.evaluate(() => document.documentElement.scrollWidth > innerWidth)), "no horizontal scrolling with a run");
+    await shot("phone-dark");
     await page.setViewportSize({ width: 1200, height: 800 });
     await page.emulateMedia({ colorScheme: "light" });
   });
