@@ -294,11 +294,12 @@ function controls() {
   const working = Boolean(live) && !live.paused;
   ui.stop.hidden = !live;
   ui.stop.disabled = !live || !live.runId;
-  ui.send.disabled = working;
+  ui.send.disabled = Boolean(live) && !clarifying();
   ui.send.textContent = clarifying() ? "Answer" : "Send";
   ui.hint.textContent = clarifying()
     ? "Answer the question above; Enter sends."
-    : working ? "The run is working: wait for its answer, or Stop it." : "Enter sends, Shift+Enter starts a new line.";
+    : live && live.paused ? "The run waits for your decision above (or Stop it)."
+      : working ? "The run is working: wait for its answer, or Stop it." : "Enter sends, Shift+Enter starts a new line.";
 }
 
 function submit() {

@@ -180,6 +180,8 @@ export class RunView {
     const calls = event.calls ?? [];
     this.pause.append(h("p", { class: "ask", text: calls.length > 1 ? "These calls wait for your approval:" : "This call waits for your approval:" }));
     for (const call of calls) {
+      const entry = this.steps.calls.get(call.call_id);
+      if (entry) entry.state.textContent = "waiting for approval";
       const buttons = h("div", { class: "decide" });
       const decide = (approved) => {
         decisions.set(call.call_id, approved);
