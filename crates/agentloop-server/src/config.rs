@@ -22,6 +22,8 @@ pub struct ServerConfig {
     /// Seconds an instance may show no sign of life before another instance (or the same
     /// program started again) adopts its runs in progress.
     pub run_lease_s: f64,
+    /// Whether `GET /` serves the web panel (its assets are built into the binary).
+    pub panel: bool,
 }
 
 impl Default for ServerConfig {
@@ -33,6 +35,7 @@ impl Default for ServerConfig {
             keep_alive_s: 15.0,
             shutdown_grace_s: 30.0,
             run_lease_s: 10.0,
+            panel: true,
         }
     }
 }

@@ -89,6 +89,15 @@ impl ApiError {
         )
     }
 
+    /// A method the path does not answer (the router adds the `Allow` header).
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{path} does not answer {method}: see the Allow header or /openapi.json"),
+        )
+    }
+
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }

@@ -13,6 +13,7 @@ mod error;
 mod extract;
 mod live;
 mod metrics;
+mod panel;
 mod runs;
 mod service;
 mod sessions;
@@ -22,7 +23,11 @@ mod state;
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
-    Router, body::Bytes, extract::DefaultBodyLimit, http::header, response::IntoResponse,
+    Router,
+    body::Bytes,
+    extract::DefaultBodyLimit,
+    http::{Method, Uri, header},
+    response::IntoResponse,
     routing::get,
 };
 use tokio::{
@@ -95,6 +100,11 @@ pub fn router(state: AppState) -> Router {
         .split_for_parts();
     // Rendered once: the router (with what its handlers hold) is cloned for every connection.
     let document = Bytes::from(serde_json::to_vec(&api).unwrap_or_default());
+    let router = if state.config.panel {
+        panel::routes(router)
+    } else {
+        router
+    };
     router
         .route(
             "/openapi.json",
@@ -105,6 +115,9 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(|| async {
             ApiError::not_found("route", "for this method and path").into_response_owned()
+        })
+        .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
+            ApiError::method_not_allowed(method.as_str(), uri.path()).into_response_owned()
         })
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)

@@ -1,0 +1,176 @@
+//! The web panel in a real browser: `agentloop serve` (the built binary) with a scripted LLM and
+//! the test MCP server, driven by Playwright (`tests/panel/panel.mjs`) in the machine's
+//! Chromium. The script signs in, runs, reloads mid-run, approves and denies, answers a
+//! clarification, stops a run, checks that a second user sees nothing of the first, that model
+//! output with `<script>` or `<img onerror>` stays inert and that nothing is logged as an error;
+//! it keeps screenshots of the main states in `target/panel-screenshots/`.
+//!
+//! Needs Chromium (`apt-get install -y chromium` on Debian; `AGENTLOOP_CHROMIUM` names another
+//! binary) and Node.js; the npm package `playwright-core` is installed into `tests/panel/` on
+//! first use (`npm ci`), as `.ci/run` does.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use agentloop_test_support::{
+    config::TestConfig,
+    scripted_llm::{Reply, ScriptedLlm},
+};
+use serde_json::{Value, json};
+
+/// The model of every scenario, chosen by the first words of the session's question.
+fn respond(request: &Value) -> Reply {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let question = messages
+        .iter()
+        .find(|message| message["role"] == "user")
+        .and_then(|message| message["content"].as_str())
+        .unwrap_or_default()
+        .to_lowercase();
+    let results: Vec<&str> = messages
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| message["content"].as_str().unwrap_or_default())
+        .collect();
+    let step = results.len();
+    let sleep = |ms: u64| Reply::tool_call("test__sleep", json!({"ms": ms}));
+    let echo = |text: &str| Reply::tool_call("test__echo", json!({"text": text}));
+    let record = |note: &str| Reply::tool_call("test__record", json!({"note": note}));
+    if question.starts_with("slow") {
+        return match step {
+            0 => echo("first step").with_text("Let me look that up."),
+            1 => sleep(1500),
+            _ => Reply::text("All **done**: echoed, then slept.\n\n- one\n- two"),
+        };
+    }
+    if question.starts_with("reload") {
+        return match step {
+            0 => echo("before the reload"),
+            1 => sleep(2500),
+            _ => Reply::text("Finished after the reload."),
+        };
+    }
+    if question.starts_with("approve") || question.starts_with("deny") {
+        let note = if question.starts_with("approve") {
+            "approved-note"
+        } else {
+            "denied-note"
+        };
+        return match step {
+            0 => record(note),
+            _ => Reply::text(format!("The tool said: {}", results[0])),
+        };
+    }
+    if question.starts_with("clarify") {
+        return match step {
+            0 => Reply::tool_call(
+                "ask_user",
+                json!({"question": "Which project do you mean?"}),
+            ),
+            _ => Reply::text(format!("Working on it. You told me: {}", results[0])),
+        };
+    }
+    if question.starts_with("stop") {
+        return sleep(2000);
+    }
+    if question.starts_with("markup") {
+        return Reply::text(
+            "Inert: <script>window.__pwned = 1; console.error('pwned')</script> and \
+             <img src=\"x\" onerror=\"window.__pwned = 2\"> and [a link](javascript:window.__pwned=3) \
+             with `code` and **bold**.",
+        );
+    }
+    Reply::text(format!("You asked: {question}"))
+}
+
+fn panel_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/panel")
+}
+
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("AGENTLOOP_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        path.is_file(),
+        "the panel's browser tests need Chromium at {}: install it with `apt-get install -y \
+         chromium` (Debian/Ubuntu), or set AGENTLOOP_CHROMIUM to a Chromium binary",
+        path.display()
+    );
+    path
+}
+
+/// `npm ci` in tests/panel when playwright-core is not installed yet.
+fn install_playwright() {
+    let dir = panel_dir();
+    if dir
+        .join("node_modules/playwright-core/package.json")
+        .is_file()
+    {
+        return;
+    }
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(&dir)
+        .status()
+        .unwrap_or_else(|error| panic!("cannot run npm (Node.js is needed): {error}"));
+    assert!(status.success(), "npm ci in {} failed", dir.display());
+}
+
+/// Where the screenshots go: `target/panel-screenshots/`.
+fn screenshots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("panel-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_works_in_a_real_browser() {
+    let chromium = chromium();
+    install_playwright();
+    let llm = ScriptedLlm::start_with(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let config = TestConfig::new(&llm.base_url())
+        .mcp_log(&log)
+        .extra("[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n");
+    common::write_test_config(dir.path(), &config);
+    let ann = common::create_key(dir.path(), "ann").await;
+    let bob = common::create_key(dir.path(), "bob").await;
+    let served = common::Served::start(dir.path());
+
+    let mut script = Command::new("node");
+    script
+        .arg(panel_dir().join("panel.mjs"))
+        .env("PANEL_URL", &served.address)
+        .env("KEY_ANN", &ann)
+        .env("KEY_BOB", &bob)
+        .env("CHROMIUM", &chromium)
+        .env("SCREENSHOTS", screenshots());
+    let output = tokio::task::spawn_blocking(move || script.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the browser tests failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+
+    // What the browser did reached the tools: the approved call ran, the denied one did not.
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    let approved = calls.lines().filter(|line| line.contains("approved-note"));
+    assert_eq!(approved.count(), 1, "{calls}");
+    assert!(!calls.contains("denied-note"), "{calls}");
+    drop(served);
+}
