@@ -4,6 +4,7 @@
 mod output;
 mod cli;
 mod commands;
+mod keyboard;
 mod render;
 
 use std::process::ExitCode;

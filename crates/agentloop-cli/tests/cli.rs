@@ -357,3 +357,62 @@ async fn run_asks_a_clarification_question_on_the_terminal() {
     assert!(steps.contains("stays paused"), "{steps}");
     assert!(steps.contains("/input"), "{steps}");
 }
+
+/// A line typed in the terminal while `agentloop run` works steers the run: it reaches the
+/// model's next request. (`script` gives the run a terminal; piped input is only read at
+/// prompts.)
+#[tokio::test]
+async fn a_line_typed_while_the_run_works_steers_it() {
+    use std::io::Write;
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__sleep", serde_json::json!({"ms": 2500})),
+        Reply::text("Steered."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    common::write_test_config(
+        dir.path(),
+        &agentloop_test_support::config::TestConfig::new(&llm.base_url()).mcp_log(&log),
+    );
+    let binary = env!("CARGO_BIN_EXE_agentloop");
+    let mut child = std::process::Command::new("script")
+        .current_dir(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("DATABASE_URL")
+        .env_remove("AGENTLOOP_LOG")
+        .args([
+            "-q",
+            "-e",
+            "-c",
+            &format!("{binary} run 'steer me'"),
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    agentloop_test_support::mcp::wait_for_call(&log, "sleep").await;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"only the open ones\n").unwrap();
+    stdin.flush().unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        let output = child.wait_with_output().unwrap();
+        drop(stdin);
+        output
+    })
+    .await
+    .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("Steered."), "{shown}");
+    let requests = llm.requests();
+    let last = requests.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(last.last().unwrap()["role"], "user");
+    assert_eq!(last.last().unwrap()["content"], "only the open ones");
+}

@@ -78,6 +78,20 @@ fn respond(request: &Value) -> Reply {
     if question.starts_with("stop") {
         return sleep(2000);
     }
+    if question.starts_with("steer") {
+        // The answer quotes the last user message the model was sent: a steered one, if any.
+        let last_user = messages
+            .iter()
+            .rev()
+            .find(|message| message["role"] == "user")
+            .and_then(|message| message["content"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        return match step {
+            0 => sleep(2000),
+            _ => Reply::text(format!("Steered by: {last_user}")),
+        };
+    }
     if question.starts_with("markup") {
         return Reply::text(
             "Inert: <script>window.__pwned = 1; console.error('pwned')</script> and \

@@ -160,6 +160,14 @@ impl Agent {
         self.ownership.instance.as_deref()
     }
 
+    /// Sends a message to the run `run_id`, driven by this agent in this process, while it
+    /// works (steering): it joins the conversation before the run's next LLM call, never in
+    /// the middle of a tool batch, with a `user_message` event; a run whose model answers
+    /// while messages wait answers them in the same run.
+    pub fn steer(&self, run_id: Uuid, text: &str) -> Result<(), crate::SteerError> {
+        self.services.steering.send(run_id, text)
+    }
+
     /// Hands this agent's runs over: each run in progress stops at its next saved step (an LLM
     /// call under way is abandoned, tool calls under way finish and are saved first) and ends
     /// without an outcome, to be adopted. Runs without a store are not affected.
@@ -277,6 +285,7 @@ impl Agent {
             events,
             task,
             cancel,
+            steering: self.services.steering.clone(),
         }
     }
 }
@@ -288,6 +297,7 @@ pub struct RunHandle {
     events: mpsc::UnboundedReceiver<Event>,
     task: JoinHandle<RunOutcome>,
     cancel: CancellationToken,
+    steering: Arc<crate::SteeringBoard>,
 }
 
 impl RunHandle {
@@ -302,6 +312,12 @@ impl RunHandle {
     /// Asks the run to stop at its next safe point.
     pub fn cancel(&self) {
         self.cancel.cancel();
+    }
+
+    /// Sends the run a message while it works (steering): it joins the conversation before
+    /// the next LLM call and the run goes on (`user_message`).
+    pub fn steer(&self, text: &str) -> Result<(), crate::SteerError> {
+        self.steering.send(self.run_id, text)
     }
 
     pub fn cancellation_token(&self) -> CancellationToken {
@@ -563,6 +579,7 @@ impl AgentBuilder {
                 telemetry,
                 hooks,
                 inputs: self.inputs,
+                steering: Arc::default(),
             },
             store: self.store,
             workflows,

@@ -22,6 +22,7 @@ use crate::{
     policy::RunPolicy,
     registry::ToolRegistry,
     settings::AgentSettings,
+    steering::{Inbox, SteeringBoard},
     step_writer::{Persistence, StepWriter},
     store::StoreError,
     telemetry::{LlmCallReport, Telemetry},
@@ -42,6 +43,8 @@ pub struct RunServices {
     pub hooks: Arc<Vec<Arc<dyn ToolHook>>>,
     /// Sees every input fed to a run's machine (replays, audits).
     pub inputs: Option<Arc<dyn InputLog>>,
+    /// Where messages sent to runs while they work wait for their driver.
+    pub steering: Arc<SteeringBoard>,
 }
 
 /// Sees every input a run's machine is fed, with the time it was fed: with the run's first
@@ -110,6 +113,7 @@ pub async fn drive_from(
         .as_ref()
         .map(|persistence| persistence.handover.clone());
     let mut writer = StepWriter::new(persistence, services.telemetry.clone());
+    let mut inbox = services.steering.open(machine.run_id());
     loop {
         if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
             if let StoreError::NotOwner(message) = &error {
@@ -166,14 +170,23 @@ pub async fn drive_from(
                             None => std::future::pending().await,
                         }
                     };
-                    tokio::select! {
-                        biased;
-                        () = cancel.cancelled() => None,
-                        () = handed_over => {
-                            tracing::info!(run_id = %machine.run_id(), "run handed over during an LLM call");
-                            return machine.left_behind();
+                    tokio::pin!(handed_over);
+                    let call = services.llm.complete(&request, &mut on_text);
+                    tokio::pin!(call);
+                    loop {
+                        tokio::select! {
+                            biased;
+                            () = cancel.cancelled() => break None,
+                            () = &mut handed_over => {
+                                tracing::info!(run_id = %machine.run_id(), "run handed over during an LLM call");
+                                return machine.left_behind();
+                            }
+                            // Kept for the next LLM call: this one goes on.
+                            text = inbox.recv() => {
+                                feed(&mut machine, services.inputs.as_ref(), Input::Steer { text });
+                            }
+                            reply = &mut call => break Some(reply),
                         }
-                        reply = services.llm.complete(&request, &mut on_text) => Some(reply),
                     }
                 };
                 let report = LlmCallReport {
@@ -207,7 +220,12 @@ pub async fn drive_from(
                 feed_step(&mut machine, &services, input)
             }
             Step::CallTools(invocations) => {
-                run_tools(&mut machine, &services, emitter, &mut writer, invocations).await
+                let batch = Batch {
+                    emitter,
+                    writer: &mut writer,
+                    inbox: &mut inbox,
+                };
+                run_tools(&mut machine, &services, batch, invocations).await
             }
         };
     }
@@ -215,13 +233,24 @@ pub async fn drive_from(
 
 /// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
 /// alone. Results are fed back, saved and reported as they arrive.
+/// What a batch of tool calls reports to while it runs.
+struct Batch<'a> {
+    emitter: &'a mut Emitter,
+    writer: &'a mut StepWriter,
+    inbox: &'a mut Inbox,
+}
+
 async fn run_tools(
     machine: &mut RunMachine,
     services: &RunServices,
-    emitter: &mut Emitter,
-    writer: &mut StepWriter,
+    batch: Batch<'_>,
     invocations: Vec<ToolInvocation>,
 ) -> Step {
+    let Batch {
+        emitter,
+        writer,
+        inbox,
+    } = batch;
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
@@ -254,6 +283,11 @@ async fn run_tools(
             biased;
             Some(event) = nested.recv() => {
                 relay(emitter, writer, event);
+                continue;
+            }
+            // Kept for the LLM call after the batch.
+            text = inbox.recv() => {
+                feed(machine, services.inputs.as_ref(), Input::Steer { text });
                 continue;
             }
             result = running.next() => result,

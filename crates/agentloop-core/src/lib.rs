@@ -31,6 +31,7 @@ mod policy;
 mod registry;
 mod session_run;
 mod settings;
+mod steering;
 mod step_writer;
 mod store;
 mod subagent;
@@ -68,6 +69,7 @@ pub use session_run::{BegunRun, CorruptRun, ResumeError, Resumed, StartError};
 pub use settings::{
     AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings, UnknownOutcome,
 };
+pub use steering::{SteerError, SteeringBoard};
 pub use step_writer::Persistence;
 pub use store::{
     ApiKeyInfo, Checkpoint, ErrorSource, Instance, InstanceKind, KeyStore, NewApiKey, NewRun,

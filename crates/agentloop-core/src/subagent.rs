@@ -258,6 +258,8 @@ impl Tool for SubAgentTool {
             telemetry: Arc::new(Nested(self.parent.telemetry.clone())),
             hooks: self.parent.hooks.clone(),
             inputs: self.parent.inputs.clone(),
+            // Sub-agents are not steered: what the user writes goes to the run they work for.
+            steering: Arc::default(),
         };
         let mut emitter = Emitter::new(run_id, Arc::new(Relay(context.events.clone())));
         // Cancelled with the caller's call: the call's time limit drops this future.

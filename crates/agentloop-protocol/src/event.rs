@@ -68,6 +68,11 @@ pub enum EventKind {
     ForcedFinalize {
         reason: FinalizeReason,
     },
+    /// A message the user sent while the run worked, added to the conversation before the next
+    /// LLM call (steering).
+    UserMessage {
+        text: String,
+    },
     /// The run goes on after the process that ran it stopped: from its last saved step, in
     /// `instance` (the seam between the two parts of its stream).
     RunResumed {
@@ -118,6 +123,7 @@ impl EventKind {
             EventKind::DuplicateDetected { .. } => "duplicate_detected",
             EventKind::ForcedFinalize { .. } => "forced_finalize",
             EventKind::RunResumed { .. } => "run_resumed",
+            EventKind::UserMessage { .. } => "user_message",
             EventKind::PlanUpdated { .. } => "plan_updated",
             EventKind::InputRequired { .. } => "input_required",
             EventKind::FinalResponse { .. } => "final_response",

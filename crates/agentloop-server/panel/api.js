@@ -67,6 +67,10 @@ export class Api {
   cancel(runId) {
     return this.json("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`);
   }
+  /** A message for a run while it works (steering): added before its next LLM call. */
+  steer(runId, text) {
+    return this.json("POST", `/v1/runs/${encodeURIComponent(runId)}/messages`, { text });
+  }
   /** A new run, streamed: the response is its event stream. */
   startRun(query, sessionId, signal) {
     const body = { query, stream: true };

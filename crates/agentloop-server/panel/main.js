@@ -294,12 +294,14 @@ function controls() {
   const working = Boolean(live) && !live.paused;
   ui.stop.hidden = !live;
   ui.stop.disabled = !live || !live.runId;
-  ui.send.disabled = Boolean(live) && !clarifying();
+  // While the run works, what is sent steers it; while it waits for a decision, nothing.
+  ui.send.disabled = Boolean(live) && (live.paused ? !clarifying() : !live.runId);
   ui.send.textContent = clarifying() ? "Answer" : "Send";
   ui.hint.textContent = clarifying()
     ? "Answer the question above; Enter sends."
     : live && live.paused ? "The run waits for your decision above (or Stop it)."
-      : working ? "The run is working: wait for its answer, or Stop it." : "Enter sends, Shift+Enter starts a new line.";
+      : working ? "The run is working: what you send now is added before its next step (or Stop it)."
+        : "Enter sends, Shift+Enter starts a new line.";
 }
 
 function submit() {
@@ -308,6 +310,10 @@ function submit() {
   if (clarifying()) {
     ui.message.value = "";
     return resume({ answer: text });
+  }
+  if (live && !live.paused && live.runId) {
+    ui.message.value = "";
+    return api.steer(live.runId, text).catch(notice);
   }
   if (live) return;
   ui.message.value = "";

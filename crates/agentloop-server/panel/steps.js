@@ -103,6 +103,9 @@ export class StepList {
       case "run_resumed":
         this.note("resumed", `Resumed: ${RESUMED[event.reason] ?? event.reason}.`);
         return true;
+      case "user_message":
+        this.note("user-message", `You: ${event.text}`);
+        return true;
       default:
         return false;
     }

@@ -19,6 +19,7 @@ mod service;
 mod sessions;
 mod sse;
 mod state;
+mod steering;
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -90,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
         .routes(routes!(runs::run_input))
+        .routes(routes!(steering::send_message))
         .routes(routes!(runs::get_tool_execution))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))

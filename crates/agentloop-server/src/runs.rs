@@ -170,7 +170,10 @@ async fn answer(state: &AppState, run: Arc<LiveRun>, stream: bool) -> Result<Res
 }
 
 /// The request body, or 413 naming the limit.
-fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn body_bytes(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -481,7 +484,7 @@ pub async fn cancel_run(
 }
 
 /// The run `id` when it belongs to `user`; 404 otherwise, as for a run that does not exist.
-async fn owned_run(state: &AppState, id: Uuid, user: &str) -> Result<RunInfo, ApiError> {
+pub(crate) async fn owned_run(state: &AppState, id: Uuid, user: &str) -> Result<RunInfo, ApiError> {
     match state.store.run(id).await? {
         Some(run) if run.user_id == user => Ok(run),
         _ => Err(ApiError::not_found("run", id)),

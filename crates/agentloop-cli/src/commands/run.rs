@@ -2,11 +2,7 @@
 //! shown and each one is approved or denied at the prompt; when it asks a clarification
 //! question, the answer is read at the prompt. The run then goes on.
 
-use std::{
-    io::{BufRead, Write},
-    process::ExitCode,
-    sync::Arc,
-};
+use std::{io::Write, process::ExitCode, sync::Arc};
 
 use agentloop::{
     Agent, Event, EventKind, RunContext, RunRequest, RunStatus, Runtime,
@@ -26,6 +22,7 @@ use uuid::Uuid;
 use crate::{
     cli::{GlobalArgs, ResumeArgs, RunArgs},
     commands::load_config,
+    keyboard::Keyboard,
     render::StepView,
 };
 
@@ -82,12 +79,13 @@ pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Re
         json: args.json,
         view,
         answer_open: false,
+        keyboard: Keyboard::new(),
     };
     let (sink, events) = mpsc::unbounded_channel();
     let token = cancel.clone();
     let started = agent.clone();
     tokio::spawn(async move { started.run_with_sink(request, Arc::new(sink), token).await });
-    let pass = printer.follow(events).await?;
+    let pass = printer.follow(events, (&agent, run_id)).await?;
     let pass = until_done(&agent, &mut printer, pass, run_id, &cancel).await?;
     if !args.json {
         eprintln!("session {session_id} (continue it with --session {session_id})");
@@ -119,9 +117,10 @@ pub async fn resume_command(global: GlobalArgs, args: ResumeArgs) -> anyhow::Res
         json: args.json,
         view,
         answer_open: false,
+        keyboard: Keyboard::new(),
     };
     let pass = printer
-        .follow(resume(&agent, resumed, cancel.clone()))
+        .follow(resume(&agent, resumed, cancel.clone()), (&agent, args.run))
         .await?;
     let pass = until_done(&agent, &mut printer, pass, args.run, &cancel).await?;
     ctrl_c.abort();
@@ -178,8 +177,8 @@ async fn until_done(
 ) -> anyhow::Result<Pass> {
     while let Some(input) = pass.input.take() {
         let answer = match input.kind {
-            InputKind::Approval => ask(&input.calls).await?,
-            InputKind::Clarification => match answer_question().await? {
+            InputKind::Approval => ask(&input.calls, &mut printer.keyboard).await?,
+            InputKind::Clarification => match answer_question(&mut printer.keyboard).await? {
                 Some(answer) => answer,
                 None => {
                     eprintln!(
@@ -195,7 +194,7 @@ async fn until_done(
             .await
             .context("the run cannot resume")?;
         pass = printer
-            .follow(resume(agent, resumed, cancel.clone()))
+            .follow(resume(agent, resumed, cancel.clone()), (agent, run_id))
             .await?;
     }
     printer.end()?;
@@ -235,17 +234,38 @@ struct Printer {
     json: bool,
     view: StepView,
     answer_open: bool,
+    /// What the user types: answers at prompts, steering while the run works.
+    keyboard: Keyboard,
 }
 
 impl Printer {
-    async fn follow(&mut self, events: mpsc::UnboundedReceiver<Event>) -> anyhow::Result<Pass> {
+    /// Shows the run's events until it ends or pauses; a line typed meanwhile steers `run`.
+    async fn follow(
+        &mut self,
+        events: mpsc::UnboundedReceiver<Event>,
+        run: (&Agent, Uuid),
+    ) -> anyhow::Result<Pass> {
         let mut events = UnboundedReceiverStream::new(events);
         let mut pass = Pass {
             status: RunStatus::Failed,
             input: None,
         };
         let mut waiting = None;
-        while let Some(event) = events.next().await {
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                Some(line) = self.keyboard.typed() => {
+                    let (agent, run_id) = run;
+                    if !line.trim().is_empty() {
+                        match agent.steer(run_id, &line) {
+                            Ok(()) => self.view.status("sent to the run: added before its next step"),
+                            Err(error) => self.view.warn(&format!("not sent: {error}")),
+                        }
+                    }
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
             self.print(&event)?;
             if event.parent_run_id.is_some() {
                 // A sub-agent's events are shown; only the run's own decide how it ended.
@@ -313,11 +333,11 @@ impl Printer {
 
 /// Reads the answer to the run's question (shown with its `input_required` event); `None` when
 /// the input ended without an answer.
-async fn answer_question() -> anyhow::Result<Option<InputAnswer>> {
+async fn answer_question(keyboard: &mut Keyboard) -> anyhow::Result<Option<InputAnswer>> {
     loop {
         eprint!("> ");
         std::io::stderr().flush()?;
-        let line = read_line().await?;
+        let line = keyboard.read_line().await?;
         if line.is_empty() {
             return Ok(None);
         }
@@ -330,17 +350,8 @@ async fn answer_question() -> anyhow::Result<Option<InputAnswer>> {
     }
 }
 
-async fn read_line() -> anyhow::Result<String> {
-    let line = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).map(|_| line)
-    })
-    .await??;
-    Ok(line)
-}
-
 /// Asks on the terminal about each call waiting for approval; no answer (end of input) denies.
-async fn ask(calls: &[PendingCall]) -> anyhow::Result<InputAnswer> {
+async fn ask(calls: &[PendingCall], keyboard: &mut Keyboard) -> anyhow::Result<InputAnswer> {
     let mut answer = InputAnswer::default();
     for call in calls {
         eprint!(
@@ -349,7 +360,7 @@ async fn ask(calls: &[PendingCall]) -> anyhow::Result<InputAnswer> {
             agentloop::core::machine::one_line(&call.arguments.to_string(), 200)
         );
         std::io::stderr().flush()?;
-        let line = read_line().await?;
+        let line = keyboard.read_line().await?;
         let approved = matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
         if line.is_empty() {
             eprintln!("(no answer: denied)");

@@ -156,6 +156,19 @@ try {
     await shot("stopped");
   });
 
+  await step("a message sent while the run works steers it", async () => {
+    await newSession();
+    await ask("steer me");
+    await lastRun().locator('.call[data-tool="test.sleep"] .state.running').waitFor();
+    check(!(await page.getByRole("button", { name: "Send", exact: true }).isDisabled()), "Send works while the run works");
+    await ask("in euros, please");
+    await lastRun().locator(".note.user-message", { hasText: "You: in euros, please" }).waitFor();
+    await finished();
+    const answer = await lastRun().locator(".answer").textContent();
+    check(answer.includes("Steered by: in euros, please"), `the model's next request held the message: ${answer}`);
+    await shot("steered");
+  });
+
   await step("model output with <script> and <img onerror> stays inert", async () => {
     await newSession();
     await ask("markup please");

@@ -19,6 +19,7 @@ mod resolution;
 mod review;
 mod schemas;
 mod state;
+mod steering;
 pub(crate) mod text;
 mod view;
 
@@ -125,6 +126,11 @@ pub enum Input {
     StoreLost {
         error: String,
         announced: bool,
+    },
+    /// A message the user sends while the run works (steering): it joins the conversation
+    /// before the next LLM call, never in the middle of a tool batch.
+    Steer {
+        text: String,
     },
     /// The run goes on from its saved state in another process than the one that saved it
     /// (`instance`): a crash, a deploy, a handover.
@@ -329,6 +335,10 @@ impl RunMachine {
             Input::Fail { code, message } => Some(self.fail(code, message)),
             Input::StoreLost { error, announced } => Some(self.fail_unsaved(&error, announced)),
             Input::Resume { reason, instance } => Some(self.recover(reason, instance)),
+            Input::Steer { text } => {
+                self.steer(text);
+                None
+            }
         }
     }
 
@@ -511,6 +521,7 @@ impl RunMachine {
         if at_cap {
             return self.force_finalize(FinalizeReason::MaxIterations);
         }
+        self.apply_steering();
         self.state.iteration += 1;
         self.state.phase = Phase::AwaitingStep;
         self.emit(EventKind::Thinking {
@@ -520,6 +531,7 @@ impl RunMachine {
     }
 
     fn force_finalize(&mut self, reason: FinalizeReason) -> Step {
+        self.apply_steering();
         self.state.phase = Phase::AwaitingFinalize { reason };
         self.emit(EventKind::ForcedFinalize { reason });
         Step::CallModel(self.request(ToolChoice::None, Some(reason)))
@@ -530,6 +542,20 @@ impl RunMachine {
             return self.begin_batch(reply.text().map(str::to_string), reply.tool_calls);
         }
         match reply.text() {
+            // The user wrote while the model answered: the answer stays in the conversation and
+            // the run goes on with what the user wrote.
+            Some(text)
+                if self.has_steering()
+                    && self.state.iteration < self.state.input.max_iterations =>
+            {
+                let text = text.to_string();
+                self.push_message(
+                    MessageKind::Dialogue,
+                    ChatMessage::assistant(text),
+                    serde_json::Value::Null,
+                );
+                self.next_iteration()
+            }
             Some(text) => {
                 let answer = self.emit_answer(text.to_string());
                 self.finish(RunStatus::Completed, Some(answer), None)

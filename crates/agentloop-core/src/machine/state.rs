@@ -148,6 +148,10 @@ pub struct RunState {
     pub(super) consecutive_failures: u32,
     pub(super) failure_streaks: BTreeMap<String, u32>,
     pub(super) withdrawn: BTreeSet<String>,
+    /// Messages the user sent while the run works, not in the conversation yet: added before
+    /// the next LLM call (`steering.rs`).
+    #[serde(default)]
+    pub(super) steering: Vec<String>,
     /// A side effect asked the client to refresh its view.
     pub(super) should_refresh: bool,
     /// Documents tools returned (`documents: [...]`), kept with the run's trace.
@@ -176,6 +180,7 @@ impl RunState {
             consecutive_failures: 0,
             failure_streaks: BTreeMap::new(),
             withdrawn: BTreeSet::new(),
+            steering: Vec::new(),
             should_refresh: false,
             documents: Vec::new(),
             guidance: Guidance::default(),

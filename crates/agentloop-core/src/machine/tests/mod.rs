@@ -755,3 +755,4 @@ mod approvals;
 mod guidance;
 mod hooks;
 mod recovery;
+mod steering;
