@@ -24,7 +24,7 @@ python3 -m venv target/schemathesis-venv
 target/schemathesis-venv/bin/pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" "hypothesis==$HYPOTHESIS_VERSION"
 
 cargo build --quiet -p agentloop-cli -p agentloop-test-support --bins
-bin=target/debug
+bin="${CARGO_TARGET_DIR:-target}/debug"
 
 "$bin/agentloop-scripted-llm" --listen 127.0.0.1:0 --answer "Fuzzed." > "$work/llm.url" &
 pids+=($!)
