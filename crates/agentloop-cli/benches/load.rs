@@ -60,10 +60,17 @@ use serde_json::{Value, json};
 
 #[path = "load/chaos.rs"]
 mod chaos;
+#[path = "load/measure.rs"]
+mod measure;
 #[path = "load/memory.rs"]
 mod memory;
+#[path = "load/report.rs"]
+mod report;
 #[path = "load/soak.rs"]
 mod soak;
+
+use measure::*;
+use report::*;
 
 /// How often the server's memory and its runs in progress are sampled during a wave.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -329,101 +336,6 @@ impl Server {
     }
 }
 
-/// The resident memory of process `pid`, in bytes (`VmRSS` of `/proc/PID/status`).
-fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// CPU time (user + system) process `pid` has used so far, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name, in parentheses, may hold spaces; utime and stime are the 12th and 13th
-    // fields after it.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / clock_ticks_per_second())
-}
-
-fn clock_ticks_per_second() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|output| String::from_utf8(output.stdout).ok())
-            .and_then(|text| text.trim().parse().ok())
-            .unwrap_or(100.0)
-    })
-}
-
-/// The children of process `pid` (the server's MCP server).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|child| child.parse().ok())
-        .collect()
-}
-
-/// Busy and total CPU seconds of the whole machine so far (`/proc/stat`), all cores together.
-fn machine_cpu_seconds() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|value| value.parse().ok())
-        .collect();
-    let total: f64 = ticks.iter().take(8).sum();
-    // Fields 4 and 5 (idle, iowait) are the time no process had work for a core.
-    let waiting = ticks.get(3).unwrap_or(&0.0) + ticks.get(4).unwrap_or(&0.0);
-    let per_second = clock_ticks_per_second();
-    ((total - waiting) / per_second, total / per_second)
-}
-
-/// The CPU seconds of the processes on the machine's cores during a wave, and of the whole
-/// machine (a database server, or anything else running, included).
-#[derive(Clone, Copy, Default)]
-struct CpuUse {
-    server: f64,
-    mcp_server: f64,
-    llm: f64,
-    client: f64,
-    machine_busy: f64,
-    machine_total: f64,
-}
-
-impl CpuUse {
-    fn now(server: u32, llm: u32) -> CpuUse {
-        let (machine_busy, machine_total) = machine_cpu_seconds();
-        CpuUse {
-            machine_busy,
-            machine_total,
-            server: cpu_seconds(server).unwrap_or_default(),
-            mcp_server: children(server).into_iter().filter_map(cpu_seconds).sum(),
-            llm: cpu_seconds(llm).unwrap_or_default(),
-            client: cpu_seconds(std::process::id()).unwrap_or_default(),
-        }
-    }
-
-    fn since(self, start: CpuUse) -> CpuUse {
-        CpuUse {
-            server: self.server - start.server,
-            mcp_server: self.mcp_server - start.mcp_server,
-            llm: self.llm - start.llm,
-            client: self.client - start.client,
-            machine_busy: self.machine_busy - start.machine_busy,
-            machine_total: self.machine_total - start.machine_total,
-        }
-    }
-}
-
 /// What one run looked like from the client.
 struct RunReport {
     /// Until the response's headers: connection, authentication, the run registered.
@@ -578,22 +490,6 @@ async fn preconnect(client: &reqwest::Client, address: &str, key: &str, count: u
     }
 }
 
-/// Connections the kernel dropped since boot because a listen queue was full (all sockets of
-/// the machine's network namespace).
-fn listen_overflows() -> u64 {
-    let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
-    let mut tcp_ext = netstat.lines().filter(|line| line.starts_with("TcpExt:"));
-    let (Some(names), Some(values)) = (tcp_ext.next(), tcp_ext.next()) else {
-        return 0;
-    };
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(name, _)| *name == "ListenOverflows")
-        .and_then(|(_, value)| value.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Every connection the wave needs at once: one per SSE stream.
 fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -623,23 +519,6 @@ async fn poll_active_runs(client: reqwest::Client, address: String, stop: Arc<At
         most = most.max(active.unwrap_or(0));
     }
     most
-}
-
-/// Samples the RSS of `pid` on a thread of its own (the runtime is busy with the wave) until
-/// `stop`, keeping the peak.
-fn sample_rss(
-    pid: u32,
-    stop: Arc<AtomicBool>,
-    peak: Arc<AtomicU64>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            if let Some(rss) = rss_bytes(pid) {
-                peak.fetch_max(rss, Ordering::Relaxed);
-            }
-            std::thread::sleep(SAMPLE_EVERY);
-        }
-    })
 }
 
 struct Wave {
@@ -675,61 +554,6 @@ impl Wave {
     fn server_cpu_per_run(&self) -> Duration {
         Duration::from_secs_f64(self.cpu.server / self.runs.max(1) as f64)
     }
-}
-
-#[derive(Clone, Copy)]
-struct Percentiles {
-    p50: Duration,
-    p95: Duration,
-    p99: Duration,
-}
-
-impl Percentiles {
-    /// Nearest-rank percentiles; zero when there is nothing to rank.
-    fn of(mut values: Vec<Duration>) -> Percentiles {
-        values.sort();
-        let rank = |p: f64| {
-            if values.is_empty() {
-                return Duration::ZERO;
-            }
-            let index = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
-            values[index]
-        };
-        Percentiles {
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
-        }
-    }
-}
-
-impl fmt::Display for Percentiles {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} / {} / {}",
-            millis(self.p50),
-            millis(self.p95),
-            millis(self.p99)
-        )
-    }
-}
-
-fn millis(duration: Duration) -> String {
-    let ms = duration.as_secs_f64() * 1000.0;
-    if ms < 10.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.0} ms")
-    }
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
-}
-
-fn kib(bytes: u64) -> String {
-    format!("{:.0} KiB", bytes as f64 / 1024.0)
 }
 
 /// One wave of `runs` runs opened at once against a fresh server.
@@ -813,111 +637,6 @@ async fn wave(server: &Server, llm_pid: u32, key: &str, runs: usize, options: &O
         cpu,
         listen_overflows: overflows,
         failures,
-    }
-}
-
-fn print_wave(wave: &Wave, latency: Duration) {
-    println!("\n{} runs at once", wave.runs);
-    println!(
-        "  completed                 {} of {}",
-        wave.completed, wave.runs
-    );
-    println!("  held at once (max)        {}", wave.held_at_once);
-    println!(
-        "  time to response headers  {}  (p50 / p95 / p99: connection, key, run registered)",
-        wave.time_to_headers
-    );
-    println!(
-        "  time to first event       {}  (p50 / p95 / p99: + session, run row, first step saved)",
-        wave.time_to_first_event
-    );
-    println!(
-        "  added latency             {}  (run time − 2 × {}: MCP call, store writes, queueing)",
-        wave.added_latency,
-        millis(latency)
-    );
-    println!(
-        "  wall time of the wave     {:.2} s",
-        wave.wall.as_secs_f64()
-    );
-    if wave.preconnected {
-        println!(
-            "  server RSS                idle {}, with the connections open {} ({} each), peak \
-             {}: {} per run with its connection",
-            mib(wave.idle_rss),
-            mib(wave.connected_rss),
-            kib(wave.memory_per_connection()),
-            mib(wave.peak_rss),
-            kib(wave.memory_per_run())
-        );
-    } else {
-        println!(
-            "  server RSS                idle {}, peak {}: {} per run with its connection",
-            mib(wave.idle_rss),
-            mib(wave.peak_rss),
-            kib(wave.memory_per_run())
-        );
-    }
-    println!(
-        "  CPU during the wave       server {:.1} s ({} per run), its MCP server {:.1} s, \
-         scripted LLM {:.1} s, this client {:.1} s; the machine {:.1} s busy of {:.1} s ({:.0} %)",
-        wave.cpu.server,
-        millis(wave.server_cpu_per_run()),
-        wave.cpu.mcp_server,
-        wave.cpu.llm,
-        wave.cpu.client,
-        wave.cpu.machine_busy,
-        wave.cpu.machine_total,
-        100.0 * wave.cpu.machine_busy / wave.cpu.machine_total.max(f64::MIN_POSITIVE)
-    );
-    println!(
-        "  listen queue overflows    {} (SYNs the kernel dropped, whole machine)",
-        wave.listen_overflows
-    );
-    if !wave.failures.is_empty() {
-        println!("  FAILED runs: {}", wave.failures.len());
-        let mut kinds: Vec<(String, usize)> = Vec::new();
-        for failure in &wave.failures {
-            match kinds.iter_mut().find(|(kind, _)| kind == failure) {
-                Some((_, count)) => *count += 1,
-                None => kinds.push((failure.clone(), 1)),
-            }
-        }
-        for (failure, count) in kinds.iter().take(FAILURES_SHOWN) {
-            println!("    {count} × {failure}");
-        }
-        if kinds.len() > FAILURES_SHOWN {
-            println!("    ... and {} other kinds", kinds.len() - FAILURES_SHOWN);
-        }
-    }
-}
-
-fn print_summary(waves: &[Wave]) {
-    println!(
-        "\n| runs at once | completed | held at once | time to first event p50 / p95 / p99 | \
-         added latency p50 / p95 / p99 | wall time | server CPU per run | RSS idle → peak | \
-         memory per run (of which its connection) |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for wave in waves {
-        println!(
-            "| {} | {} | {} | {} | {} | {:.1} s | {} | {} → {} | {} ({}) |",
-            wave.runs,
-            wave.completed,
-            wave.held_at_once,
-            wave.time_to_first_event,
-            wave.added_latency,
-            wave.wall.as_secs_f64(),
-            millis(wave.server_cpu_per_run()),
-            mib(wave.idle_rss),
-            mib(wave.peak_rss),
-            kib(wave.memory_per_run()),
-            if wave.preconnected {
-                kib(wave.memory_per_connection())
-            } else {
-                "not measured".to_string()
-            }
-        );
     }
 }
 

@@ -12,23 +12,24 @@
 //! that ended and is saved holds no event at all.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
-use agentloop_core::{
-    Agent, EventSink, Resumed, RunOutcome, RunRequest, Store,
-    protocol::{Event, EventKind},
-};
+use agentloop_core::{Agent, EventSink, Resumed, RunOutcome, RunRequest, Store, protocol::Event};
 use axum::http::StatusCode;
 use futures::Stream;
-use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use uuid::Uuid;
 
 use crate::{error::ApiError, sse};
+
+mod log;
+
+pub(crate) use log::event_bytes;
+use log::{Log, Read};
 
 /// How long a finished run stays registered (for a cancel to be told it came too late, and
 /// for clients that reattach, who read its events from the store).
@@ -183,169 +184,6 @@ impl EventSink for LiveRun {
                 "followers too far behind are dropped; they reattach with Last-Event-ID");
         }
         self.progress.send_modify(|p| p.last_seq = seq);
-    }
-}
-
-/// A run's events in memory: the newest ones, and the ones a follower has not read yet.
-struct Log {
-    /// In seq order, without gaps.
-    events: VecDeque<HeldEvent>,
-    bytes: usize,
-    /// The seq of the next event to come.
-    next_seq: u64,
-    /// Followers reading from memory, by id: the seq each reads next.
-    followers: HashMap<u64, u64>,
-    next_follower: u64,
-    /// Followers dropped so far.
-    dropped: usize,
-    /// Whether events may leave memory (the run has a store to read them from).
-    bounded: bool,
-    /// The run ended and is saved: nothing is held, followers read the store.
-    released: bool,
-}
-
-struct HeldEvent {
-    event: Event,
-    bytes: usize,
-}
-
-/// What a follower reading from memory gets.
-enum Read {
-    Events(Vec<Event>),
-    /// Nothing new yet.
-    CaughtUp,
-    /// It fell too far behind.
-    Dropped,
-    /// Memory no longer has the run: read the store.
-    Released,
-}
-
-impl Log {
-    fn new(base_seq: u64, bounded: bool) -> Log {
-        Log {
-            events: VecDeque::new(),
-            bytes: 0,
-            next_seq: base_seq + 1,
-            followers: HashMap::new(),
-            next_follower: 0,
-            dropped: 0,
-            bounded,
-            released: false,
-        }
-    }
-
-    /// Adds the newest event; returns how many followers were dropped to make room.
-    fn push(&mut self, event: Event) -> usize {
-        self.next_seq = event.seq + 1;
-        if self.released {
-            return 0;
-        }
-        let bytes = event_bytes(&event);
-        self.bytes += bytes;
-        self.events.push_back(HeldEvent { event, bytes });
-        if !self.bounded {
-            return 0;
-        }
-        let dropped = self.drop_laggards();
-        self.trim();
-        dropped
-    }
-
-    /// Drops the followers furthest behind until what is held fits [`MAX_BACKLOG_BYTES`]. The
-    /// newest event stays whatever its size: the followers that still have to read it are
-    /// not behind.
-    fn drop_laggards(&mut self) -> usize {
-        let newest = self.next_seq - 1;
-        let mut dropped = 0;
-        while self.bytes > MAX_BACKLOG_BYTES {
-            let laggard = self
-                .followers
-                .iter()
-                .filter(|(_, next)| **next < newest)
-                .min_by_key(|(_, next)| **next)
-                .map(|(id, _)| *id);
-            let Some(laggard) = laggard else {
-                break;
-            };
-            self.followers.remove(&laggard);
-            dropped += 1;
-            self.dropped += 1;
-            self.trim();
-        }
-        dropped
-    }
-
-    /// Lets go of the oldest events that no follower needs, beyond the recent ones.
-    fn trim(&mut self) {
-        if !self.bounded {
-            return;
-        }
-        let needed = self.followers.values().min().copied().unwrap_or(u64::MAX);
-        while self.bytes > RECENT_BYTES {
-            match self.events.front() {
-                Some(oldest) if oldest.event.seq < needed => {
-                    self.bytes -= oldest.bytes;
-                    self.events.pop_front();
-                }
-                _ => break,
-            }
-        }
-    }
-
-    /// Registers a follower that reads from `next` on, when memory has it.
-    fn attach(&mut self, next: u64) -> Option<u64> {
-        let first = self
-            .events
-            .front()
-            .map_or(self.next_seq, |held| held.event.seq);
-        if self.released || next < first {
-            return None;
-        }
-        let id = self.next_follower;
-        self.next_follower += 1;
-        self.followers.insert(id, next);
-        Some(id)
-    }
-
-    fn detach(&mut self, id: u64) {
-        if self.followers.remove(&id).is_some() {
-            self.trim();
-        }
-    }
-
-    /// The next events of follower `id`, at most [`BATCH_BYTES`] (at least one event).
-    fn read(&mut self, id: u64) -> Read {
-        let Some(next) = self.followers.get(&id).copied() else {
-            return Read::Dropped;
-        };
-        if self.released {
-            self.followers.remove(&id);
-            return Read::Released;
-        }
-        let start = self.events.partition_point(|held| held.event.seq < next);
-        let mut batch = Vec::new();
-        let mut bytes = 0;
-        for held in self.events.range(start..) {
-            if !batch.is_empty() && bytes + held.bytes > BATCH_BYTES {
-                break;
-            }
-            bytes += held.bytes;
-            batch.push(held.event.clone());
-        }
-        let Some(last) = batch.last() else {
-            return Read::CaughtUp;
-        };
-        self.followers.insert(id, last.seq + 1);
-        self.trim();
-        Read::Events(batch)
-    }
-
-    /// Lets go of every event. The followers stay registered until they learn it, so one
-    /// dropped before still learns that it was.
-    fn release(&mut self) {
-        self.events = VecDeque::new();
-        self.bytes = 0;
-        self.released = true;
     }
 }
 
@@ -680,36 +518,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// An event's size in memory, roughly: the struct, its text, and its other fields as JSON.
-pub(crate) fn event_bytes(event: &Event) -> usize {
-    let fields = match &event.kind {
-        EventKind::AssistantDelta { text } => text.len(),
-        EventKind::FinalResponse { delta } => delta.len(),
-        kind => json_len(kind),
-    };
-    std::mem::size_of::<Event>() + fields
-}
-
-fn json_len(value: &impl Serialize) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    // Counting cannot fail; a value that cannot be serialised counts what it wrote.
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentloop_core::protocol::EventKind;
 
     fn delta(seq: u64, bytes: usize) -> Event {
         Event {

@@ -1,0 +1,163 @@
+//! How the load bench shows a wave and the summary of all waves.
+
+use super::*;
+
+#[derive(Clone, Copy)]
+pub(super) struct Percentiles {
+    pub(super) p50: Duration,
+    pub(super) p95: Duration,
+    pub(super) p99: Duration,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles; zero when there is nothing to rank.
+    pub(super) fn of(mut values: Vec<Duration>) -> Percentiles {
+        values.sort();
+        let rank = |p: f64| {
+            if values.is_empty() {
+                return Duration::ZERO;
+            }
+            let index = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
+            values[index]
+        };
+        Percentiles {
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+        }
+    }
+}
+
+impl fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} / {} / {}",
+            millis(self.p50),
+            millis(self.p95),
+            millis(self.p99)
+        )
+    }
+}
+
+pub(super) fn millis(duration: Duration) -> String {
+    let ms = duration.as_secs_f64() * 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+pub(super) fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+pub(super) fn kib(bytes: u64) -> String {
+    format!("{:.0} KiB", bytes as f64 / 1024.0)
+}
+
+pub(super) fn print_wave(wave: &Wave, latency: Duration) {
+    println!("\n{} runs at once", wave.runs);
+    println!(
+        "  completed                 {} of {}",
+        wave.completed, wave.runs
+    );
+    println!("  held at once (max)        {}", wave.held_at_once);
+    println!(
+        "  time to response headers  {}  (p50 / p95 / p99: connection, key, run registered)",
+        wave.time_to_headers
+    );
+    println!(
+        "  time to first event       {}  (p50 / p95 / p99: + session, run row, first step saved)",
+        wave.time_to_first_event
+    );
+    println!(
+        "  added latency             {}  (run time − 2 × {}: MCP call, store writes, queueing)",
+        wave.added_latency,
+        millis(latency)
+    );
+    println!(
+        "  wall time of the wave     {:.2} s",
+        wave.wall.as_secs_f64()
+    );
+    if wave.preconnected {
+        println!(
+            "  server RSS                idle {}, with the connections open {} ({} each), peak \
+             {}: {} per run with its connection",
+            mib(wave.idle_rss),
+            mib(wave.connected_rss),
+            kib(wave.memory_per_connection()),
+            mib(wave.peak_rss),
+            kib(wave.memory_per_run())
+        );
+    } else {
+        println!(
+            "  server RSS                idle {}, peak {}: {} per run with its connection",
+            mib(wave.idle_rss),
+            mib(wave.peak_rss),
+            kib(wave.memory_per_run())
+        );
+    }
+    println!(
+        "  CPU during the wave       server {:.1} s ({} per run), its MCP server {:.1} s, \
+         scripted LLM {:.1} s, this client {:.1} s; the machine {:.1} s busy of {:.1} s ({:.0} %)",
+        wave.cpu.server,
+        millis(wave.server_cpu_per_run()),
+        wave.cpu.mcp_server,
+        wave.cpu.llm,
+        wave.cpu.client,
+        wave.cpu.machine_busy,
+        wave.cpu.machine_total,
+        100.0 * wave.cpu.machine_busy / wave.cpu.machine_total.max(f64::MIN_POSITIVE)
+    );
+    println!(
+        "  listen queue overflows    {} (SYNs the kernel dropped, whole machine)",
+        wave.listen_overflows
+    );
+    if !wave.failures.is_empty() {
+        println!("  FAILED runs: {}", wave.failures.len());
+        let mut kinds: Vec<(String, usize)> = Vec::new();
+        for failure in &wave.failures {
+            match kinds.iter_mut().find(|(kind, _)| kind == failure) {
+                Some((_, count)) => *count += 1,
+                None => kinds.push((failure.clone(), 1)),
+            }
+        }
+        for (failure, count) in kinds.iter().take(FAILURES_SHOWN) {
+            println!("    {count} × {failure}");
+        }
+        if kinds.len() > FAILURES_SHOWN {
+            println!("    ... and {} other kinds", kinds.len() - FAILURES_SHOWN);
+        }
+    }
+}
+
+pub(super) fn print_summary(waves: &[Wave]) {
+    println!(
+        "\n| runs at once | completed | held at once | time to first event p50 / p95 / p99 | \
+         added latency p50 / p95 / p99 | wall time | server CPU per run | RSS idle → peak | \
+         memory per run (of which its connection) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for wave in waves {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.1} s | {} | {} → {} | {} ({}) |",
+            wave.runs,
+            wave.completed,
+            wave.held_at_once,
+            wave.time_to_first_event,
+            wave.added_latency,
+            wave.wall.as_secs_f64(),
+            millis(wave.server_cpu_per_run()),
+            mib(wave.idle_rss),
+            mib(wave.peak_rss),
+            kib(wave.memory_per_run()),
+            if wave.preconnected {
+                kib(wave.memory_per_connection())
+            } else {
+                "not measured".to_string()
+            }
+        );
+    }
+}
