@@ -2,7 +2,8 @@
 //! a scripted LLM and the test MCP server, driven by the `ai` package from npm
 //! (`tests/ai-sdk/chat.mjs`: `DefaultChatTransport` and `readUIMessageStream`, as `useChat`
 //! uses them). The script runs a chained tool run, continues the chat, is refused with a bad
-//! key and on another user's chat, approves and denies a call, and reconnects mid-run.
+//! key and on another user's chat, approves and denies a call, answers a clarification question,
+//! and reconnects mid-run.
 //!
 //! Needs Node.js; the npm package `ai` is installed into `tests/ai-sdk/` on first use
 //! (`npm ci`), as `.ci/run` does.
@@ -68,6 +69,15 @@ fn respond(request: &Value) -> Reply {
             _ => Reply::text(format!("The tool said: {}", results[0])),
         };
     }
+    if question.starts_with("clarify") {
+        return match step {
+            0 => Reply::tool_call(
+                "ask_user",
+                json!({"question": "Which project do you mean?"}),
+            ),
+            _ => Reply::text(format!("You told me: {}", results[0])),
+        };
+    }
     if question.starts_with("slow") {
         return match step {
             0 => echo("first step"),
@@ -104,7 +114,7 @@ async fn the_ai_sdk_chat_transport_works_against_agentloop_serve() {
     let log = dir.path().join("calls.jsonl");
     let config = TestConfig::new(&llm.base_url())
         .mcp_log(&log)
-        .extra("[tools.\"test.record\"]\nneeds_approval = true\n");
+        .extra("[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n");
     common::write_test_config(dir.path(), &config);
     let ann = common::create_key(dir.path(), "ann").await;
     let bob = common::create_key(dir.path(), "bob").await;

@@ -152,6 +152,18 @@ for (const approved of [true, false]) {
   });
 }
 
+await check("a clarification question is the assistant's text; the next user message answers it", async () => {
+  const id = `clarify-${chat}`;
+  const question = user("clarify the project");
+  const asked = await send(id, [question]);
+  assert.equal(text(asked), "Which project do you mean?");
+  assert.equal(asked.metadata.status, "awaiting_input");
+  const done = await send(id, [question, asked, user("Project X")]);
+  // The model got the answer as the ask_user call's result.
+  assert.equal(text(done), 'You told me: {"answer":"Project X"}');
+  assert.equal(done.metadata.status, "completed");
+});
+
 await check("a reconnect mid-run resumes the message with no gap and no repeat", async () => {
   const id = `slow-${chat}`;
   const abort = new AbortController();

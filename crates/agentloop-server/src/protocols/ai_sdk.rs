@@ -10,10 +10,10 @@
 //! | `thinking` | `finish-step` of the previous iteration, `start-step` |
 //! | `assistant_delta` | `reasoning-start` / `reasoning-delta` (the model's working text) |
 //! | `final_response` | `text-start` / `text-delta` (the answer) |
-//! | `tool_selected` | `tool-input-start`, `tool-input-available` (`dynamic`: server tools) |
+//! | `tool_selected` | `tool-input-start`, `tool-input-available` (`dynamic`, `providerExecuted`: tools the server runs) |
 //! | `tool_executed` | `tool-output-available`, `tool-output-error`, or `tool-output-denied` for a call the user denied |
 //! | `input_required` (approval) | `tool-approval-request` per call (`approvalId` = the call id) |
-//! | `input_required` (clarification) | the question as text, and `data-input-required` |
+//! | `input_required` (clarification) | the question as text, and `data-input-required` (the `ask_user` call is no tool part) |
 //! | `plan_updated` | `data-plan` (id `plan`: the message keeps the newest plan) |
 //! | `side_effect`, `duplicate_detected`, `forced_finalize`, `user_message`, `run_resumed` | `data-side-effect`, `data-duplicate`, `data-forced-finalize`, `data-user-message`, `data-run-resumed` |
 //! | a sub-agent's events | `data-subagent` (id: the sub-agent's run: its newest event) |
@@ -40,6 +40,11 @@ pub struct UiMessageStream {
     reasoning: Option<String>,
     /// Calls the user denied: their tool errors are `tool-output-denied`.
     denied: HashSet<String>,
+    /// Whether the client's message already has the calls of the run before this stream (it
+    /// continues the message that asked for approval).
+    continues: bool,
+    /// Calls this stream announced.
+    announced: HashSet<String>,
     /// The kind of input the run waits for, once it asked.
     waits_for: Option<InputKind>,
     finished: bool,
@@ -50,10 +55,12 @@ impl UiMessageStream {
         Self::default()
     }
 
-    /// A stream that continues a run the user answered: `denied` are the calls refused.
+    /// A stream that continues the message of a run whose calls the user approved or denied:
+    /// `denied` are the calls refused.
     pub fn with_denied(denied: impl IntoIterator<Item = String>) -> Self {
         Self {
             denied: denied.into_iter().collect(),
+            continues: true,
             ..Self::default()
         }
     }
@@ -117,6 +124,9 @@ impl UiMessageStream {
                 self.close_reasoning(&mut parts);
                 self.text_delta(event.seq, delta, &mut parts);
             }
+            // The question is the assistant's text, the answer the user's next message.
+            EventKind::ToolSelected { tool, .. } | EventKind::ToolExecuted { tool, .. }
+                if tool == ASK_USER => {}
             EventKind::ToolSelected {
                 call_id,
                 tool,
@@ -124,34 +134,29 @@ impl UiMessageStream {
                 ..
             } => {
                 self.close_blocks(&mut parts);
-                parts.push(json!({
-                    "type": "tool-input-start",
-                    "toolCallId": call_id,
-                    "toolName": tool,
-                    "dynamic": true,
-                }));
-                parts.push(json!({
-                    "type": "tool-input-available",
-                    "toolCallId": call_id,
-                    "toolName": tool,
-                    "input": arguments,
-                    "dynamic": true,
-                }));
+                self.announce(call_id, tool, arguments, &mut parts);
             }
             EventKind::ToolExecuted {
                 call_id,
+                tool,
                 status,
                 result,
                 error,
                 ..
             } => {
                 self.close_blocks(&mut parts);
+                if !self.continues && !self.announced.contains(call_id) {
+                    // A call of the run before this message (a clarification was answered):
+                    // the client's new message does not have it yet.
+                    self.announce(call_id, tool, &Value::Null, &mut parts);
+                }
                 parts.push(match status {
                     ToolStatus::Success => json!({
                         "type": "tool-output-available",
                         "toolCallId": call_id,
                         "output": output(result.as_deref()),
                         "dynamic": true,
+                        "providerExecuted": true,
                     }),
                     _ if self.denied.contains(call_id) => json!({
                         "type": "tool-output-denied",
@@ -165,6 +170,7 @@ impl UiMessageStream {
                             .or_else(|| result.clone())
                             .unwrap_or_else(|| status.as_str().to_string()),
                         "dynamic": true,
+                        "providerExecuted": true,
                     }),
                 });
             }
@@ -276,6 +282,27 @@ impl UiMessageStream {
         parts
     }
 
+    /// `tool-input-start` and `tool-input-available` of a call. `providerExecuted`: the server
+    /// runs it (the client's `onToolCall` is not asked to).
+    fn announce(&mut self, call_id: &str, tool: &str, input: &Value, parts: &mut Vec<Value>) {
+        self.announced.insert(call_id.to_string());
+        parts.push(json!({
+            "type": "tool-input-start",
+            "toolCallId": call_id,
+            "toolName": tool,
+            "dynamic": true,
+            "providerExecuted": true,
+        }));
+        parts.push(json!({
+            "type": "tool-input-available",
+            "toolCallId": call_id,
+            "toolName": tool,
+            "input": input,
+            "dynamic": true,
+            "providerExecuted": true,
+        }));
+    }
+
     fn text_delta(&mut self, seq: u64, delta: &str, parts: &mut Vec<Value>) {
         let id = self.text.get_or_insert_with(|| {
             let id = format!("text-{seq}");
@@ -302,6 +329,9 @@ impl UiMessageStream {
         self.close_text(parts);
     }
 }
+
+/// The built-in tool that asks the user a question.
+const ASK_USER: &str = "ask_user";
 
 /// A data part of agentloop's own (`data-NAME`).
 fn data(name: &str, data: Value) -> Value {

@@ -134,7 +134,8 @@ fn a_chained_run_is_steps_tool_parts_and_the_answer_as_text() {
 
 #[test]
 fn a_failed_tool_is_an_output_error_and_a_plain_text_result_stays_text() {
-    let mut stream = UiMessageStream::new();
+    // Continuing a message that has the calls already.
+    let mut stream = UiMessageStream::with_denied(Vec::new());
     let parts = parts(
         &mut stream,
         vec![
@@ -166,10 +167,54 @@ fn a_failed_tool_is_an_output_error_and_a_plain_text_result_stays_text() {
     );
     assert_eq!(
         parts[1],
-        json!({"type": "tool-output-error", "toolCallId": "c1", "errorText": "boom", "dynamic": true})
+        json!({"type": "tool-output-error", "toolCallId": "c1", "errorText": "boom", "dynamic": true, "providerExecuted": true})
     );
     assert_eq!(parts[2]["output"], "plain words");
     assert_eq!(parts[3]["errorText"], "blocked");
+}
+
+#[test]
+fn the_ask_user_call_is_no_tool_part_and_a_call_from_before_is_announced() {
+    let mut stream = UiMessageStream::new();
+    let parts = parts(
+        &mut stream,
+        vec![
+            EventKind::ToolSelected {
+                iteration: 1,
+                call_id: "q".into(),
+                tool: "ask_user".into(),
+                arguments: json!({"question": "Which?"}),
+            },
+            EventKind::ToolExecuted {
+                call_id: "q".into(),
+                tool: "ask_user".into(),
+                status: ToolStatus::Success,
+                duration_ms: 0,
+                result: Some("X".into()),
+                error: None,
+            },
+            // A call the run made before this message began (a clarification was answered).
+            EventKind::ToolExecuted {
+                call_id: "c1".into(),
+                tool: "t".into(),
+                status: ToolStatus::Success,
+                duration_ms: 0,
+                result: Some("ok".into()),
+                error: None,
+            },
+        ],
+    );
+    assert_eq!(
+        types(&parts),
+        [
+            "start",
+            "tool-input-start",
+            "tool-input-available",
+            "tool-output-available"
+        ]
+    );
+    assert_eq!(parts[2]["toolCallId"], "c1");
+    assert_eq!(parts[2]["providerExecuted"], true);
 }
 
 #[test]
