@@ -7,6 +7,7 @@
 
 mod auth;
 mod body;
+mod chat;
 mod config;
 mod durable;
 mod error;
@@ -14,6 +15,7 @@ mod extract;
 mod live;
 mod metrics;
 mod panel;
+mod protocols;
 mod runs;
 mod service;
 mod sessions;
@@ -59,6 +61,7 @@ pub use state::AppState;
     tags(
         (name = "runs", description = "Start, follow, inspect and cancel runs"),
         (name = "sessions", description = "Conversations"),
+        (name = "chat", description = "The AI SDK's chat transport (useChat): the UI message stream"),
         (name = "service", description = "Health and metrics"),
     )
 )]
@@ -93,6 +96,8 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runs::run_input))
         .routes(routes!(steering::send_message))
         .routes(routes!(runs::get_tool_execution))
+        .routes(routes!(chat::post_chat))
+        .routes(routes!(chat::chat_stream))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))

@@ -230,7 +230,7 @@ pub async fn run_input(
     answer(&state, run, input.stream).await
 }
 
-fn resume_error(error: ResumeError) -> ApiError {
+pub(crate) fn resume_error(error: ResumeError) -> ApiError {
     match error {
         ResumeError::InvalidAnswer(invalid) => {
             ApiError::bad_request("invalid_answer", invalid.to_string())
@@ -492,7 +492,7 @@ pub(crate) async fn owned_run(state: &AppState, id: Uuid, user: &str) -> Result<
 }
 
 /// Where a client resumes: `Last-Event-ID`, else `?after=`, else the start.
-fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
+pub(crate) fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
     let given = match headers.get("last-event-id") {
         Some(value) => Some(value.to_str().unwrap_or("?").to_string()),
         None => query_value(query, "after")?,

@@ -559,6 +559,8 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
         "/v1/runs/{id}/cancel",
         "/v1/sessions",
         "/v1/sessions/{id}",
+        "/v1/chat",
+        "/v1/chat/{id}/stream",
         "/healthz",
         "/metrics",
     ] {

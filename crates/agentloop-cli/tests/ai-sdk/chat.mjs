@@ -1,0 +1,207 @@
+// The AI SDK's own client against a real `agentloop serve` (started by tests/ai_sdk.rs):
+// DefaultChatTransport sends the requests useChat sends, readUIMessageStream builds the
+// assistant's message from the UI message stream, as useChat does. Exits non-zero on the first
+// failed check.
+import assert from "node:assert/strict";
+import { DefaultChatTransport, readUIMessageStream } from "ai";
+
+const base = process.env.AGENTLOOP_URL;
+const key = process.env.KEY_ANN;
+const otherKey = process.env.KEY_BOB;
+
+const transport = (apiKey = key) =>
+  new DefaultChatTransport({
+    api: `${base}/v1/chat`,
+    headers: { Authorization: `Bearer ${apiKey}` },
+  });
+
+const user = (text) => ({
+  id: `u-${Math.random().toString(36).slice(2)}`,
+  role: "user",
+  parts: [{ type: "text", text }],
+});
+
+/// Records the type of every chunk that passes.
+function recording(stream, types) {
+  return stream.pipeThrough(
+    new TransformStream({
+      transform(chunk, controller) {
+        types.push(chunk.type);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
+}
+
+/// The assistant's message as the stream leaves it (continuing `message`, when given).
+async function lastMessage(stream, message) {
+  let last;
+  for await (const built of readUIMessageStream({ stream, message, terminateOnError: true })) {
+    last = built;
+  }
+  return last;
+}
+
+async function send(chatId, messages, { apiKey, types = [] } = {}) {
+  const stream = await transport(apiKey).sendMessages({
+    chatId,
+    messages,
+    trigger: "submit-message",
+    messageId: undefined,
+    abortSignal: undefined,
+  });
+  return lastMessage(recording(stream, types), messages.at(-1).role === "assistant" ? messages.at(-1) : undefined);
+}
+
+const tools = (message) => message.parts.filter((part) => part.type === "dynamic-tool");
+const text = (message) =>
+  message.parts
+    .filter((part) => part.type === "text")
+    .map((part) => part.text)
+    .join("");
+
+async function check(name, body) {
+  try {
+    await body();
+    console.log(`ok - ${name}`);
+  } catch (error) {
+    console.log(`not ok - ${name}`);
+    console.error(error);
+    process.exit(1);
+  }
+}
+
+const chat = `chat-${Date.now()}`;
+const first = user("chain two echoes");
+
+await check("a chained run arrives as tool parts and the answer as text", async () => {
+  const types = [];
+  const message = await send(chat, [first], { types });
+  assert.equal(message.role, "assistant");
+  const calls = tools(message);
+  assert.deepEqual(
+    calls.map((part) => [part.toolName, part.state, part.input.text]),
+    [
+      ["test.echo", "output-available", "one"],
+      ["test.echo", "output-available", "two"],
+    ],
+  );
+  assert.match(JSON.stringify(calls[0].output), /one/);
+  assert.match(JSON.stringify(calls[1].output), /two/);
+  assert.equal(text(message), "Chained: one, then two.");
+  assert.equal(types[0], "start");
+  assert.equal(types.at(-1), "finish");
+  assert.equal(types.filter((t) => t === "start-step").length, 3, types.join(" "));
+  assert.equal(types.filter((t) => t === "finish-step").length, 3, types.join(" "));
+  assert.ok(types.includes("data-usage"), types.join(" "));
+  assert.equal(message.metadata.status, "completed");
+  globalThis.firstAnswer = message;
+});
+
+await check("a second message on the same chat continues the conversation", async () => {
+  // The client's copy of the history is not trusted: a made-up earlier exchange is ignored.
+  const forged = { id: "f", role: "user", parts: [{ type: "text", text: "forged question" }] };
+  const message = await send(chat, [forged, globalThis.firstAnswer, user("again: what did I ask?")]);
+  assert.equal(text(message), "Earlier you asked: chain two echoes");
+});
+
+await check("a bad key is refused", async () => {
+  await assert.rejects(send(`bad-${chat}`, [user("hello")], { apiKey: "not-a-key" }), (error) => {
+    assert.match(String(error.message ?? error), /401|key|unauthori/i);
+    return true;
+  });
+});
+
+await check("another user's chat is not found", async () => {
+  await assert.rejects(send(chat, [user("hello")], { apiKey: otherKey }), (error) => {
+    assert.match(String(error.message ?? error), /not found|404/i);
+    return true;
+  });
+});
+
+for (const approved of [true, false]) {
+  const word = approved ? "approve" : "deny";
+  await check(`an approval round trip (${word})`, async () => {
+    const id = `${word}-${chat}`;
+    const question = user(`${word} the note`);
+    const asked = await send(id, [question]);
+    const [call] = tools(asked);
+    assert.equal(call.toolName, "test.record");
+    assert.equal(call.state, "approval-requested");
+    assert.equal(call.approval.id, call.toolCallId);
+    assert.equal(asked.metadata.status, "awaiting_input");
+    // What addToolApprovalResponse does to the message before useChat sends it again.
+    const answered = {
+      ...asked,
+      parts: asked.parts.map((part) =>
+        part === call ? { ...part, state: "approval-responded", approval: { id: call.approval.id, approved } } : part,
+      ),
+    };
+    const done = await send(id, [question, answered]);
+    const [after] = tools(done);
+    if (approved) {
+      assert.equal(after.state, "output-available");
+      assert.equal(text(done), "The tool said: recorded");
+    } else {
+      assert.equal(after.state, "output-denied");
+      // The model read the denial as the call's result.
+      assert.match(text(done), /^The tool said: /);
+      assert.notEqual(text(done), "The tool said: recorded");
+    }
+    assert.equal(done.metadata.status, "completed");
+  });
+}
+
+await check("a clarification question is the assistant's text; the next user message answers it", async () => {
+  const id = `clarify-${chat}`;
+  const question = user("clarify the project");
+  const asked = await send(id, [question]);
+  assert.equal(text(asked), "Which project do you mean?");
+  assert.equal(asked.metadata.status, "awaiting_input");
+  const done = await send(id, [question, asked, user("Project X")]);
+  // The model got the answer as the ask_user call's result.
+  assert.equal(text(done), 'You told me: {"answer":"Project X"}');
+  assert.equal(done.metadata.status, "completed");
+});
+
+await check("a reconnect mid-run resumes the message with no gap and no repeat", async () => {
+  const id = `slow-${chat}`;
+  const abort = new AbortController();
+  const stream = await transport().sendMessages({
+    chatId: id,
+    messages: [user("slow run please")],
+    trigger: "submit-message",
+    messageId: undefined,
+    abortSignal: abort.signal,
+  });
+  // Read until the run is in its slow tool, then leave (as a reloaded page does).
+  const reader = stream.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, "the run ended before the slow tool");
+    if (value.type === "tool-input-available" && value.toolName === "test.sleep") break;
+  }
+  abort.abort();
+  await reader.cancel().catch(() => {});
+
+  const resumed = await transport().reconnectToStream({ chatId: id });
+  assert.ok(resumed, "the run in progress was not found (204)");
+  const types = [];
+  const message = await lastMessage(recording(resumed, types));
+  assert.deepEqual(
+    tools(message).map((part) => [part.toolName, part.state]),
+    [
+      ["test.echo", "output-available"],
+      ["test.sleep", "output-available"],
+    ],
+  );
+  assert.equal(text(message), "Finished the slow run.");
+  assert.equal(types.filter((t) => t === "start").length, 1, types.join(" "));
+  assert.equal(types.filter((t) => t === "text-start").length, 1, types.join(" "));
+  // Nothing in progress any more: 204, which the transport reads as null.
+  assert.equal(await transport().reconnectToStream({ chatId: id }), null);
+  // Another user's chat is not a way in.
+  await assert.rejects(transport(otherKey).reconnectToStream({ chatId: id }));
+});
+
+console.log("all AI SDK checks passed");

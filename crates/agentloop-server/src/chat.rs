@@ -1,0 +1,392 @@
+//! `/v1/chat`: the AI SDK's chat transport (`useChat` with `DefaultChatTransport`), an adapter
+//! over the same runs, events and store as `/v1/runs`. The chat `id` is the session; the
+//! request's last message is what is new (a question, the answer to a clarification, or the
+//! user's approvals); the client's copy of the earlier messages is not read: the session has
+//! them. The answer is the run's events as the UI message stream (`protocols::ai_sdk`).
+
+use std::{convert::Infallible, sync::Arc};
+
+use agentloop_core::{
+    RunContext, RunRequest,
+    protocol::{Event, InputAnswer, RunStatus},
+};
+use axum::{
+    body::Bytes,
+    extract::{RawQuery, State, rejection::BytesRejection},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{
+        IntoResponse, Response,
+        sse::{self, KeepAlive, Sse},
+    },
+};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::{
+    auth::User,
+    error::{ApiError, ErrorBody},
+    extract::PathId,
+    live::LiveRun,
+    protocols::ai_sdk::UiMessageStream,
+    runs::{body_bytes, resume_error, resume_point},
+    state::AppState,
+};
+
+/// What `DefaultChatTransport` sends (other fields, such as the transport's `body`, are let
+/// be).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatBody {
+    /// The chat: a UUID is the session's id; any other id names the session derived from it.
+    pub id: String,
+    /// The chat's messages (`UIMessage`); only the last one is read.
+    pub messages: Vec<ChatMessage>,
+    /// `submit-message` or `regenerate-message`.
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// The message to regenerate (read by nothing yet: a regenerated answer is a new run).
+    #[serde(default, rename = "messageId")]
+    #[allow(dead_code)]
+    pub message_id: Option<String>,
+}
+
+/// A `UIMessage`: `parts` of type `text` make a user's message; tool parts in state
+/// `approval-responded` carry the user's approvals (`approval.id` is the call id).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatMessage {
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub id: Option<String>,
+    pub role: String,
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub parts: Vec<Value>,
+}
+
+/// Send a chat message (the AI SDK's UI message stream).
+///
+/// Starts a run of the chat's session with the last user message as the question, or, when
+/// the chat's run waits for input, answers it: with the approvals in the last message's tool
+/// parts (`addToolApprovalResponse`), or with the last user message as the answer to its
+/// question. The answer is the UI message stream (`x-vercel-ai-ui-message-stream: v1`), ending
+/// with `data: [DONE]`.
+#[utoipa::path(
+    post,
+    path = "/v1/chat",
+    tag = "chat",
+    request_body = ChatBody,
+    responses(
+        (status = 200, description = "The UI message stream of the run", content_type = "text/event-stream"),
+        (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
+        (status = 401, description = "Missing or invalid API key", body = ErrorBody),
+        (status = 404, description = "The chat is another user's", body = ErrorBody),
+        (status = 409, description = "The chat has a run in progress", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn post_chat(
+    State(state): State<AppState>,
+    User(user): User,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body_bytes(&state, body)?;
+    let body: ChatBody = serde_json::from_slice(&bytes).map_err(|error| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!(
+                "the body must be the AI SDK's chat request {{id, messages, trigger}}: {error}"
+            ),
+        )
+    })?;
+    if body.id.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "id: must not be empty",
+        ));
+    }
+    if let Some(trigger) = body
+        .trigger
+        .as_deref()
+        .filter(|t| !matches!(*t, "submit-message" | "regenerate-message"))
+    {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            format!("trigger: {trigger:?} is neither submit-message nor regenerate-message"),
+        ));
+    }
+    let Some(last) = body.messages.last() else {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "messages: must not be empty",
+        ));
+    };
+    let session_id = chat_session(&body.id);
+    let waiting = match state.store.session(session_id).await? {
+        Some(session) if session.user_id != user => {
+            return Err(ApiError::not_found("chat", &body.id));
+        }
+        Some(_) => state
+            .store
+            .session_runs(session_id)
+            .await?
+            .pop()
+            .filter(|run| run.status == RunStatus::AwaitingInput),
+        None => None,
+    };
+    if let Some(run) = waiting {
+        let input = answer_of(last)?;
+        let denied = input.deny.clone();
+        let resumed = state
+            .agent
+            .resume(run.id, &input)
+            .await
+            .map_err(resume_error)?;
+        let live = state.runs.resume(&state.agent, resumed, &user)?;
+        return Ok(stream_run(
+            &state,
+            &live,
+            UiMessageStream::with_denied(denied),
+            0,
+        ));
+    }
+    let query = match (last.role.as_str(), text_of(last)) {
+        ("user", Some(text)) => text,
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "messages: the last message must be the user's, with text",
+            ));
+        }
+    };
+    let request = RunRequest {
+        query,
+        session_id: Some(session_id),
+        context: RunContext {
+            user_id: Some(user.clone()),
+            ..RunContext::default()
+        },
+        ..RunRequest::default()
+    };
+    let live = state.runs.start(&state.agent, request, &user).await?;
+    Ok(stream_run(&state, &live, UiMessageStream::new(), 0))
+}
+
+/// Resume the stream of a chat's run in progress (what `useChat({resume: true})` asks).
+///
+/// The run's message from its first event (the AI SDK's transport replays a resumed stream
+/// from the start and rebuilds the message from it), then its live events: nothing missing,
+/// nothing twice. `Last-Event-ID` (or `?after=SEQ`) skips what a client already has (the
+/// `id:` of the frames). 204 when the chat has no run in progress on this server.
+#[utoipa::path(
+    get,
+    path = "/v1/chat/{id}/stream",
+    tag = "chat",
+    params(
+        ("id" = String, Path, description = "Chat id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq"),
+        ("after" = Option<u64>, Query, description = "Resume after this seq"),
+    ),
+    responses(
+        (status = 200, description = "The UI message stream of the run in progress", content_type = "text/event-stream"),
+        (status = 204, description = "No run in progress"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "The chat is another user's", body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn chat_stream(
+    State(state): State<AppState>,
+    User(user): User,
+    id: PathId,
+    headers: HeaderMap,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let after = resume_point(&headers, query.0.as_deref())?;
+    let session_id = chat_session(&id.0);
+    match state.store.session(session_id).await? {
+        Some(session) if session.user_id != user => Err(ApiError::not_found("chat", &id.0)),
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+        Some(_) => {
+            let live = state
+                .store
+                .session_runs(session_id)
+                .await?
+                .pop()
+                .filter(|run| run.status == RunStatus::Running)
+                .and_then(|run| state.runs.get(run.id))
+                .filter(|live| !live.is_finished());
+            Ok(match live {
+                Some(live) => stream_run(&state, &live, UiMessageStream::new(), after),
+                None => StatusCode::NO_CONTENT.into_response(),
+            })
+        }
+    }
+}
+
+/// The session of chat `id`: the id itself when it is a UUID, else one derived from it (the
+/// same for every user: a chat id names one conversation, whose owner alone may use it).
+pub fn chat_session(id: &str) -> Uuid {
+    if let Ok(uuid) = Uuid::parse_str(id) {
+        return uuid;
+    }
+    let digest = Sha256::digest(format!("agentloop-chat:{id}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    // A version 8 (custom) UUID, RFC 9562 variant.
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Uuid::from_bytes(bytes)
+}
+
+/// The text of a message's `text` parts, when it has any that is not blank.
+fn text_of(message: &ChatMessage) -> Option<String> {
+    let text: Vec<&str> = message
+        .parts
+        .iter()
+        .filter(|part| part["type"] == "text")
+        .filter_map(|part| part["text"].as_str())
+        .collect();
+    let text = text.join("\n");
+    (!text.trim().is_empty()).then_some(text)
+}
+
+/// What the last message answers to a run that waits: the approvals of its tool parts, or
+/// its text (the answer to a question).
+fn answer_of(message: &ChatMessage) -> Result<InputAnswer, ApiError> {
+    let mut answer = InputAnswer::default();
+    for part in &message.parts {
+        if part["state"] != "approval-responded" {
+            continue;
+        }
+        let approval = &part["approval"];
+        let (Some(id), Some(approved)) = (approval["id"].as_str(), approval["approved"].as_bool())
+        else {
+            continue;
+        };
+        if approved {
+            answer.approve.push(id.to_string());
+        } else {
+            answer.deny.push(id.to_string());
+        }
+    }
+    if answer.approve.is_empty() && answer.deny.is_empty() {
+        answer.answer = match (message.role.as_str(), text_of(message)) {
+            ("user", Some(text)) => Some(text),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_answer",
+                    "the chat's run waits for input: answer its question with a user message, \
+                     or its approvals with addToolApprovalResponse",
+                ));
+            }
+        };
+    }
+    Ok(answer)
+}
+
+/// The UI message stream of `run` from its first event here (`base_seq`), leaving out the
+/// parts of the events up to `after`.
+fn stream_run(
+    state: &AppState,
+    run: &Arc<LiveRun>,
+    mapper: UiMessageStream,
+    after: u64,
+) -> Response {
+    ui_stream(
+        run.events(run.base_seq),
+        mapper,
+        after,
+        state.config.keep_alive(),
+    )
+}
+
+fn ui_stream(
+    events: impl Stream<Item = Event> + Send + 'static,
+    mapper: UiMessageStream,
+    after: u64,
+    keep_alive: std::time::Duration,
+) -> Response {
+    let frames = events
+        .scan(mapper, move |mapper, event| {
+            if mapper.is_finished() {
+                return futures::future::ready(None);
+            }
+            let parts = mapper.push(&event);
+            let mut frames = Vec::new();
+            if event.seq > after {
+                let id = event.seq.to_string();
+                frames.extend(parts.iter().map(|part| {
+                    sse::Event::default()
+                        .id(id.clone())
+                        .json_data(part)
+                        .unwrap_or_else(|_| sse::Event::default().data("{}"))
+                }));
+            }
+            if mapper.is_finished() {
+                frames.push(sse::Event::default().data("[DONE]"));
+            }
+            futures::future::ready(Some(futures::stream::iter(frames)))
+        })
+        .flatten()
+        .map(Ok::<_, Infallible>);
+    let mut response = Sse::new(frames)
+        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert(
+        "x-vercel-ai-ui-message-stream",
+        HeaderValue::from_static("v1"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn message(role: &str, parts: Value) -> ChatMessage {
+        serde_json::from_value(json!({"id": "m", "role": role, "parts": parts})).unwrap()
+    }
+
+    #[test]
+    fn a_chat_id_is_its_session() {
+        let uuid = Uuid::now_v7();
+        assert_eq!(chat_session(&uuid.to_string()), uuid);
+        assert_eq!(chat_session("abc"), chat_session("abc"));
+        assert_ne!(chat_session("abc"), chat_session("abd"));
+        assert_eq!(chat_session("abc").get_version_num(), 8);
+    }
+
+    #[test]
+    fn approvals_come_from_the_tool_parts_and_answers_from_the_text() {
+        let approvals = message(
+            "assistant",
+            json!([
+                {"type": "dynamic-tool", "state": "approval-responded", "approval": {"id": "a", "approved": true}},
+                {"type": "dynamic-tool", "state": "approval-responded", "approval": {"id": "b", "approved": false}},
+                {"type": "dynamic-tool", "state": "output-available"},
+            ]),
+        );
+        let answer = answer_of(&approvals).unwrap();
+        assert_eq!(answer.approve, ["a"]);
+        assert_eq!(answer.deny, ["b"]);
+        assert_eq!(answer.answer, None);
+        let text = message("user", json!([{"type": "text", "text": "Project X"}]));
+        assert_eq!(
+            answer_of(&text).unwrap().answer.as_deref(),
+            Some("Project X")
+        );
+        assert!(answer_of(&message("assistant", json!([]))).is_err());
+    }
+}
