@@ -116,16 +116,10 @@ pub async fn drive_from(
     let mut inbox = services.steering.open(machine.run_id());
     loop {
         if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
-            if let StoreError::NotOwner(message) = &error {
-                tracing::warn!(run_id = %machine.run_id(), %message, "the run went on elsewhere");
+            if let StoreError::NotOwner(_) = error {
                 return machine.left_behind();
             }
-            tracing::error!(run_id = %machine.run_id(), %error, "cannot save the run; it ends failed");
-            let lost = Input::StoreLost {
-                error: error.to_string(),
-                announced: emitter.last_seq() > 0,
-            };
-            step = feed_step(&mut machine, &services, lost);
+            step = unsaved(&mut machine, &services, emitter, error);
             continue;
         }
         if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
@@ -231,8 +225,6 @@ pub async fn drive_from(
     }
 }
 
-/// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
-/// alone. Results are fed back, saved and reported as they arrive.
 /// What a batch of tool calls reports to while it runs.
 struct Batch<'a> {
     emitter: &'a mut Emitter,
@@ -240,6 +232,8 @@ struct Batch<'a> {
     inbox: &'a mut Inbox,
 }
 
+/// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
+/// alone. Results are fed back, saved and reported as they arrive.
 async fn run_tools(
     machine: &mut RunMachine,
     services: &RunServices,
@@ -303,16 +297,7 @@ async fn run_tools(
         // A call that ended is saved, and reported, before the rest of the batch ends.
         let pending = Step::CallTools(Vec::new());
         if let Err(error) = writer.commit(machine, emitter, &pending).await {
-            if let StoreError::NotOwner(message) = &error {
-                tracing::warn!(run_id = %machine.run_id(), %message, "the run went on elsewhere");
-                return Step::Finished(Box::new(machine.left_behind()));
-            }
-            tracing::error!(run_id = %machine.run_id(), %error, "cannot save a tool result; the run ends failed");
-            let lost = Input::StoreLost {
-                error: error.to_string(),
-                announced: emitter.last_seq() > 0,
-            };
-            return feed_step(machine, services, lost);
+            return unsaved(machine, services, emitter, error);
         }
     }
     let failure = Input::Fail {
@@ -320,6 +305,26 @@ async fn run_tools(
         message: "internal error: a tool batch ended without a result for every call".to_string(),
     };
     feed_step(machine, services, failure)
+}
+
+/// The step after one the store did not take. Another instance took the run over: the run
+/// stops here (its writer refuses every later step without asking the store). Otherwise the
+/// store stayed away: the run ends failed with `store_unavailable`.
+fn unsaved(
+    machine: &mut RunMachine,
+    services: &RunServices,
+    emitter: &Emitter,
+    error: StoreError,
+) -> Step {
+    if let StoreError::NotOwner(_) = error {
+        return Step::Finished(Box::new(machine.left_behind()));
+    }
+    tracing::error!(run_id = %machine.run_id(), %error, "cannot save a step of the run; it ends failed");
+    let lost = Input::StoreLost {
+        error: error.to_string(),
+        announced: emitter.last_seq() > 0,
+    };
+    feed_step(machine, services, lost)
 }
 
 /// Sends a sub-agent's event on, as part of this run's stream (saved with the next step).

@@ -49,6 +49,9 @@ pub(crate) struct StepWriter {
     /// Set once the store stayed away longer than the retry period: what could not be saved,
     /// with only the events clients did receive.
     lost: Option<StepRecord>,
+    /// Set once another instance took the run over: every later step is refused at once,
+    /// without asking the store again.
+    disowned: Option<StoreError>,
 }
 
 impl StepWriter {
@@ -58,6 +61,7 @@ impl StepWriter {
             deltas: Vec::new(),
             telemetry,
             lost: None,
+            disowned: None,
         }
     }
 
@@ -78,6 +82,9 @@ impl StepWriter {
         emitter: &mut Emitter,
         step: &Step,
     ) -> Result<(), StoreError> {
+        if let Some(error) = &self.disowned {
+            return Err(error.clone());
+        }
         let changes = machine.take_changes();
         for record in &changes.records {
             self.telemetry.tool_call(machine.run_id(), record);
@@ -162,7 +169,9 @@ impl StepWriter {
             }
             // Another instance works on the run now: nothing more is written or sent here.
             Err(error @ StoreError::NotOwner(_)) => {
+                tracing::warn!(run_id = %record.run_id, %error, "the run went on elsewhere; this instance stops working on it");
                 emitter.rewind(sent_before);
+                self.disowned = Some(error.clone());
                 Err(error)
             }
             Err(error) => {

@@ -25,6 +25,9 @@ pub enum Fault {
     FinalSteps,
     /// Every step.
     AllSteps,
+    /// Every step, refused as written by an instance that no longer owns the run (another one
+    /// adopted it).
+    Disowned,
 }
 
 pub struct FaultyStore {
@@ -74,15 +77,19 @@ impl FaultyStore {
         true
     }
 
-    fn refuses(&self, step: &StepRecord) -> bool {
-        let fault = *self
+    fn fault(&self) -> Fault {
+        *self
             .fault
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn refuses(&self, step: &StepRecord) -> bool {
+        let fault = self.fault();
         let refused = match fault {
             Fault::Healthy => false,
             Fault::FinalSteps => step.end.is_some(),
-            Fault::AllSteps => true,
+            Fault::AllSteps | Fault::Disowned => true,
         };
         if refused {
             self.refused.fetch_add(1, Ordering::SeqCst);
@@ -117,6 +124,14 @@ impl Store for FaultyStore {
 
     async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
         self.inner.messages(session_id).await
+    }
+
+    async fn message(
+        &self,
+        session_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<SessionMessage>, StoreError> {
+        self.inner.message(session_id, id).await
     }
 
     async fn history(
@@ -172,6 +187,12 @@ impl Store for FaultyStore {
 
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {
         if self.refuses(step) {
+            if self.fault() == Fault::Disowned {
+                return Err(StoreError::NotOwner(format!(
+                    "run {} was adopted by another instance (injected by FaultyStore)",
+                    step.run_id
+                )));
+            }
             return Err(StoreError::unavailable(
                 "lost the database (injected by FaultyStore)".to_string(),
             ));

@@ -195,3 +195,52 @@ async fn a_run_whose_first_step_cannot_be_saved_still_starts_and_ends_its_stream
         "no LLM call before the question is saved"
     );
 }
+
+/// Another instance adopted the run while its tool call ran: the step with the call's result is
+/// refused, and this process stops working on the run at once. It sends nothing more (no end,
+/// since the run goes on elsewhere) and does not try the store again.
+#[tokio::test]
+async fn a_run_adopted_elsewhere_stops_here_without_writing_or_sending_more() {
+    let llm = ScriptedLlm::start(vec![
+        // The first call's result is saved while the second runs: that save is refused.
+        Reply::tool_calls(vec![
+            ("test__sleep", json!({"ms": 200})),
+            ("test__sleep", json!({"ms": 600})),
+        ]),
+        Reply::text("never asked"),
+    ])
+    .await;
+    let setup = setup(&llm, 5.0).await;
+    let mut run = setup.runtime.agent().run(RunRequest::new("take your time"));
+    let mut events = Vec::new();
+    while let Some(event) = futures::StreamExt::next(&mut run).await {
+        let selected = matches!(event.kind, EventKind::ToolSelected { .. });
+        events.push(event);
+        if selected && events.len() == 4 {
+            setup.faulty.set(Fault::Disowned);
+            break;
+        }
+    }
+    let (rest, outcome) = run.collect().await.unwrap();
+    events.extend(rest);
+    assert_eq!(outcome.status, RunStatus::Running, "left to its new owner");
+    let types = common::types(&events);
+    assert!(
+        !types.contains(&"done") && !types.contains(&"error"),
+        "{types:?}"
+    );
+    assert!(
+        !types.contains(&"tool_executed"),
+        "the unsaved result is not sent: {types:?}"
+    );
+    assert_eq!(
+        setup.faulty.refused(),
+        1,
+        "one refused save, then no more asking"
+    );
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "no LLM call after the run went elsewhere"
+    );
+}
