@@ -311,6 +311,13 @@ pub trait Store: Send + Sync {
     /// All messages of a session, oldest first.
     async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError>;
 
+    /// One message of a session (a run's answer); `None` when the session has no such message.
+    async fn message(
+        &self,
+        session_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<SessionMessage>, StoreError>;
+
     /// The history a new run sees: the last `dialogue_messages` questions and answers of the
     /// session with the tool calls and results between them, oldest first; traces excluded.
     async fn history(

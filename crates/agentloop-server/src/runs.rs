@@ -315,10 +315,8 @@ pub async fn get_run(
     let answer = match run.answer_message_id {
         Some(message_id) => state
             .store
-            .messages(run.session_id)
+            .message(run.session_id, message_id)
             .await?
-            .into_iter()
-            .find(|message| message.id == message_id)
             .and_then(|message| message.message.content),
         None => None,
     };

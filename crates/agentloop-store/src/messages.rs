@@ -123,6 +123,22 @@ pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
+/// One message of a session.
+pub(crate) async fn one(
+    db: &Db,
+    session_id: Uuid,
+    id: Uuid,
+) -> Result<Option<SessionMessage>, StoreError> {
+    let row = db
+        .query(&format!("{SELECT} WHERE m.session_id = $1 AND m.id = $2"))
+        .bind(session_id.to_string())
+        .bind(id.to_string())
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    row.as_ref().map(|row| decode(db, row)).transpose()
+}
+
 /// The messages a run added to its session, in order.
 pub(crate) async fn of_run(
     db: &Db,

@@ -211,6 +211,15 @@ impl Store for SqlStore {
             .await
     }
 
+    async fn message(
+        &self,
+        session_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<SessionMessage>, StoreError> {
+        self.bounded(CALL_TIMEOUT, messages::one(&self.db, session_id, id))
+            .await
+    }
+
     async fn history(
         &self,
         session_id: Uuid,

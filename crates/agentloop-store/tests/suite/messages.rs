@@ -132,3 +132,36 @@ pub async fn history_of_zero_or_of_an_unknown_session_is_empty(fixture: &Fixture
             .is_empty()
     );
 }
+
+/// One message read by its id (a run's answer), only in its own session.
+pub async fn one_message_is_read_by_its_id_in_its_session(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let question = question(session_id, run_id, "How many open invoices?");
+    let answer = message(
+        session_id,
+        run_id,
+        MessageKind::Dialogue,
+        ChatMessage::assistant("Seven."),
+    );
+    let step = agentloop_core::StepRecord {
+        messages: vec![question.clone(), answer.clone()],
+        ..step(run_id, session_id)
+    };
+    store.save_step(&step).await.unwrap();
+    assert_eq!(
+        store.message(session_id, answer.id).await.unwrap(),
+        Some(answer.clone())
+    );
+    assert_eq!(
+        store.message(session_id, Uuid::new_v4()).await.unwrap(),
+        None
+    );
+    let other = session(fixture, "bob").await;
+    assert_eq!(
+        store.message(other, answer.id).await.unwrap(),
+        None,
+        "not in another session"
+    );
+}

@@ -47,6 +47,7 @@ macro_rules! suite_tests {
             deletes_a_session_with_everything_it_owns,
             deleting_an_unknown_session_reports_false,
             messages_keep_their_order_and_every_field,
+            one_message_is_read_by_its_id_in_its_session,
             history_starts_at_the_nth_last_dialogue_message,
             history_of_zero_or_of_an_unknown_session_is_empty,
             a_session_lock_is_exclusive_until_released_or_expired,
