@@ -90,6 +90,36 @@ pub fn keep_alive(
     }))
 }
 
+/// An agent whose runs belong to an instance registered in its store and kept alive there:
+/// the heartbeat and the cancel requests stop when this is dropped.
+pub struct OwnedAgent {
+    pub agent: Agent,
+    pub instance: Instance,
+    _alive: AbortOnDropHandle<()>,
+}
+
+/// Registers this process as an instance of `kind` in `agent`'s store, keeps it alive
+/// ([`keep_alive`]) and makes it the owner of the agent's runs ([`Agent::owned_by`]). `None`
+/// for an agent without a store.
+pub async fn own(
+    agent: &Agent,
+    kind: InstanceKind,
+    lease: Duration,
+    on_cancel: Arc<dyn Fn(Uuid) + Send + Sync>,
+) -> Result<Option<OwnedAgent>, StoreError> {
+    let Some(store) = agent.store().cloned() else {
+        return Ok(None);
+    };
+    let instance = register(store.as_ref(), kind).await?;
+    tracing::info!(instance = %instance.id, name = %instance.name, "instance registered");
+    let alive = keep_alive(store, instance.id.clone(), lease, on_cancel);
+    Ok(Some(OwnedAgent {
+        agent: agent.clone().owned_by(instance.id.clone()),
+        instance,
+        _alive: alive,
+    }))
+}
+
 /// Adopts the runs servers left behind (stopped, or silent for longer than `lease`) with
 /// `agent`, which must be owned by an instance ([`Agent::owned_by`]). Each run comes back
 /// ready to be driven ([`Agent::run_resumed`]); a run another instance took first is skipped,

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use agentloop_core::{
     Agent, InstanceKind,
-    durability::{adopt_orphans, keep_alive, register},
+    durability::{OwnedAgent, adopt_orphans, own},
     protocol::ResumeReason,
 };
 use tokio_util::task::AbortOnDropHandle;
@@ -16,9 +16,7 @@ use crate::{live::LiveRuns, state::AppState};
 
 /// The loops that make this server an instance; they stop when this is dropped.
 pub(crate) struct Durable {
-    instance_id: String,
-    agent: Agent,
-    _alive: AbortOnDropHandle<()>,
+    owned: OwnedAgent,
     _adopting: AbortOnDropHandle<()>,
 }
 
@@ -27,18 +25,6 @@ impl Durable {
     /// it starts. Without a store, or when the store cannot take the registration, the server
     /// runs as before: its runs have no owner and are not adopted.
     pub(crate) async fn start(state: &mut AppState) -> Option<Durable> {
-        let store = state.agent.store()?.clone();
-        let instance = match register(store.as_ref(), InstanceKind::Server).await {
-            Ok(instance) => instance,
-            Err(error) => {
-                tracing::warn!(%error, "cannot register this server as an instance: its runs \
-                    will not be adopted by another instance if it stops");
-                return None;
-            }
-        };
-        tracing::info!(instance = %instance.id, name = %instance.name, "instance registered");
-        let agent = state.agent.clone().owned_by(instance.id.clone());
-        state.agent = agent.clone();
         let lease = state.config.run_lease();
         let runs = state.runs.clone();
         let on_cancel = {
@@ -50,32 +36,38 @@ impl Durable {
                 }
             })
         };
-        let alive = keep_alive(store, instance.id.clone(), lease, on_cancel);
+        let owned = match own(&state.agent, InstanceKind::Server, lease, on_cancel).await {
+            Ok(owned) => owned?,
+            Err(error) => {
+                tracing::warn!(%error, "cannot register this server as an instance: its runs \
+                    will not be adopted by another instance if it stops");
+                return None;
+            }
+        };
+        state.agent = owned.agent.clone();
         let adopting = AbortOnDropHandle::new(tokio::spawn(adopt_forever(
-            agent.clone(),
+            owned.agent.clone(),
             runs,
             lease,
             state.resume_reason,
         )));
         Some(Durable {
-            instance_id: instance.id,
-            agent,
-            _alive: alive,
+            owned,
             _adopting: adopting,
         })
     }
 
     pub(crate) fn agent(&self) -> &Agent {
-        &self.agent
+        &self.owned.agent
     }
 
     /// Says in the store that this instance stopped: the runs it handed over are adopted at
     /// once, without waiting for its lease to run out.
     pub(crate) async fn retire(self) {
-        let Some(store) = self.agent.store() else {
+        let Some(store) = self.owned.agent.store() else {
             return;
         };
-        if let Err(error) = store.retire_instance(&self.instance_id).await {
+        if let Err(error) = store.retire_instance(&self.owned.instance.id).await {
             tracing::warn!(%error, "cannot say this instance stopped; its runs are adopted \
                 once its lease runs out");
         }

@@ -8,7 +8,7 @@ use agentloop::{
     Agent, Event, EventKind, RunContext, RunRequest, RunStatus, Runtime,
     core::{
         InputAnswer, InstanceKind,
-        durability::{keep_alive, register},
+        durability::{OwnedAgent, own},
         protocol::{InputKind, InputRequest, PendingCall, ResumeReason},
     },
 };
@@ -129,29 +129,26 @@ pub async fn resume_command(global: GlobalArgs, args: ResumeArgs) -> anyhow::Res
 }
 
 /// The runtime's agent as a CLI instance that shows signs of life (so that `agentloop resume`
-/// can tell a run left behind from one still at work), and the handle that keeps it alive.
-/// Without a store, or when it cannot register, the agent as it is.
+/// can tell a run left behind from one still at work), and what keeps it alive. Without a
+/// store, or when it cannot register, the agent as it is.
 async fn as_instance(
     runtime: &Runtime,
     config: &agentloop::Config,
     cancel: CancellationToken,
-) -> (Agent, Option<tokio_util::task::AbortOnDropHandle<()>>) {
+) -> (Agent, Option<OwnedAgent>) {
     let agent = runtime.agent().clone();
-    let Some(store) = agent.store().cloned() else {
-        return (agent, None);
-    };
-    match register(store.as_ref(), InstanceKind::Cli).await {
-        Ok(instance) => {
-            // A cancel asked through a server stops the run, as Ctrl-C does.
-            let on_cancel = Arc::new(move |_| cancel.cancel());
-            let alive = keep_alive(
-                store,
-                instance.id.clone(),
-                config.server.run_lease(),
-                on_cancel,
-            );
-            (agent.owned_by(instance.id), Some(alive))
-        }
+    // A cancel asked through a server stops the run, as Ctrl-C does.
+    let on_cancel = Arc::new(move |_| cancel.cancel());
+    match own(
+        &agent,
+        InstanceKind::Cli,
+        config.server.run_lease(),
+        on_cancel,
+    )
+    .await
+    {
+        Ok(Some(owned)) => (owned.agent.clone(), Some(owned)),
+        Ok(None) => (agent, None),
         Err(error) => {
             tracing::warn!(%error, "cannot register this run's process; `agentloop resume` will not find it");
             (agent, None)
