@@ -68,6 +68,10 @@ pub struct RunRequest {
     /// Lower than the agent's limit, never higher.
     pub max_iterations: Option<u32>,
     pub context: RunContext,
+    /// Tools the client declares and runs itself (AG-UI frontend tools): offered to the model
+    /// beside the agent's; a call to one pauses the run until the client answers with its
+    /// result (`InputAnswer.results`).
+    pub client_tools: Vec<crate::client_tool::ClientTool>,
 }
 
 impl Default for RunRequest {
@@ -84,6 +88,7 @@ impl Default for RunRequest {
             model: None,
             max_iterations: None,
             context: RunContext::default(),
+            client_tools: Vec::new(),
         }
     }
 }
@@ -242,6 +247,7 @@ impl Agent {
             context: request.context,
             started_at: crate::clock::now(),
             policy,
+            client_tools: request.client_tools,
         };
         let mut machine = RunMachine::new(
             input,

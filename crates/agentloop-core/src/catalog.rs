@@ -10,6 +10,7 @@ use std::{
 use serde_json::Value;
 
 use crate::{
+    client_tool::{ClientTool, ClientToolStub},
     llm::ToolSpec,
     names,
     settings::{AgentSettings, ToolSettings},
@@ -17,12 +18,15 @@ use crate::{
 };
 
 /// One tool of the catalog.
+#[derive(Clone)]
 pub struct CatalogEntry {
     pub tool: Arc<dyn Tool>,
     pub provider_name: String,
     pub settings: ToolSettings,
     validator: Option<jsonschema::Validator>,
     spec: ToolSpec,
+    /// A client tool of the run (`client_tool.rs`): its calls are answered by the client.
+    pub client: bool,
 }
 
 impl CatalogEntry {
@@ -132,48 +136,9 @@ impl ToolCatalog {
         let mut catalog = ToolCatalog::default();
         let mut taken = HashSet::new();
         for tool in tools {
-            let info = tool.info();
-            if catalog.by_name.contains_key(&info.name) {
-                catalog.warnings.push(format!(
-                    "tool {} is offered twice; the second one is ignored",
-                    info.name
-                ));
-                continue;
-            }
-            let validator = match jsonschema::validator_for(&info.input_schema) {
-                Ok(validator) => Some(validator),
-                Err(error) => {
-                    catalog.warnings.push(format!(
-                        "the input schema of tool {} does not compile ({error}); its arguments \
-                         will not be validated",
-                        info.name
-                    ));
-                    None
-                }
-            };
-            let provider_name = names::unique(&info.name, &mut taken);
-            let index = catalog.entries.len();
-            catalog.by_name.insert(info.name.clone(), index);
-            catalog
-                .by_provider_name
-                .insert(provider_name.clone(), index);
-            let description = match descriptions.get(&info.name) {
-                Some(extra) if info.description.is_empty() => extra.clone(),
-                Some(extra) => format!("{}\n\n{extra}", info.description),
-                None => info.description.clone(),
-            };
-            let spec = ToolSpec {
-                name: provider_name.clone(),
-                description,
-                parameters: Arc::new(info.input_schema.clone()),
-            };
-            catalog.entries.push(CatalogEntry {
-                settings: settings.get(&info.name).cloned().unwrap_or_default(),
-                tool,
-                provider_name,
-                validator,
-                spec,
-            });
+            let settings = settings.get(&tool.info().name).cloned().unwrap_or_default();
+            let extra = descriptions.get(&tool.info().name).map(String::as_str);
+            catalog.add(tool, settings, extra, &mut taken, false);
         }
         for name in settings.keys() {
             if !catalog.by_name.contains_key(name) {
@@ -191,6 +156,76 @@ impl ToolCatalog {
             }
         }
         catalog
+    }
+
+    /// This catalog with the client tools of one run added (`client_tool.rs`): a client tool
+    /// whose name is taken by one of the agent's tools is left out, with a warning.
+    pub fn with_client_tools(&self, tools: &[ClientTool]) -> ToolCatalog {
+        let mut catalog = ToolCatalog {
+            entries: self.entries.clone(),
+            by_name: self.by_name.clone(),
+            by_provider_name: self.by_provider_name.clone(),
+            warnings: self.warnings.clone(),
+        };
+        let mut taken: HashSet<String> = self.by_provider_name.keys().cloned().collect();
+        for tool in tools {
+            let stub: Arc<dyn Tool> = Arc::new(ClientToolStub::new(tool));
+            catalog.add(stub, ToolSettings::default(), None, &mut taken, true);
+        }
+        catalog
+    }
+
+    /// Adds `tool` under a provider-safe name not `taken` yet; a second tool of a name is
+    /// left out, with a warning.
+    fn add(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        settings: ToolSettings,
+        extra_description: Option<&str>,
+        taken: &mut HashSet<String>,
+        client: bool,
+    ) {
+        let info = tool.info();
+        if self.by_name.contains_key(&info.name) {
+            self.warnings.push(format!(
+                "tool {} is offered twice; the second one is ignored",
+                info.name
+            ));
+            return;
+        }
+        let validator = match jsonschema::validator_for(&info.input_schema) {
+            Ok(validator) => Some(validator),
+            Err(error) => {
+                self.warnings.push(format!(
+                    "the input schema of tool {} does not compile ({error}); its arguments \
+                     will not be validated",
+                    info.name
+                ));
+                None
+            }
+        };
+        let provider_name = names::unique(&info.name, taken);
+        let index = self.entries.len();
+        self.by_name.insert(info.name.clone(), index);
+        self.by_provider_name.insert(provider_name.clone(), index);
+        let description = match extra_description {
+            Some(extra) if info.description.is_empty() => extra.to_string(),
+            Some(extra) => format!("{}\n\n{extra}", info.description),
+            None => info.description.clone(),
+        };
+        let spec = ToolSpec {
+            name: provider_name.clone(),
+            description,
+            parameters: Arc::new(info.input_schema.clone()),
+        };
+        self.entries.push(CatalogEntry {
+            settings,
+            tool,
+            provider_name,
+            validator,
+            spec,
+            client,
+        });
     }
 
     pub fn entries(&self) -> &[CatalogEntry] {

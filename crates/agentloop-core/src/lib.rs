@@ -17,6 +17,7 @@
 mod agent;
 mod canonical;
 mod catalog;
+mod client_tool;
 mod clock;
 mod descriptions;
 mod driver;
@@ -44,6 +45,7 @@ pub use agentloop_protocol as protocol;
 pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
+pub use client_tool::ClientTool;
 pub use clock::{Clock, SystemClock};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{InputLog, RunServices, drive, drive_from};

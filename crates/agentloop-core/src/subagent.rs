@@ -242,6 +242,7 @@ impl Tool for SubAgentTool {
             },
             started_at: crate::clock::now(),
             policy: self.policy(&context)?,
+            client_tools: Vec::new(),
         };
         let catalog = registry.catalog();
         let machine = RunMachine::new(

@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -271,6 +273,10 @@ pub struct InputAnswer {
     /// Ids of the calls that must not run; the model is told they were denied.
     #[serde(default)]
     pub deny: Vec<String>,
+    /// The results of calls of client tools (`PendingCall.client`), by call id: what the
+    /// client's own code answered, given to the model as the tool's output.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub results: BTreeMap<String, String>,
 }
 
 /// A tool call waiting for a human decision.
@@ -280,6 +286,11 @@ pub struct PendingCall {
     pub call_id: String,
     pub tool: String,
     pub arguments: Value,
+    /// A call of a client tool (one the run's client declared and runs itself, such as an
+    /// AG-UI frontend tool): it is answered with its result (`InputAnswer.results`), not
+    /// approved.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client: bool,
 }
 
 /// Tokens spent on LLM calls.

@@ -2,7 +2,7 @@
 //! pause, a crash or a handover, in a form that does not grow with each step.
 //!
 //! A [`RunState`] is saved in three parts. What the run started from and never changes (its
-//! history and system prompt: the *input*) is saved once, with the first step. What grows with
+//! history, system prompt and client tools: the *input*) is saved once, with the first step. What grows with
 //! the run (its messages and tool executions) is saved once each, as the step's messages and
 //! records. The rest (the *head*: phase, counters, the batch in progress, plan, how the run
 //! ended) is small and replaces the head of the step before. [`RunState::from_parts`] puts the three together
@@ -55,7 +55,7 @@ const APART: [&str; 3] = ["turn", "records", "documents"];
 /// messages and records.
 const OUTCOME_APART: [&str; 2] = ["messages", "records"];
 /// The fields of the input saved once, with the first step.
-const INPUT_APART: [&str; 2] = ["history", "system_prompt"];
+const INPUT_APART: [&str; 3] = ["history", "system_prompt", "client_tools"];
 
 impl RunState {
     /// The head of the state: everything but its input's history and system prompt, its
@@ -74,6 +74,7 @@ impl RunState {
         });
         let history = std::mem::take(&mut self.input.history);
         let system_prompt = std::mem::take(&mut self.input.system_prompt);
+        let client_tools = std::mem::take(&mut self.input.client_tools);
         let head = serde_json::to_value(&*self);
         self.turn = turn;
         self.records = records;
@@ -84,6 +85,7 @@ impl RunState {
         }
         self.input.history = history;
         self.input.system_prompt = system_prompt;
+        self.input.client_tools = client_tools;
         let mut head = head?;
         if let Value::Object(fields) = &mut head {
             for field in APART {
@@ -110,7 +112,7 @@ impl RunState {
     /// history came from the store (that many dialogue messages) and is read from it again
     /// rather than saved.
     pub fn fixed_input(&self, history_window: Option<usize>) -> Value {
-        match history_window {
+        let mut fixed = match history_window {
             Some(window) => serde_json::json!({
                 "history_window": window,
                 "system_prompt": self.input.system_prompt,
@@ -119,7 +121,12 @@ impl RunState {
                 "history": self.input.history,
                 "system_prompt": self.input.system_prompt,
             }),
+        };
+        if !self.input.client_tools.is_empty() {
+            fixed["client_tools"] = serde_json::to_value(&self.input.client_tools)
+                .unwrap_or(Value::Null);
         }
+        fixed
     }
 
     /// The state again, from its saved parts: the input saved with the first step, the head of

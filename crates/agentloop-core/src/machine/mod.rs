@@ -97,6 +97,9 @@ pub struct RunInput {
     /// from the context when a paused run resumes.
     #[serde(skip)]
     pub policy: RunPolicy,
+    /// Tools the run's client declared and answers itself (`client_tool.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<crate::client_tool::ClientTool>,
 }
 
 /// What the driver must do next.
@@ -194,8 +197,12 @@ pub enum InvalidAnswer {
         call_id: String,
         waiting: Vec<String>,
     },
-    #[error("{0} is both approved and denied")]
+    #[error("{0} is given more than one decision (approved, denied, a result)")]
     ApprovedAndDenied(String),
+    #[error("{0} is a call of a client tool: answer it with its result, not an approval")]
+    ResultExpected(String),
+    #[error("{0} is not a call of a client tool: approve or deny it")]
+    NotAClientCall(String),
     #[error("approve or deny every waiting call; undecided: {}", .0.join(", "))]
     Undecided(Vec<String>),
     #[error("no call waits for approval; the run waits for an answer to: {question}")]
@@ -259,6 +266,11 @@ impl RunMachine {
         catalog: Arc<ToolCatalog>,
         counter: Arc<dyn TokenCounter>,
     ) -> Self {
+        let catalog = if state.input.client_tools.is_empty() {
+            catalog
+        } else {
+            Arc::new(catalog.with_client_tools(&state.input.client_tools))
+        };
         let max_chars = settings.tool_output_max_chars;
         let history_view = state
             .input
@@ -466,12 +478,12 @@ impl RunMachine {
             if answer.answer.is_some() {
                 return Err(InvalidAnswer::DecisionsExpected);
             }
-            return self.decide(&answer.approve, &answer.deny);
+            return self.decide(answer);
         }
         let Some(question) = self.open_question() else {
             return Err(InvalidAnswer::NotWaiting);
         };
-        if !answer.approve.is_empty() || !answer.deny.is_empty() {
+        if !answer.approve.is_empty() || !answer.deny.is_empty() || !answer.results.is_empty() {
             return Err(InvalidAnswer::NoCallWaits { question });
         }
         match answer.answer.as_deref().map(str::trim) {

@@ -11,7 +11,7 @@ use agentloop_protocol::{
 use serde_json::Value;
 
 use super::{
-    InvalidAnswer, Phase, RunMachine, Step, Withheld,
+    InputAnswer, InvalidAnswer, Phase, RunMachine, Step, Withheld,
     batch::{
         ArgumentsError, Batch, CallRefusal, Slot, SlotState, ToolInvocation, ToolOutcome,
         ToolResult, parse_arguments, refused_record,
@@ -257,7 +257,8 @@ impl RunMachine {
             arguments,
             state: SlotState::Held {
                 invocation,
-                needs_approval: entry.settings.needs_approval,
+                // A client tool's call waits for the client's result like an approval.
+                needs_approval: entry.settings.needs_approval || entry.client,
             },
             recorded: false,
             side_effects: Vec::new(),
@@ -354,36 +355,39 @@ impl RunMachine {
                 call_id: slot.call.id.clone(),
                 tool: slot.call.name.clone(),
                 arguments: slot.arguments.clone(),
+                client: self.is_client_call(slot),
             })
             .collect()
     }
 
     /// Applies a human's decision on the calls waiting for approval: the approved ones run
-    /// (with the rest of their batch), the denied ones become tool errors the model reads.
-    pub(super) fn decide(
-        &mut self,
-        approve: &[String],
-        deny: &[String],
-    ) -> Result<Step, InvalidAnswer> {
-        let pending: Vec<String> = self
-            .pending_approvals()
-            .into_iter()
-            .map(|call| call.call_id)
-            .collect();
-        for id in approve.iter().chain(deny) {
-            if !pending.contains(id) {
+    /// (with the rest of their batch), the denied ones become tool errors the model reads, and
+    /// the calls of client tools are answered with the client's `results`.
+    pub(super) fn decide(&mut self, answer: &InputAnswer) -> Result<Step, InvalidAnswer> {
+        let (approve, deny, results) = (&answer.approve, &answer.deny, &answer.results);
+        let pending = self.pending_approvals();
+        let waiting: Vec<String> = pending.iter().map(|call| call.call_id.clone()).collect();
+        for id in approve.iter().chain(deny).chain(results.keys()) {
+            let Some(call) = pending.iter().find(|call| call.call_id == *id) else {
                 return Err(InvalidAnswer::NotWaitingForApproval {
                     call_id: id.clone(),
-                    waiting: pending,
+                    waiting,
                 });
-            }
-            if approve.contains(id) && deny.contains(id) {
+            };
+            let decisions = [approve.contains(id), deny.contains(id), results.contains_key(id)];
+            if decisions.into_iter().filter(|made| *made).count() > 1 {
                 return Err(InvalidAnswer::ApprovedAndDenied(id.clone()));
             }
+            if call.client && approve.contains(id) {
+                return Err(InvalidAnswer::ResultExpected(id.clone()));
+            }
+            if !call.client && results.contains_key(id) {
+                return Err(InvalidAnswer::NotAClientCall(id.clone()));
+            }
         }
-        let undecided: Vec<String> = pending
+        let undecided: Vec<String> = waiting
             .iter()
-            .filter(|id| !approve.contains(id) && !deny.contains(id))
+            .filter(|id| !approve.contains(id) && !deny.contains(id) && !results.contains_key(*id))
             .cloned()
             .collect();
         if !undecided.is_empty() {
@@ -391,6 +395,17 @@ impl RunMachine {
         }
         let mut batch = self.state.phase.take_batch().unwrap_or_default();
         for slot in &mut batch.slots {
+            if let Some(result) = results.get(&slot.call.id) {
+                let structured = serde_json::from_str(result).ok();
+                slot.state = self.answered_here(
+                    &slot.call,
+                    &slot.arguments,
+                    result.clone(),
+                    structured,
+                    result.clone(),
+                );
+                continue;
+            }
             if !deny.contains(&slot.call.id) {
                 continue;
             }
@@ -399,6 +414,13 @@ impl RunMachine {
         }
         self.state.phase.put_batch(batch);
         Ok(self.continue_batch())
+    }
+
+    /// Whether `slot` is a call of one of the run's client tools.
+    fn is_client_call(&self, slot: &Slot) -> bool {
+        self.catalog
+            .get(&slot.call.name)
+            .is_some_and(|entry| entry.client)
     }
 
     /// Checks a call of a built-in tool and answers it: `write_plan` at once, `ask_user` when
@@ -642,6 +664,10 @@ impl RunMachine {
 
 /// Why the run's policy does not let `entry`'s tool be called, if it does not.
 pub(crate) fn policy_refusal(entry: &CatalogEntry, policy: &RunPolicy) -> Option<CallRefusal> {
+    // A client tool acts in the client, not on what the policies guard (`client_tool.rs`).
+    if entry.client {
+        return None;
+    }
     let refusal = policy.refusal(entry)?;
     Some(CallRefusal {
         status: ToolStatus::Blocked,

@@ -229,6 +229,7 @@ mod tests {
             context: RunContext::default(),
             started_at: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
             policy: Default::default(),
+            client_tools: Vec::new(),
         };
         let now = input.started_at;
         RunState::new(input, now)

@@ -37,6 +37,7 @@ fn machine_on(catalog: Arc<ToolCatalog>) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
+        client_tools: Vec::new(),
     };
     RunMachine::new(
         input,
@@ -100,6 +101,7 @@ fn approved_calls_run_with_their_batch() {
         answer: None,
         approve: vec!["d1".into()],
         deny: vec![],
+        results: Default::default(),
     };
     let batch = tools(m.resume(&answer).unwrap());
     let ids: Vec<&str> = batch.iter().map(|i| i.call_id.as_str()).collect();
@@ -123,6 +125,7 @@ fn denied_calls_never_run_and_the_model_reads_why() {
         answer: None,
         approve: vec![],
         deny: vec!["d1".into()],
+        results: Default::default(),
     };
     let batch = tools(m.resume(&answer).unwrap());
     assert_eq!(batch.len(), 1, "only the search runs");
@@ -143,12 +146,13 @@ fn an_answer_that_does_not_fit_is_refused_and_the_run_stays_paused() {
     for (approve, deny, expected) in [
         (vec![], vec![], "undecided: d1"),
         (vec!["s1"], vec!["d1"], "s1 is not a call waiting"),
-        (vec!["d1"], vec!["d1"], "both approved and denied"),
+        (vec!["d1"], vec!["d1"], "more than one decision"),
     ] {
         let answer = InputAnswer {
             answer: None,
             approve: approve.into_iter().map(str::to_string).collect(),
             deny: deny.into_iter().map(str::to_string).collect(),
+            results: Default::default(),
         };
         let error = m.resume(&answer).unwrap_err().to_string();
         assert!(error.contains(expected), "{error}");
@@ -171,6 +175,7 @@ fn a_paused_run_survives_a_round_trip_through_json() {
         answer: None,
         approve: vec!["d1".into()],
         deny: vec![],
+        results: Default::default(),
     };
     let batch = tools(restored.resume(&answer).unwrap());
     let request = model(succeed_all(&mut restored, &batch));

@@ -44,6 +44,7 @@ fn guided(configure: impl FnOnce(&mut AgentSettings)) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
+        client_tools: Vec::new(),
     };
     RunMachine::new(
         input,

@@ -43,6 +43,7 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
+        client_tools: Vec::new(),
     };
     RunMachine::new(
         input,
@@ -623,6 +624,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
+        client_tools: Vec::new(),
     };
     let mut with_history = RunMachine::new(
         input,
@@ -752,6 +754,7 @@ fn a_small_context_keeps_the_question_and_the_latest_results() {
 mod policy;
 
 mod approvals;
+mod client_tools;
 mod guidance;
 mod hooks;
 mod recovery;
