@@ -280,6 +280,7 @@ fn an_approval_is_a_tool_approval_request_per_call_and_the_message_ends() {
         call_id: "c9".into(),
         tool: "test__record".into(),
         arguments: json!({"note": "x"}),
+        client: false,
     };
     let parts = parts(
         &mut stream,
