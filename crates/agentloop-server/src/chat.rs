@@ -22,7 +22,6 @@ use axum::{
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -227,19 +226,9 @@ pub async fn chat_stream(
     }
 }
 
-/// The session of chat `id`: the id itself when it is a UUID, else one derived from it (the
-/// same for every user: a chat id names one conversation, whose owner alone may use it).
+/// The session of chat `id` (`conversation::session_of`, shared with AG-UI's threads).
 pub fn chat_session(id: &str) -> Uuid {
-    if let Ok(uuid) = Uuid::parse_str(id) {
-        return uuid;
-    }
-    let digest = Sha256::digest(format!("agentloop-chat:{id}").as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    // A version 8 (custom) UUID, RFC 9562 variant.
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    Uuid::from_bytes(bytes)
+    crate::conversation::session_of(id)
 }
 
 /// The text of a message's `text` parts, when it has any that is not blank.
@@ -357,15 +346,6 @@ mod tests {
 
     fn message(role: &str, parts: Value) -> ChatMessage {
         serde_json::from_value(json!({"id": "m", "role": role, "parts": parts})).unwrap()
-    }
-
-    #[test]
-    fn a_chat_id_is_its_session() {
-        let uuid = Uuid::now_v7();
-        assert_eq!(chat_session(&uuid.to_string()), uuid);
-        assert_eq!(chat_session("abc"), chat_session("abc"));
-        assert_ne!(chat_session("abc"), chat_session("abd"));
-        assert_eq!(chat_session("abc").get_version_num(), 8);
     }
 
     #[test]

@@ -5,10 +5,12 @@
 //! be followed again, cancelled and looked at. Every request carries an API key that names its
 //! user; another user's sessions and runs answer 404, like ones that do not exist.
 
+mod ag_ui;
 mod auth;
 mod body;
 mod chat;
 mod config;
+mod conversation;
 mod durable;
 mod error;
 mod extract;
@@ -62,6 +64,7 @@ pub use state::AppState;
         (name = "runs", description = "Start, follow, inspect and cancel runs"),
         (name = "sessions", description = "Conversations"),
         (name = "chat", description = "The AI SDK's chat transport (useChat): the UI message stream"),
+        (name = "ag-ui", description = "The AG-UI protocol (@ag-ui/client's HttpAgent, CopilotKit)"),
         (name = "service", description = "Health and metrics"),
     )
 )]
@@ -98,6 +101,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runs::get_tool_execution))
         .routes(routes!(chat::post_chat))
         .routes(routes!(chat::chat_stream))
+        .routes(routes!(ag_ui::run_agent))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))

@@ -561,6 +561,7 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
         "/v1/sessions/{id}",
         "/v1/chat",
         "/v1/chat/{id}/stream",
+        "/v1/ag-ui",
         "/healthz",
         "/metrics",
     ] {
@@ -570,6 +571,7 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
         );
     }
     assert!(api["components"]["schemas"]["RunBody"]["properties"]["query"].is_object());
+    assert!(api["components"]["schemas"]["RunAgentInput"]["properties"]["threadId"].is_object());
     // The input body is the core's answer and `stream`, documented from the one type.
     let input = api["components"]["schemas"]["InputBody"].to_string();
     assert!(

@@ -1,0 +1,530 @@
+//! `POST /v1/ag-ui`: the AG-UI protocol (`@ag-ui/client`'s `HttpAgent`, CopilotKit), an
+//! adapter over the same runs, events and store as `/v1/runs`. The `threadId` is the session
+//! (`conversation::session_of`, as the AI SDK's chat id); the client's copy of the earlier
+//! messages is not read as history: the session has them. What is new in a request:
+//!
+//! - the thread's run waits for input: the request answers it. Approvals come as the
+//!   protocol's `resume` entries (one per interrupt: `resolved` approves, `cancelled` or
+//!   `payload.approved: false` denies), the results of frontend tools as `tool` messages
+//!   (`toolCallId`), the answer to a question as a `resume` entry's payload or the last user
+//!   message; `forwardedProps.agentloop` may carry agentloop's own answer
+//!   (`{approve, deny, answer, results}`) instead;
+//! - else the last message, the user's, is a new question. The request's `tools` are frontend
+//!   tools (`RunRequest.client_tools`), its `context` is added to the system prompt.
+//!
+//! A request whose `runId` names a run of the thread already (the same request sent again)
+//! follows that run from its start instead: live when it runs here, else from the store.
+//! The answer is the run's events as AG-UI events (`protocols::ag_ui`).
+
+use std::convert::Infallible;
+
+use agentloop_core::{
+    ClientTool, RunContext, RunRequest,
+    protocol::{Event, EventKind, InputAnswer, InputKind, InputRequest, RunStatus},
+};
+use axum::{
+    body::Bytes,
+    extract::{State, rejection::BytesRejection},
+    http::{HeaderValue, header},
+    response::{
+        IntoResponse, Response,
+        sse::{self, KeepAlive, Sse},
+    },
+};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::{
+    auth::User,
+    conversation,
+    error::{ApiError, ErrorBody},
+    protocols::ag_ui::AgUiStream,
+    runs::{body_bytes, resume_error},
+    state::AppState,
+};
+
+/// AG-UI's `RunAgentInput` (`protocolVersion` and `parentRunId` are let be).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAgentInput {
+    /// The conversation: a UUID is the session's id; any other id names the session derived
+    /// from it.
+    pub thread_id: String,
+    /// The client's id of this run; a UUID is the agentloop run's id.
+    pub run_id: String,
+    /// The client's messages; only what is new is read (the last user message, tool results).
+    #[serde(default)]
+    pub messages: Vec<AgUiMessage>,
+    /// Frontend tools: offered to the model, run by the client.
+    #[serde(default)]
+    pub tools: Vec<AgUiTool>,
+    /// The client's state: sent back with the plan in `STATE_SNAPSHOT`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub state: Option<Value>,
+    /// What the application tells the model, added to the system prompt.
+    #[serde(default)]
+    pub context: Vec<AgUiContext>,
+    /// `{"agentloop": {"approve", "deny", "answer", "results"}}` answers a waiting run.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub forwarded_props: Option<Value>,
+    /// Answers to the interrupts of the run before (approvals, a question).
+    #[serde(default)]
+    pub resume: Vec<ResumeEntry>,
+}
+
+/// A message of the client's copy of the conversation.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgUiMessage {
+    pub role: String,
+    /// Text, or content parts (`{type: "text", text}` are read).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub content: Option<Value>,
+    /// Of a `tool` message: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A frontend tool.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgUiTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of its arguments.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgUiContext {
+    pub description: String,
+    pub value: String,
+}
+
+/// The answer to one interrupt.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeEntry {
+    pub interrupt_id: String,
+    /// `resolved` or `cancelled`.
+    pub status: String,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+}
+
+/// Run the agent (AG-UI's `HttpAgent`).
+///
+/// Starts a run of the thread's session with the last user message as the question, or
+/// answers the thread's run that waits for input (approvals as `resume` entries, frontend tool
+/// results as `tool` messages, a question's answer), or, for a `runId` the thread ran already,
+/// follows that run again. The answer is an SSE stream of AG-UI events from `RUN_STARTED` to
+/// `RUN_FINISHED` (or `RUN_ERROR`).
+#[utoipa::path(
+    post,
+    path = "/v1/ag-ui",
+    tag = "ag-ui",
+    request_body = RunAgentInput,
+    responses(
+        (status = 200, description = "The AG-UI events of the run", content_type = "text/event-stream"),
+        (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
+        (status = 401, description = "Missing or invalid API key", body = ErrorBody),
+        (status = 404, description = "The thread is another user's", body = ErrorBody),
+        (status = 409, description = "The thread has a run in progress", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn run_agent(
+    State(state): State<AppState>,
+    User(user): User,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body_bytes(&state, body)?;
+    let body: RunAgentInput = serde_json::from_slice(&bytes).map_err(|error| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("the body must be AG-UI's RunAgentInput: {error}"),
+        )
+    })?;
+    for (field, value) in [("threadId", &body.thread_id), ("runId", &body.run_id)] {
+        if value.trim().is_empty() {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                format!("{field}: must not be empty"),
+            ));
+        }
+    }
+    let session_id = conversation::session_of(&body.thread_id);
+    let run_id = match Uuid::parse_str(&body.run_id) {
+        Ok(id) => id,
+        Err(_) => conversation::derived("agentloop-ag-ui-run", &body.run_id),
+    };
+    let mapper = || {
+        AgUiStream::new(
+            body.thread_id.clone(),
+            body.run_id.clone(),
+            body.state.clone().unwrap_or(Value::Null),
+        )
+    };
+    let session = state.store.session(session_id).await?;
+    if session.as_ref().is_some_and(|session| session.user_id != user) {
+        return Err(ApiError::not_found("thread", &body.thread_id));
+    }
+    if session.is_none() {
+        return start(&state, &body, session_id, run_id, &user, mapper()).await;
+    }
+    // The same request again: follow its run.
+    if let Some(live) = state.runs.get(run_id) {
+        if live.user_id != user || live.session_id != session_id {
+            return Err(ApiError::not_found("run", &body.run_id));
+        }
+        let events = live.events(live.base_seq);
+        return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
+    }
+    if let Some(run) = state.store.run(run_id).await? {
+        if run.user_id != user || run.session_id != session_id {
+            return Err(ApiError::not_found("run", &body.run_id));
+        }
+        let events = crate::sse::from_store(state.store.clone(), run_id, 0);
+        return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
+    }
+    let waiting = state
+        .store
+        .session_runs(session_id)
+        .await?
+        .pop()
+        .filter(|run| run.status == RunStatus::AwaitingInput);
+    let Some(waiting) = waiting else {
+        return start(&state, &body, session_id, run_id, &user, mapper()).await;
+    };
+    let request = pending_request(&state, waiting.id).await?;
+    let input = answer_of(&body, waiting.id, request.as_ref())?;
+    let resumed = state
+        .agent
+        .resume(waiting.id, &input)
+        .await
+        .map_err(resume_error)?;
+    let live = state.runs.resume(&state.agent, resumed, &user)?;
+    let events = live.events(live.base_seq);
+    Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()))
+}
+
+/// Starts a run of the last user message, with the request's frontend tools and context.
+async fn start(
+    state: &AppState,
+    body: &RunAgentInput,
+    session_id: Uuid,
+    run_id: Uuid,
+    user: &str,
+    mapper: AgUiStream,
+) -> Result<Response, ApiError> {
+    let query = match body.messages.last() {
+        Some(last) if last.role == "user" => text_of(last),
+        _ => None,
+    };
+    let Some(query) = query else {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "messages: the last message must be the user's, with text",
+        ));
+    };
+    let system_prompt = (!body.context.is_empty()).then(|| {
+        let mut prompt = state.agent.settings().system_prompt.clone();
+        prompt.push_str("\n\nWhat the application says about the user's situation:");
+        for entry in &body.context {
+            prompt.push_str(&format!("\n- {}: {}", entry.description, entry.value));
+        }
+        prompt
+    });
+    let request = RunRequest {
+        query,
+        session_id: Some(session_id),
+        run_id: Some(run_id),
+        system_prompt,
+        client_tools: body
+            .tools
+            .iter()
+            .map(|tool| {
+                ClientTool::new(
+                    tool.name.clone(),
+                    tool.description.clone(),
+                    tool.parameters.clone().unwrap_or(Value::Null),
+                )
+            })
+            .collect(),
+        context: RunContext {
+            user_id: Some(user.to_string()),
+            ..RunContext::default()
+        },
+        ..RunRequest::default()
+    };
+    let live = state.runs.start(&state.agent, request, user).await?;
+    let events = live.events(live.base_seq);
+    Ok(ag_ui_stream(events, mapper, state.config.keep_alive()))
+}
+
+/// What the paused run `run_id` waits for: its last `input_required` event.
+async fn pending_request(state: &AppState, run_id: Uuid) -> Result<Option<InputRequest>, ApiError> {
+    let events = state.store.events(run_id, 0).await?;
+    Ok(events.into_iter().rev().find_map(|event| match event.kind {
+        EventKind::InputRequired {
+            kind,
+            question,
+            calls,
+        } if event.parent_run_id.is_none() => Some(InputRequest {
+            kind,
+            question,
+            calls,
+        }),
+        _ => None,
+    }))
+}
+
+/// The answer the request gives the run `run_id` that waits for `request`.
+fn answer_of(
+    body: &RunAgentInput,
+    run_id: Uuid,
+    request: Option<&InputRequest>,
+) -> Result<InputAnswer, ApiError> {
+    if let Some(own) = body
+        .forwarded_props
+        .as_ref()
+        .and_then(|props| props.get("agentloop"))
+        .filter(|own| own.is_object())
+    {
+        return serde_json::from_value(own.clone()).map_err(|error| {
+            ApiError::bad_request(
+                "invalid_body",
+                format!("forwardedProps.agentloop: {error}"),
+            )
+        });
+    }
+    let mut answer = InputAnswer::default();
+    let calls = request.map(|request| request.calls.as_slice()).unwrap_or_default();
+    for entry in &body.resume {
+        let resolved = entry.status == "resolved";
+        if let Some(call) = calls
+            .iter()
+            .find(|call| !call.client && call.call_id == entry.interrupt_id)
+        {
+            let approved = resolved && approval_of(entry.payload.as_ref());
+            if approved {
+                answer.approve.push(call.call_id.clone());
+            } else {
+                answer.deny.push(call.call_id.clone());
+            }
+        } else if resolved && entry.interrupt_id == run_id.to_string() {
+            answer.answer = entry.payload.as_ref().and_then(answer_text);
+        }
+    }
+    for call in calls.iter().filter(|call| call.client) {
+        let result = body.messages.iter().rev().find(|message| {
+            message.role == "tool" && message.tool_call_id.as_deref() == Some(&call.call_id)
+        });
+        if let Some(message) = result {
+            let text = text_of(message)
+                .or_else(|| message.error.clone())
+                .unwrap_or_default();
+            answer.results.insert(call.call_id.clone(), text);
+        }
+    }
+    let asks = request.is_some_and(|request| request.kind == InputKind::Clarification);
+    if asks && answer.answer.is_none() {
+        answer.answer = body
+            .messages
+            .last()
+            .filter(|message| message.role == "user")
+            .and_then(text_of);
+    }
+    if answer == InputAnswer::default() {
+        return Err(ApiError::bad_request(
+            "invalid_answer",
+            "the thread's run waits for input: answer its interrupts with resume entries, the \
+             results of its frontend tools with tool messages, or its question with a user \
+             message",
+        ));
+    }
+    Ok(answer)
+}
+
+/// Whether a resolved interrupt's payload approves: anything but `false` or
+/// `{"approved": false}`.
+fn approval_of(payload: Option<&Value>) -> bool {
+    match payload {
+        Some(Value::Bool(approved)) => *approved,
+        Some(Value::Object(fields)) => fields
+            .get("approved")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        _ => true,
+    }
+}
+
+/// The answer to a question in a resume payload: text, or `{"answer": text}`.
+fn answer_text(payload: &Value) -> Option<String> {
+    let text = match payload {
+        Value::String(text) => text.as_str(),
+        Value::Object(fields) => fields.get("answer").and_then(Value::as_str)?,
+        _ => return None,
+    };
+    (!text.trim().is_empty()).then(|| text.to_string())
+}
+
+/// The text of a message: its content when text, else its `text` parts; none when blank.
+fn text_of(message: &AgUiMessage) -> Option<String> {
+    let text = match &message.content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|part| part["type"] == "text")
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    (!text.trim().is_empty()).then_some(text)
+}
+
+/// The AG-UI events of `events`. A stream that ends before the run does (the server stops, a
+/// client too slow to follow) ends with `RUN_ERROR` saying so: the same request again
+/// re-attaches.
+fn ag_ui_stream(
+    events: impl Stream<Item = Event> + Send + 'static,
+    mapper: AgUiStream,
+    keep_alive: std::time::Duration,
+) -> Response {
+    let frames = events
+        .map(Some)
+        .chain(futures::stream::once(async { None }))
+        .scan(mapper, |mapper, event| {
+            if mapper.is_finished() {
+                return futures::future::ready(None);
+            }
+            let out = match event {
+                Some(event) => mapper.push(&event),
+                None => vec![json!({
+                    "type": "RUN_ERROR",
+                    "code": "stream_ended",
+                    "message": "the stream ended before the run did; send the same request \
+                                (the same runId) again to follow the run",
+                })],
+            };
+            let frames: Vec<sse::Event> = out
+                .iter()
+                .map(|value| {
+                    sse::Event::default()
+                        .json_data(value)
+                        .unwrap_or_else(|_| sse::Event::default().data("{}"))
+                })
+                .collect();
+            futures::future::ready(Some(futures::stream::iter(frames)))
+        })
+        .flatten()
+        .map(Ok::<_, Infallible>);
+    let mut response = Sse::new(frames)
+        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use agentloop_core::protocol::PendingCall;
+
+    fn body(value: Value) -> RunAgentInput {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn waiting(kind: InputKind, calls: Vec<PendingCall>) -> InputRequest {
+        InputRequest {
+            kind,
+            question: None,
+            calls,
+        }
+    }
+
+    fn call(id: &str, client: bool) -> PendingCall {
+        PendingCall {
+            call_id: id.into(),
+            tool: "t".into(),
+            arguments: json!({}),
+            client,
+        }
+    }
+
+    #[test]
+    fn resume_entries_approve_and_deny_and_tool_messages_carry_client_results() {
+        let request = waiting(
+            InputKind::Approval,
+            vec![call("a", false), call("b", false), call("c", false), call("f", true)],
+        );
+        let body = body(json!({
+            "threadId": "t", "runId": "r",
+            "messages": [
+                {"id": "1", "role": "tool", "toolCallId": "old", "content": "earlier"},
+                {"id": "2", "role": "tool", "toolCallId": "f", "content": "{\"picked\":3}"},
+            ],
+            "resume": [
+                {"interruptId": "a", "status": "resolved"},
+                {"interruptId": "b", "status": "cancelled"},
+                {"interruptId": "c", "status": "resolved", "payload": {"approved": false}},
+            ],
+        }));
+        let answer = answer_of(&body, Uuid::nil(), Some(&request)).unwrap();
+        assert_eq!(answer.approve, ["a"]);
+        assert_eq!(answer.deny, ["b", "c"]);
+        assert_eq!(answer.results.len(), 1, "only the waiting call's result");
+        assert_eq!(answer.results["f"], "{\"picked\":3}");
+        assert_eq!(answer.answer, None);
+    }
+
+    #[test]
+    fn a_question_is_answered_by_a_resume_payload_or_the_last_user_message() {
+        let run = Uuid::from_u128(5);
+        let request = waiting(InputKind::Clarification, Vec::new());
+        let by_resume = body(json!({
+            "threadId": "t", "runId": "r", "messages": [],
+            "resume": [{"interruptId": run.to_string(), "status": "resolved", "payload": {"answer": "Project X"}}],
+        }));
+        let answer = answer_of(&by_resume, run, Some(&request)).unwrap();
+        assert_eq!(answer.answer.as_deref(), Some("Project X"));
+        let by_message = body(json!({
+            "threadId": "t", "runId": "r",
+            "messages": [{"id": "1", "role": "user", "content": [{"type": "text", "text": "Project Y"}]}],
+        }));
+        let answer = answer_of(&by_message, run, Some(&request)).unwrap();
+        assert_eq!(answer.answer.as_deref(), Some("Project Y"));
+    }
+
+    #[test]
+    fn forwarded_props_carry_agentloops_own_answer_and_nothing_is_refused() {
+        let request = waiting(InputKind::Approval, vec![call("a", false)]);
+        let own = body(json!({
+            "threadId": "t", "runId": "r", "messages": [],
+            "forwardedProps": {"agentloop": {"deny": ["a"]}},
+        }));
+        assert_eq!(answer_of(&own, Uuid::nil(), Some(&request)).unwrap().deny, ["a"]);
+        let nothing = body(json!({"threadId": "t", "runId": "r", "messages": []}));
+        let error = answer_of(&nothing, Uuid::nil(), Some(&request)).unwrap_err();
+        assert_eq!(error.code, "invalid_answer");
+    }
+}
