@@ -1,0 +1,110 @@
+//! `POST /v1/ag-ui` refusals over real HTTP: bodies that are not a `RunAgentInput`, a request
+//! without a key, another user's thread, an answer that does not fit a waiting run (the
+//! protocol itself, with `@ag-ui/client`, is in `agentloop-cli/tests/ag_ui.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use agentloop_test_support::scripted_llm::Reply;
+use common::*;
+use serde_json::{Value, json};
+
+fn input(thread: &str, messages: Value) -> Value {
+    json!({
+        "threadId": thread, "runId": uuid::Uuid::now_v7().to_string(), "messages": messages,
+        "tools": [], "context": [], "state": {}, "forwardedProps": {},
+    })
+}
+
+fn user(text: &str) -> Value {
+    json!({"id": "u1", "role": "user", "content": text})
+}
+
+#[tokio::test]
+async fn bad_bodies_are_refused_with_json_errors_naming_the_problem() {
+    let server = TestServer::start(vec![Reply::text("unused")], "").await;
+    let key = server.key("ann").await;
+    let cases = [
+        (json!("not an object"), "RunAgentInput"),
+        (json!({"runId": "r", "messages": []}), "threadId"),
+        (input(" ", json!([user("hi")])), "threadId: must not be empty"),
+        (input("t", json!([])), "the last message must be the user's"),
+        (
+            input("t", json!([{"id": "a", "role": "assistant", "content": "hi"}])),
+            "the last message must be the user's",
+        ),
+        (input("t", json!([user("   ")])), "with text"),
+    ];
+    for (body, expected) in cases {
+        let response = server.post("/v1/ag-ui", &key).json(&body).send().await.unwrap();
+        let (status, error) = error_of(response).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(error["code"], "invalid_body", "{body}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(expected), "{message}");
+    }
+    let without_key = server
+        .client
+        .post(format!("{}/v1/ag-ui", server.url))
+        .json(&input("t", json!([user("hi")])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(without_key).await.0, 401);
+    assert!(server.llm.requests().is_empty(), "nothing reached the model");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn another_users_thread_is_not_found_and_an_answer_must_fit() {
+    let server = TestServer::start(
+        vec![Reply::tool_call("test__record", json!({"note": "n"}))],
+        "[tools.\"test.record\"]\nneeds_approval = true\n",
+    )
+    .await;
+    let ann = server.key("ann").await;
+    let bob = server.key("bob").await;
+    let asked = server
+        .post("/v1/ag-ui", &ann)
+        .json(&input("ann-thread", json!([user("record it")])))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(asked.contains("\"type\":\"interrupt\""), "{asked}");
+
+    let response = server
+        .post("/v1/ag-ui", &bob)
+        .json(&input("ann-thread", json!([user("let me in")])))
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(response).await;
+    assert_eq!(status, 404);
+    assert_eq!(error["code"], "not_found");
+
+    // Neither an interrupt's answer nor anything else: the run stays paused.
+    let response = server
+        .post("/v1/ag-ui", &ann)
+        .json(&input("ann-thread", json!([user("something else")])))
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(response).await;
+    assert_eq!(status, 400);
+    assert_eq!(error["code"], "invalid_answer");
+    let mut unknown = input("ann-thread", json!([]));
+    unknown["resume"] = json!([{"interruptId": "nope", "status": "resolved"}]);
+    unknown["forwardedProps"] = json!({"agentloop": {"approve": ["nope"]}});
+    let response = server.post("/v1/ag-ui", &ann).json(&unknown).send().await.unwrap();
+    let (status, error) = error_of(response).await;
+    assert_eq!(status, 400);
+    assert!(
+        error["message"].as_str().unwrap().contains("nope"),
+        "{error}"
+    );
+    assert_eq!(server.llm.requests().len(), 1);
+    server.shutdown().await;
+}
