@@ -101,7 +101,10 @@ fn script_dir() -> PathBuf {
 /// `npm ci` in tests/ag-ui when `@ag-ui/client` is not installed yet.
 fn install_client() {
     let dir = script_dir();
-    if dir.join("node_modules/@ag-ui/client/package.json").is_file() {
+    if dir
+        .join("node_modules/@ag-ui/client/package.json")
+        .is_file()
+    {
         return;
     }
     let status = Command::new("npm")

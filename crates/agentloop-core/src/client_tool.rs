@@ -66,7 +66,11 @@ impl Tool for ClientToolStub {
         &self.info
     }
 
-    async fn call(&self, _arguments: Value, _context: ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn call(
+        &self,
+        _arguments: Value,
+        _context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         Err(ToolError::Unavailable(format!(
             "{} runs in the client; its result comes with the client's answer",
             self.info.name

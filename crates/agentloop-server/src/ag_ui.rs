@@ -178,11 +178,11 @@ pub async fn run_agent(
         )
     };
     let session = state.store.session(session_id).await?;
-    if session.as_ref().is_some_and(|session| session.user_id != user) {
+    if session
+        .as_ref()
+        .is_some_and(|session| session.user_id != user)
+    {
         return Err(ApiError::not_found("thread", &body.thread_id));
-    }
-    if session.is_none() {
-        return start(&state, &body, session_id, run_id, &user, mapper()).await;
     }
     // The same request again: follow its run.
     if let Some(live) = state.runs.get(run_id) {
@@ -198,6 +198,9 @@ pub async fn run_agent(
         }
         let events = crate::sse::from_store(state.store.clone(), run_id, 0);
         return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
+    }
+    if session.is_none() {
+        return start(&state, &body, session_id, run_id, &user, mapper()).await;
     }
     let waiting = state
         .store
@@ -304,14 +307,13 @@ fn answer_of(
         .filter(|own| own.is_object())
     {
         return serde_json::from_value(own.clone()).map_err(|error| {
-            ApiError::bad_request(
-                "invalid_body",
-                format!("forwardedProps.agentloop: {error}"),
-            )
+            ApiError::bad_request("invalid_body", format!("forwardedProps.agentloop: {error}"))
         });
     }
     let mut answer = InputAnswer::default();
-    let calls = request.map(|request| request.calls.as_slice()).unwrap_or_default();
+    let calls = request
+        .map(|request| request.calls.as_slice())
+        .unwrap_or_default();
     for entry in &body.resume {
         let resolved = entry.status == "resolved";
         if let Some(call) = calls
@@ -475,7 +477,12 @@ mod tests {
     fn resume_entries_approve_and_deny_and_tool_messages_carry_client_results() {
         let request = waiting(
             InputKind::Approval,
-            vec![call("a", false), call("b", false), call("c", false), call("f", true)],
+            vec![
+                call("a", false),
+                call("b", false),
+                call("c", false),
+                call("f", true),
+            ],
         );
         let body = body(json!({
             "threadId": "t", "runId": "r",
@@ -522,7 +529,10 @@ mod tests {
             "threadId": "t", "runId": "r", "messages": [],
             "forwardedProps": {"agentloop": {"deny": ["a"]}},
         }));
-        assert_eq!(answer_of(&own, Uuid::nil(), Some(&request)).unwrap().deny, ["a"]);
+        assert_eq!(
+            answer_of(&own, Uuid::nil(), Some(&request)).unwrap().deny,
+            ["a"]
+        );
         let nothing = body(json!({"threadId": "t", "runId": "r", "messages": []}));
         let error = answer_of(&nothing, Uuid::nil(), Some(&request)).unwrap_err();
         assert_eq!(error.code, "invalid_answer");

@@ -27,16 +27,27 @@ async fn bad_bodies_are_refused_with_json_errors_naming_the_problem() {
     let cases = [
         (json!("not an object"), "RunAgentInput"),
         (json!({"runId": "r", "messages": []}), "threadId"),
-        (input(" ", json!([user("hi")])), "threadId: must not be empty"),
+        (
+            input(" ", json!([user("hi")])),
+            "threadId: must not be empty",
+        ),
         (input("t", json!([])), "the last message must be the user's"),
         (
-            input("t", json!([{"id": "a", "role": "assistant", "content": "hi"}])),
+            input(
+                "t",
+                json!([{"id": "a", "role": "assistant", "content": "hi"}]),
+            ),
             "the last message must be the user's",
         ),
         (input("t", json!([user("   ")])), "with text"),
     ];
     for (body, expected) in cases {
-        let response = server.post("/v1/ag-ui", &key).json(&body).send().await.unwrap();
+        let response = server
+            .post("/v1/ag-ui", &key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         let (status, error) = error_of(response).await;
         assert_eq!(status, 400, "{body}");
         assert_eq!(error["code"], "invalid_body", "{body}");
@@ -51,7 +62,10 @@ async fn bad_bodies_are_refused_with_json_errors_naming_the_problem() {
         .await
         .unwrap();
     assert_eq!(error_of(without_key).await.0, 401);
-    assert!(server.llm.requests().is_empty(), "nothing reached the model");
+    assert!(
+        server.llm.requests().is_empty(),
+        "nothing reached the model"
+    );
     server.shutdown().await;
 }
 
@@ -98,7 +112,12 @@ async fn another_users_thread_is_not_found_and_an_answer_must_fit() {
     let mut unknown = input("ann-thread", json!([]));
     unknown["resume"] = json!([{"interruptId": "nope", "status": "resolved"}]);
     unknown["forwardedProps"] = json!({"agentloop": {"approve": ["nope"]}});
-    let response = server.post("/v1/ag-ui", &ann).json(&unknown).send().await.unwrap();
+    let response = server
+        .post("/v1/ag-ui", &ann)
+        .json(&unknown)
+        .send()
+        .await
+        .unwrap();
     let (status, error) = error_of(response).await;
     assert_eq!(status, 400);
     assert!(

@@ -123,8 +123,8 @@ impl RunState {
             }),
         };
         if !self.input.client_tools.is_empty() {
-            fixed["client_tools"] = serde_json::to_value(&self.input.client_tools)
-                .unwrap_or(Value::Null);
+            fixed["client_tools"] =
+                serde_json::to_value(&self.input.client_tools).unwrap_or(Value::Null);
         }
         fixed
     }

@@ -374,7 +374,11 @@ impl RunMachine {
                     waiting,
                 });
             };
-            let decisions = [approve.contains(id), deny.contains(id), results.contains_key(id)];
+            let decisions = [
+                approve.contains(id),
+                deny.contains(id),
+                results.contains_key(id),
+            ];
             if decisions.into_iter().filter(|made| *made).count() > 1 {
                 return Err(InvalidAnswer::ApprovedAndDenied(id.clone()));
             }

@@ -380,9 +380,7 @@ impl AgUiStream {
     /// The assistant message of the reply in progress (one is made for a reply that came
     /// without a `thinking` before it, as after a resume).
     fn reply_id(&mut self, event: &Event) -> String {
-        self.reply
-            .get_or_insert_with(|| message_id(event))
-            .clone()
+        self.reply.get_or_insert_with(|| message_id(event)).clone()
     }
 }
 

@@ -67,7 +67,12 @@ fn selected(call_id: &str, tool: &str, arguments: Value) -> EventKind {
     }
 }
 
-fn executed(call_id: &str, status: ToolStatus, result: Option<&str>, error: Option<&str>) -> EventKind {
+fn executed(
+    call_id: &str,
+    status: ToolStatus,
+    result: Option<&str>,
+    error: Option<&str>,
+) -> EventKind {
     EventKind::ToolExecuted {
         call_id: call_id.into(),
         tool: "test__echo".into(),
@@ -481,7 +486,10 @@ fn a_sub_agents_events_are_custom_events_and_its_done_ends_nothing() {
             kind,
         }));
     }
-    assert_eq!(types(&all), ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "CUSTOM"]);
+    assert_eq!(
+        types(&all),
+        ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "CUSTOM"]
+    );
     assert_eq!(all[2]["name"], "agentloop.subagent");
     assert_eq!(all[2]["value"]["run_id"], sub.to_string());
     assert_eq!(all[2]["value"]["delta"], "sub answer");
@@ -508,7 +516,10 @@ fn a_resumed_run_starts_with_run_started_and_its_reply_gets_an_id() {
         ],
     );
     assert_valid_sequence(&events);
-    assert_eq!(events[0]["metadata"]["agentloop"]["runId"], run_id().to_string());
+    assert_eq!(
+        events[0]["metadata"]["agentloop"]["runId"],
+        run_id().to_string()
+    );
     assert_eq!(events[1]["type"], "TOOL_CALL_RESULT");
     let contents = events
         .iter()

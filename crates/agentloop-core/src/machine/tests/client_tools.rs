@@ -37,7 +37,11 @@ fn machine_with_policy(policy: crate::policy::RunPolicy) -> RunMachine {
 }
 
 fn show(id: &str, title: &str) -> (String, String, String) {
-    (id.into(), "show_card".into(), json!({"title": title}).to_string())
+    (
+        id.into(),
+        "show_card".into(),
+        json!({"title": title}).to_string(),
+    )
 }
 
 fn results(pairs: &[(&str, &str)]) -> InputAnswer {
@@ -53,7 +57,11 @@ fn results(pairs: &[(&str, &str)]) -> InputAnswer {
 /// Started, and paused on a reply that calls the agent's tool and the client's.
 fn paused(m: &mut RunMachine) -> RunOutcome {
     let request = model(m.start());
-    let offered: Vec<&str> = request.tools.iter().map(|spec| spec.name.as_str()).collect();
+    let offered: Vec<&str> = request
+        .tools
+        .iter()
+        .map(|spec| spec.name.as_str())
+        .collect();
     assert_eq!(offered, ["kb__search", "show_card"]);
     m.take_events();
     finished(m.on_model_reply(calls_owned(&[search("s1", "x"), show("c1", "Hello")])))
@@ -164,16 +172,19 @@ fn the_policies_guard_the_agents_tools_not_the_clients() {
             tools: vec!["kb.other".into()],
         },
     )]);
-    let policy = crate::policy::RunPolicy::for_run(
-        true,
-        Some("support"),
-        &workflows,
-        None,
-        String::new(),
-    )
-    .unwrap();
+    let policy =
+        crate::policy::RunPolicy::for_run(true, Some("support"), &workflows, None, String::new())
+            .unwrap();
     let mut m = machine_with_policy(policy);
     let request = model(m.start());
-    let offered: Vec<&str> = request.tools.iter().map(|spec| spec.name.as_str()).collect();
-    assert_eq!(offered, ["show_card"], "kb.search is mutating and not allowed");
+    let offered: Vec<&str> = request
+        .tools
+        .iter()
+        .map(|spec| spec.name.as_str())
+        .collect();
+    assert_eq!(
+        offered,
+        ["show_card"],
+        "kb.search is mutating and not allowed"
+    );
 }
