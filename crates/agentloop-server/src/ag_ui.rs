@@ -20,7 +20,7 @@ use std::convert::Infallible;
 
 use agentloop_core::{
     ClientTool, RunContext, RunRequest,
-    protocol::{Event, EventKind, InputAnswer, InputKind, InputRequest, RunStatus},
+    protocol::{Event, EventKind, InputAnswer, InputKind, InputRequest, PendingCall, RunStatus},
 };
 use axum::{
     body::Bytes,
@@ -41,7 +41,7 @@ use crate::{
     auth::User,
     conversation,
     error::{ApiError, ErrorBody},
-    protocols::ag_ui::AgUiStream,
+    protocols::ag_ui::{AgUiStream, tool_call_id},
     runs::{body_bytes, resume_error},
     state::AppState,
 };
@@ -311,6 +311,7 @@ fn answer_of(
         });
     }
     let mut answer = InputAnswer::default();
+    let id_of = |call: &PendingCall| tool_call_id(run_id, &call.call_id);
     let calls = request
         .map(|request| request.calls.as_slice())
         .unwrap_or_default();
@@ -318,7 +319,7 @@ fn answer_of(
         let resolved = entry.status == "resolved";
         if let Some(call) = calls
             .iter()
-            .find(|call| !call.client && call.call_id == entry.interrupt_id)
+            .find(|call| !call.client && id_of(call) == entry.interrupt_id)
         {
             let approved = resolved && approval_of(entry.payload.as_ref());
             if approved {
@@ -332,7 +333,7 @@ fn answer_of(
     }
     for call in calls.iter().filter(|call| call.client) {
         let result = body.messages.iter().rev().find(|message| {
-            message.role == "tool" && message.tool_call_id.as_deref() == Some(&call.call_id)
+            message.role == "tool" && message.tool_call_id.as_deref() == Some(id_of(call).as_str())
         });
         if let Some(message) = result {
             let text = text_of(message)
@@ -450,7 +451,6 @@ fn ag_ui_stream(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use agentloop_core::protocol::PendingCall;
 
     fn body(value: Value) -> RunAgentInput {
         serde_json::from_value(value).unwrap()
@@ -484,19 +484,22 @@ mod tests {
                 call("f", true),
             ],
         );
+        let run = Uuid::from_u128(3);
+        let id = |call: &str| tool_call_id(run, call);
         let body = body(json!({
             "threadId": "t", "runId": "r",
             "messages": [
-                {"id": "1", "role": "tool", "toolCallId": "old", "content": "earlier"},
-                {"id": "2", "role": "tool", "toolCallId": "f", "content": "{\"picked\":3}"},
+                {"id": "1", "role": "tool", "toolCallId": id("old"), "content": "earlier"},
+                {"id": "2", "role": "tool", "toolCallId": id("f"), "content": "{\"picked\":3}"},
+                {"id": "3", "role": "tool", "toolCallId": "f", "content": "not this run's id"},
             ],
             "resume": [
-                {"interruptId": "a", "status": "resolved"},
-                {"interruptId": "b", "status": "cancelled"},
-                {"interruptId": "c", "status": "resolved", "payload": {"approved": false}},
+                {"interruptId": id("a"), "status": "resolved"},
+                {"interruptId": id("b"), "status": "cancelled"},
+                {"interruptId": id("c"), "status": "resolved", "payload": {"approved": false}},
             ],
         }));
-        let answer = answer_of(&body, Uuid::nil(), Some(&request)).unwrap();
+        let answer = answer_of(&body, run, Some(&request)).unwrap();
         assert_eq!(answer.approve, ["a"]);
         assert_eq!(answer.deny, ["b", "c"]);
         assert_eq!(answer.results.len(), 1, "only the waiting call's result");
@@ -525,6 +528,7 @@ mod tests {
     #[test]
     fn forwarded_props_carry_agentloops_own_answer_and_nothing_is_refused() {
         let request = waiting(InputKind::Approval, vec![call("a", false)]);
+        // agentloop's own answer names calls by agentloop's ids.
         let own = body(json!({
             "threadId": "t", "runId": "r", "messages": [],
             "forwardedProps": {"agentloop": {"deny": ["a"]}},

@@ -11,7 +11,7 @@
 //! | `thinking` | `STEP_FINISHED` of the previous iteration, `STEP_STARTED` (`stepName`: `iteration N`) |
 //! | `assistant_delta` | `TEXT_MESSAGE_START` / `TEXT_MESSAGE_CONTENT` (one assistant message per reply) |
 //! | `final_response` | the answer's `TEXT_MESSAGE_*`; nothing when the reply's streamed text was the answer already |
-//! | `tool_selected` | `TOOL_CALL_START` (`parentMessageId`: the reply), `TOOL_CALL_ARGS` (the arguments' JSON), `TOOL_CALL_END` |
+//! | `tool_selected` | `TOOL_CALL_START` (`toolCallId`: `RUN_ID:CALL_ID`, [`tool_call_id`]; `parentMessageId`: the reply), `TOOL_CALL_ARGS` (the arguments' JSON), `TOOL_CALL_END` |
 //! | `tool_executed` | `TOOL_CALL_RESULT` (`content`: the result, or the error; `metadata.agentloop.status`) |
 //! | `plan_updated` | `STATE_SNAPSHOT`: the client's state with `plan` set |
 //! | `input_required` | `CUSTOM agentloop.input_required`; a question is also the assistant's text |
@@ -140,6 +140,7 @@ impl AgUiStream {
                 let parent = self.reply_id(event);
                 self.end_text(&mut out);
                 self.streamed = None;
+                let call_id = tool_call_id(event.run_id, call_id);
                 out.push(json!({
                     "type": "TOOL_CALL_START",
                     "toolCallId": call_id,
@@ -169,6 +170,7 @@ impl AgUiStream {
                         .or_else(|| result.clone())
                         .unwrap_or_else(|| status.as_str().to_string()),
                 };
+                let call_id = tool_call_id(event.run_id, call_id);
                 out.push(json!({
                     "type": "TOOL_CALL_RESULT",
                     "messageId": format!("{call_id}-result"),
@@ -270,11 +272,12 @@ impl AgUiStream {
                 let mut interrupts: Vec<Value> = approvals
                     .iter()
                     .map(|call| {
+                        let id = tool_call_id(run_id, &call.call_id);
                         json!({
-                            "id": call.call_id,
+                            "id": id,
                             "reason": APPROVAL_REASON,
                             "message": format!("Allow {}?", call.tool),
-                            "toolCallId": call.call_id,
+                            "toolCallId": id,
                             "metadata": { "agentloop": { "tool": call.tool, "arguments": call.arguments } },
                         })
                     })
@@ -288,8 +291,10 @@ impl AgUiStream {
                 }
                 if interrupts.is_empty() {
                     // Only client tools wait: the client runs them and sends their results.
-                    let pending: Vec<&str> =
-                        client.iter().map(|call| call.call_id.as_str()).collect();
+                    let pending: Vec<String> = client
+                        .iter()
+                        .map(|call| tool_call_id(run_id, &call.call_id))
+                        .collect();
                     json!({ "type": "success", "pendingToolCallIds": pending })
                 } else {
                     json!({ "type": "interrupt", "interrupts": interrupts })
@@ -386,6 +391,12 @@ impl AgUiStream {
 
 /// The built-in tool that asks the user a question.
 const ASK_USER: &str = "ask_user";
+
+/// The AG-UI id of call `call_id` of run `run_id`: unique in the thread (a model may give the
+/// calls of two runs the same id); interrupts and frontend tool results name calls by it.
+pub fn tool_call_id(run_id: Uuid, call_id: &str) -> String {
+    format!("{run_id}:{call_id}")
+}
 
 /// An id unique in the thread: the run's id and the event's place in it.
 fn message_id(event: &Event) -> String {

@@ -8,7 +8,11 @@ use agentloop_core::protocol::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{APPROVAL_REASON, AgUiStream, QUESTION_REASON};
+use super::{APPROVAL_REASON, AgUiStream, QUESTION_REASON, tool_call_id};
+
+fn call(id: &str) -> String {
+    tool_call_id(run_id(), id)
+}
 
 fn run_id() -> Uuid {
     Uuid::from_u128(1)
@@ -177,7 +181,9 @@ fn a_chained_run_is_steps_text_tool_calls_results_and_the_answer() {
     assert_eq!(events[5]["parentMessageId"], events[2]["messageId"]);
     assert_eq!(events[5]["toolCallName"], "test__echo");
     assert_eq!(events[6]["delta"], "{\"text\":\"hi\"}");
-    assert_eq!(events[8]["toolCallId"], "c1");
+    assert_eq!(events[8]["toolCallId"], call("c1"));
+    assert_eq!(events[5]["toolCallId"], call("c1"));
+    assert_eq!(call("c1"), format!("{}:c1", run_id()));
     assert_eq!(events[8]["content"], "{\"echo\":\"hi\"}");
     assert_eq!(events[8]["role"], "tool");
     assert_eq!(events[8]["metadata"]["agentloop"]["status"], "success");
@@ -342,8 +348,8 @@ fn an_approval_is_an_interrupt_per_call() {
     let outcome = &events.last().unwrap()["outcome"];
     assert_eq!(outcome["type"], "interrupt");
     let interrupt = &outcome["interrupts"][0];
-    assert_eq!(interrupt["id"], "c9");
-    assert_eq!(interrupt["toolCallId"], "c9");
+    assert_eq!(interrupt["id"], call("c9"));
+    assert_eq!(interrupt["toolCallId"], call("c9"));
     assert_eq!(interrupt["reason"], APPROVAL_REASON);
     assert_eq!(
         interrupt["metadata"]["agentloop"]["arguments"],
@@ -375,7 +381,7 @@ fn a_client_tool_call_finishes_the_run_with_the_call_pending() {
     assert_eq!(start["toolCallName"], "show_card");
     assert_eq!(
         events.last().unwrap()["outcome"],
-        json!({"type": "success", "pendingToolCallIds": ["f1"]})
+        json!({"type": "success", "pendingToolCallIds": [call("f1")]})
     );
 }
 
