@@ -127,3 +127,67 @@ async fn another_users_thread_is_not_found_and_an_answer_must_fit() {
     assert_eq!(server.llm.requests().len(), 1);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn odd_frontend_tools_are_left_out_or_made_harmless_and_the_run_goes_on() {
+    let server = TestServer::start(vec![Reply::text("fine")], "").await;
+    let key = server.key("ann").await;
+    let mut body = input("odd-tools", json!([user("hi")]));
+    body["tools"] = json!([
+        {"name": "", "description": "no name"},
+        {"name": "ask_user", "description": "a built-in's name"},
+        {"name": "test.echo", "description": "a server tool's name"},
+        {"name": "pick", "description": "first", "parameters": "not a schema"},
+        {"name": "pick", "description": "second"},
+        {"name": "broken", "description": "b", "parameters": {"type": 12}},
+    ]);
+    let events = server
+        .post("/v1/ag-ui", &key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(events.contains("\"type\":\"RUN_FINISHED\""), "{events}");
+    let tools = &server.llm.requests()[0]["tools"];
+    let offered: Vec<(&str, &str)> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            (
+                tool["function"]["name"].as_str().unwrap(),
+                tool["function"]["description"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(offered.contains(&("pick", "first")), "{offered:?}");
+    assert!(offered.contains(&("broken", "b")), "{offered:?}");
+    assert_eq!(
+        offered.iter().filter(|(name, _)| *name == "pick").count(),
+        1
+    );
+    for left_out in [
+        "no name",
+        "a built-in's name",
+        "a server tool's name",
+        "second",
+    ] {
+        assert!(
+            !offered
+                .iter()
+                .any(|(_, description)| *description == left_out),
+            "{left_out}: {offered:?}"
+        );
+    }
+    let pick = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["function"]["name"] == "pick")
+        .unwrap();
+    assert_eq!(pick["function"]["parameters"]["type"], "object");
+    server.shutdown().await;
+}

@@ -98,6 +98,11 @@ impl Builtin {
             .filter(move |builtin| builtin.offered(settings))
     }
 
+    /// Whether `name` is a built-in tool's, offered or not (a client tool may not take it).
+    pub fn is_builtin_name(name: &str) -> bool {
+        Self::ALL.iter().any(|builtin| builtin.name() == name)
+    }
+
     /// The offered built-in the model called by `name`.
     pub fn find(name: &str, settings: &AgentSettings) -> Option<Builtin> {
         Self::all_offered(settings).find(|builtin| builtin.name() == name)

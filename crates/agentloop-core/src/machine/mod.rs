@@ -269,7 +269,17 @@ impl RunMachine {
         let catalog = if state.input.client_tools.is_empty() {
             catalog
         } else {
-            Arc::new(catalog.with_client_tools(&state.input.client_tools))
+            // A client tool without a name, or with a built-in tool's, is left out.
+            let client_tools: Vec<_> = state
+                .input
+                .client_tools
+                .iter()
+                .filter(|tool| {
+                    !tool.name.trim().is_empty() && !Builtin::is_builtin_name(&tool.name)
+                })
+                .cloned()
+                .collect();
+            Arc::new(catalog.with_client_tools(&client_tools))
         };
         let max_chars = settings.tool_output_max_chars;
         let history_view = state

@@ -22,11 +22,17 @@ fn machine_with_policy(policy: crate::policy::RunPolicy) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy,
-        client_tools: vec![ClientTool::new(
-            "show_card",
-            "Shows a card in the page",
-            json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}),
-        )],
+        client_tools: vec![
+            ClientTool::new(
+                "show_card",
+                "Shows a card in the page",
+                json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}),
+            ),
+            // Left out: no name, a built-in's name (offered or not).
+            ClientTool::new(" ", "", json!({})),
+            ClientTool::new("ask_user", "", json!({})),
+            ClientTool::new("write_plan", "", json!({})),
+        ],
     };
     RunMachine::new(
         input,
