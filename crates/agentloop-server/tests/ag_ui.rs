@@ -1,6 +1,7 @@
-//! `POST /v1/ag-ui` refusals over real HTTP: bodies that are not a `RunAgentInput`, a request
-//! without a key, another user's thread, an answer that does not fit a waiting run (the
-//! protocol itself, with `@ag-ui/client`, is in `agentloop-cli/tests/ag_ui.rs`).
+//! `POST /v1/ag-ui` over real HTTP: bodies that are not a `RunAgentInput`, a request without a
+//! key, another user's thread, an answer that does not fit a waiting run, odd frontend tools,
+//! the same request replayed from the event log, a busy thread (the protocol itself, with
+//! `@ag-ui/client`, is in `agentloop-cli/tests/ag_ui.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -14,6 +15,23 @@ fn input(thread: &str, messages: Value) -> Value {
         "threadId": thread, "runId": uuid::Uuid::now_v7().to_string(), "messages": messages,
         "tools": [], "context": [], "state": {}, "forwardedProps": {},
     })
+}
+
+/// The AG-UI events of an SSE body.
+fn events_of(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+/// The text the assistant's messages got.
+fn text_in(body: &str) -> String {
+    events_of(body)
+        .iter()
+        .filter(|event| event["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|event| event["delta"].as_str().unwrap().to_string())
+        .collect()
 }
 
 fn user(text: &str) -> Value {
@@ -189,5 +207,45 @@ async fn odd_frontend_tools_are_left_out_or_made_harmless_and_the_run_goes_on() 
         .find(|tool| tool["function"]["name"] == "pick")
         .unwrap();
     assert_eq!(pick["function"]["parameters"]["type"], "object");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_same_run_id_again_replays_its_run_and_a_busy_thread_is_409() {
+    let server = TestServer::start(
+        vec![
+            Reply::text("first answer"),
+            Reply::tool_call("test__sleep", json!({"ms": 1500})),
+            Reply::text("slept"),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let post = |body: Value| server.post("/v1/ag-ui", &key).json(&body).send();
+    let first = input("replayed", json!([user("hello")]));
+    let answered = post(first.clone()).await.unwrap().text().await.unwrap();
+    assert_eq!(text_in(&answered), "first answer", "{answered}");
+    // The same request after the run ended: the run again, from the event log, not a new run.
+    let again = post(first).await.unwrap().text().await.unwrap();
+    assert_eq!(again, answered);
+    assert_eq!(server.llm.requests().len(), 1);
+
+    // While a run of the thread works, a new run of it is refused.
+    let slow = post(input("replayed", json!([user("sleep")])));
+    let slow = tokio::spawn(async move { slow.await.unwrap().text().await.unwrap() });
+    agentloop_test_support::wait::until(
+        "the slow run's LLM call",
+        std::time::Duration::from_secs(10),
+        || server.llm.requests().len() >= 2,
+    )
+    .await;
+    let busy = post(input("replayed", json!([user("me too")])))
+        .await
+        .unwrap();
+    let (status, error) = error_of(busy).await;
+    assert_eq!(status, 409);
+    assert_eq!(error["code"], "session_busy");
+    assert_eq!(text_in(&slow.await.unwrap()), "slept");
     server.shutdown().await;
 }
