@@ -184,12 +184,13 @@ pub async fn run_agent(
     {
         return Err(ApiError::not_found("thread", &body.thread_id));
     }
-    // The same request again: follow its run.
-    if let Some(live) = state.runs.get(run_id) {
+    // The same request again: follow its run from its start, live when it began here (a run
+    // resumed or adopted here has its start in the store).
+    if let Some(live) = state.runs.get(run_id).filter(|live| live.base_seq == 0) {
         if live.user_id != user || live.session_id != session_id {
             return Err(ApiError::not_found("run", &body.run_id));
         }
-        let events = live.events(live.base_seq);
+        let events = live.events(0);
         return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
     }
     if let Some(run) = state.store.run(run_id).await? {
