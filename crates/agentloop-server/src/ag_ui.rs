@@ -221,7 +221,8 @@ pub async fn run_agent(
         .map_err(resume_error)?;
     let live = state.runs.resume(&state.agent, resumed, &user)?;
     let events = live.events(live.base_seq);
-    Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()))
+    let mapper = mapper().with_client_results(input.results.into_keys());
+    Ok(ag_ui_stream(events, mapper, state.config.keep_alive()))
 }
 
 /// Starts a run of the last user message, with the request's frontend tools and context.

@@ -159,6 +159,8 @@ await check("a frontend tool: its call ends the run pending, its result continue
   const after = await run(page, { tools });
   assert.equal(finished(after).outcome.type, "success");
   assert.equal(lastText(page), "The page picked: orange");
+  // The client's result is not sent back to it.
+  assert.equal(page.messages.filter((m) => m.role === "tool" && m.toolCallId === call.id).length, 1);
 });
 
 await check("the same runId again re-attaches to the run in progress", async () => {

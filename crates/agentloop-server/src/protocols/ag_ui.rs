@@ -12,7 +12,7 @@
 //! | `assistant_delta` | `TEXT_MESSAGE_START` / `TEXT_MESSAGE_CONTENT` (one assistant message per reply) |
 //! | `final_response` | the answer's `TEXT_MESSAGE_*`; nothing when the reply's streamed text was the answer already |
 //! | `tool_selected` | `TOOL_CALL_START` (`toolCallId`: `RUN_ID:CALL_ID`, [`tool_call_id`]; `parentMessageId`: the reply), `TOOL_CALL_ARGS` (the arguments' JSON), `TOOL_CALL_END` |
-//! | `tool_executed` | `TOOL_CALL_RESULT` (`content`: the result, or the error; `metadata.agentloop.status`) |
+//! | `tool_executed` | `TOOL_CALL_RESULT` (`content`: the result, or the error; `metadata.agentloop.status`); none for the result of a frontend tool the request brought |
 //! | `plan_updated` | `STATE_SNAPSHOT`: the client's state with `plan` set |
 //! | `input_required` | `CUSTOM agentloop.input_required`; a question is also the assistant's text |
 //! | `side_effect`, `duplicate_detected`, `forced_finalize`, `user_message`, `run_resumed` | `CUSTOM agentloop.side_effect`, `.duplicate`, `.forced_finalize`, `.user_message`, `.run_resumed` (agentloop's fields) |
@@ -23,6 +23,8 @@
 //! The model's text is streamed as it comes; agentloop sends an answer again as
 //! `final_response` once a reply turns out to be the answer, which is left out here when it
 //! repeats what was streamed (a forced summary, never streamed before, is sent).
+
+use std::collections::HashSet;
 
 use agentloop_core::protocol::{
     Event, EventKind, InputKind, PendingCall, RunStatus, ToolStatus, Usage,
@@ -57,6 +59,8 @@ pub struct AgUiStream {
     /// What the run waits for, once it paused.
     waits: Option<(InputKind, Option<String>, Vec<PendingCall>)>,
     error: Option<(String, String)>,
+    /// Calls of frontend tools whose results this request brought: the client has them.
+    client_results: HashSet<String>,
     finished: bool,
 }
 
@@ -79,8 +83,17 @@ impl AgUiStream {
             answering: false,
             waits: None,
             error: None,
+            client_results: HashSet::new(),
             finished: false,
         }
+    }
+
+    /// The stream of a request that brought the results of the frontend tool calls
+    /// `call_ids` (agentloop's ids): their `tool_executed` events are left out, the client
+    /// has the results already.
+    pub fn with_client_results(mut self, call_ids: impl IntoIterator<Item = String>) -> Self {
+        self.client_results = call_ids.into_iter().collect();
+        self
     }
 
     /// Whether `RUN_FINISHED` or `RUN_ERROR` was sent: nothing follows.
@@ -131,6 +144,7 @@ impl AgUiStream {
             // The question is the assistant's text; its answer comes with the next request.
             EventKind::ToolSelected { tool, .. } | EventKind::ToolExecuted { tool, .. }
                 if tool == ASK_USER => {}
+            EventKind::ToolExecuted { call_id, .. } if self.client_results.contains(call_id) => {}
             EventKind::ToolSelected {
                 call_id,
                 tool,

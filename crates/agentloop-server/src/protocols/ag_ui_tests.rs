@@ -533,3 +533,21 @@ fn a_resumed_run_starts_with_run_started_and_its_reply_gets_an_id() {
         .count();
     assert_eq!(contents, 1, "the answer once");
 }
+
+#[test]
+fn the_result_of_a_frontend_tool_the_request_brought_is_not_sent_back() {
+    let mut stream = stream().with_client_results(["f1".to_string()]);
+    let events = events(
+        &mut stream,
+        vec![
+            executed("f1", ToolStatus::Success, Some("orange"), None),
+            executed("s1", ToolStatus::Success, Some("server side"), None),
+        ],
+    );
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["type"] == "TOOL_CALL_RESULT")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["toolCallId"], call("s1"));
+}
