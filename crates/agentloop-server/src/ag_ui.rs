@@ -342,6 +342,10 @@ fn answer_of(
                 .or_else(|| message.error.clone())
                 .unwrap_or_default();
             answer.results.insert(call.call_id.clone(), text);
+        } else if !body.resume.is_empty() {
+            // Paused with interrupts too, the client was not asked to run it (the outcome
+            // was the interrupts): the model reads it did not run, and may call it again.
+            answer.deny.push(call.call_id.clone());
         }
     }
     let asks = request.is_some_and(|request| request.kind == InputKind::Clarification);
@@ -507,6 +511,20 @@ mod tests {
         assert_eq!(answer.results.len(), 1, "only the waiting call's result");
         assert_eq!(answer.results["f"], "{\"picked\":3}");
         assert_eq!(answer.answer, None);
+    }
+
+    #[test]
+    fn a_frontend_call_paused_beside_interrupts_is_denied_when_only_they_are_answered() {
+        let run = Uuid::from_u128(4);
+        let request = waiting(InputKind::Approval, vec![call("a", false), call("f", true)]);
+        let body = body(json!({
+            "threadId": "t", "runId": "r", "messages": [],
+            "resume": [{"interruptId": tool_call_id(run, "a"), "status": "resolved"}],
+        }));
+        let answer = answer_of(&body, run, Some(&request)).unwrap();
+        assert_eq!(answer.approve, ["a"]);
+        assert_eq!(answer.deny, ["f"]);
+        assert!(answer.results.is_empty());
     }
 
     #[test]
