@@ -38,6 +38,7 @@ mod subagent;
 mod telemetry;
 mod tokens;
 mod tool;
+pub mod trace;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
@@ -79,4 +80,5 @@ pub use store::{
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
+pub use trace::{NoTracer, RunTrace, Tracer};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};

@@ -240,6 +240,7 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
         context: serde_json::Value::Null,
         started_at: chrono::Utc::now(),
         owner: None,
+        traceparent: None,
     };
     store.start_run(&run).await.unwrap();
     let message = suite::question(session_id, run.id, "plain");
@@ -356,6 +357,7 @@ async fn a_step_saved_by_another_instance_is_news_to_this_one() {
         context: serde_json::Value::Null,
         started_at: chrono::Utc::now(),
         owner: None,
+        traceparent: None,
     };
     elsewhere.start_run(&run).await.unwrap();
     // The listener connects in the background: steps are saved until one is heard.
