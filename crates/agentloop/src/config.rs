@@ -32,6 +32,9 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowSettings>,
     /// `[agents.NAME]`: sub-agents the main agent calls as the tool `agent.NAME`.
     pub agents: BTreeMap<String, SubAgentSettings>,
+    /// `[telemetry]`: where traces go (with the `OTEL_*` variables, read when the runtime
+    /// starts).
+    pub telemetry: crate::telemetry::TelemetrySettings,
     /// Where `llm.base_url` came from (set by [`Config::load`] and [`Config::apply_env`]): an
     /// error about the server behind it names the setting to change.
     #[serde(skip)]
