@@ -391,6 +391,7 @@ mod tests {
         let config = parse(block).unwrap();
         assert_eq!(config.validate(), Ok(()));
         assert!(config.agent.planning.model.is_some() && config.agents.contains_key("researcher"));
+        assert!(config.telemetry.otlp_endpoint.is_some() && !config.telemetry.capture_content);
         // The quick start's example, with its optional sections turned on.
         let example = include_str!("../../../examples/agentloop.toml");
         let enabled: String = example
@@ -407,6 +408,10 @@ mod tests {
         assert_eq!(config.validate(), Ok(()));
         assert!(config.agent.planning.enabled);
         assert_eq!(config.agents["calculator"].tools, ["everything.get-sum"]);
+        assert_eq!(
+            config.telemetry.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318")
+        );
     }
 
     #[test]
