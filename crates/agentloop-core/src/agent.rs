@@ -26,9 +26,9 @@ use crate::{
     store::Store,
     subagent::{AGENT_TOOL_PREFIX, Parent, SubAgentSettings, SubAgentTool},
     telemetry::{NoTelemetry, Telemetry},
-    trace::{NoTracer, RunSpanStart, RunTrace, Tracer},
     tokens::{EstimatedTokens, TokenCounter},
     tool::{Tool, ToolSource},
+    trace::{NoTracer, RunSpanStart, RunTrace, Tracer},
 };
 
 /// Errors of building an agent or of a run's task.

@@ -27,8 +27,8 @@ use crate::{
     store::StoreError,
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
-    trace::{RunTrace, Tracer},
     tool::ToolContext,
+    trace::{RunTrace, Tracer},
 };
 
 /// What a run needs from its agent.

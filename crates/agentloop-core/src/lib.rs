@@ -80,5 +80,5 @@ pub use store::{
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
-pub use trace::{NoTracer, RunTrace, Tracer};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};
+pub use trace::{NoTracer, RunTrace, Tracer};

@@ -16,8 +16,8 @@ use crate::{
     machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState},
     policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::Persistence,
-    trace::RunTrace,
     store::{NewRun, NewSession, SESSION_LEASE, SessionLock, Store, StoreError},
+    trace::RunTrace,
 };
 
 /// Why a run could not begin. Nothing of it was saved, and no session is held.

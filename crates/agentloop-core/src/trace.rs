@@ -47,11 +47,7 @@ pub trait RunSpan: Send + Sync {
 /// One LLM call's span.
 pub trait ChatSpan: Send {
     /// `reply` is `None` when the call was abandoned (cancelled).
-    fn end(
-        self: Box<Self>,
-        report: &LlmCallReport,
-        reply: Option<&Result<ModelReply, LlmError>>,
-    );
+    fn end(self: Box<Self>, report: &LlmCallReport, reply: Option<&Result<ModelReply, LlmError>>);
 }
 
 /// One tool call's span.

@@ -28,13 +28,13 @@ use uuid::Uuid;
 
 use crate::{
     auth::User,
-    trace_context::TraceParent,
     error::{ApiError, ErrorBody},
     extract::PathId,
     live::LiveRun,
     protocols::ai_sdk::UiMessageStream,
     runs::{body_bytes, resume_error, resume_point},
     state::AppState,
+    trace_context::TraceParent,
 };
 
 /// What `DefaultChatTransport` sends (other fields, such as the transport's `body`, are let

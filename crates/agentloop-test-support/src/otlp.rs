@@ -131,7 +131,11 @@ async fn receive(State(spans): State<Received>, body: Bytes) -> impl IntoRespons
                 .attributes
                 .iter()
                 .find(|attribute| attribute.key == "service.name")
-                .and_then(|attribute| json_of(attribute.value.as_ref()).as_str().map(str::to_string))
+                .and_then(|attribute| {
+                    json_of(attribute.value.as_ref())
+                        .as_str()
+                        .map(str::to_string)
+                })
         });
         for scope_spans in resource_spans.scope_spans {
             for span in scope_spans.spans {

@@ -119,7 +119,10 @@ fn bench(c: &mut Criterion) {
     for (name, traces) in [
         ("per_iteration_1_tool_traces_off", None),
         ("per_iteration_1_tool_traces_on", Some(&on)),
-        ("per_iteration_1_tool_traces_on_with_content", Some(&with_content)),
+        (
+            "per_iteration_1_tool_traces_on_with_content",
+            Some(&with_content),
+        ),
     ] {
         let agent = agent(&runtime, traces);
         group.bench_function(name, |b| {

@@ -96,7 +96,10 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
     let agent = one(&spans, "invoke_agent ");
     assert_eq!(agent.name, "invoke_agent agentloop");
     assert_eq!(agent.kind, INTERNAL);
-    assert_eq!(agent.parent_span_id, "", "a run nobody traced starts a trace");
+    assert_eq!(
+        agent.parent_span_id, "",
+        "a run nobody traced starts a trace"
+    );
     assert_eq!(agent.text("gen_ai.operation.name"), Some("invoke_agent"));
     assert_eq!(agent.text("gen_ai.agent.name"), Some("agentloop"));
     let session_id = outcome.session_id.to_string();
@@ -200,8 +203,11 @@ async fn contents_are_on_the_spans_only_when_opted_in() {
     let chats = named(&spans, "chat ");
     assert_eq!(chats.len(), 2);
     let json_of = |span: &ReceivedSpan, key: &str| -> Value {
-        serde_json::from_str(span.text(key).unwrap_or_else(|| panic!("{key} on {}", span.name)))
-            .unwrap()
+        serde_json::from_str(
+            span.text(key)
+                .unwrap_or_else(|| panic!("{key} on {}", span.name)),
+        )
+        .unwrap()
     };
     let instructions = json_of(chats[0], "gen_ai.system_instructions");
     assert_eq!(instructions[0]["type"], "text");
@@ -219,7 +225,10 @@ async fn contents_are_on_the_spans_only_when_opted_in() {
     assert_eq!(output[0]["role"], "assistant");
     assert_eq!(output[0]["parts"][0]["type"], "tool_call");
     assert_eq!(output[0]["parts"][0]["name"], "test__echo");
-    assert_eq!(output[0]["parts"][0]["arguments"], json!({"text": "secret"}));
+    assert_eq!(
+        output[0]["parts"][0]["arguments"],
+        json!({"text": "secret"})
+    );
     // The second call sees the tool's result.
     let input = json_of(chats[1], "gen_ai.input.messages");
     assert!(input.as_array().unwrap().iter().any(|message| {
@@ -459,6 +468,9 @@ async fn a_failed_tool_call_has_its_status_and_error_type() {
     assert_eq!(tool.text("error.type"), Some("tool_error"));
     assert_eq!(tool.status_code, STATUS_ERROR);
     let agent = one(&spans, "invoke_agent ");
-    assert!(agent.attribute("error.type").is_none(), "the run did not fail");
+    assert!(
+        agent.attribute("error.type").is_none(),
+        "the run did not fail"
+    );
     runtime.shutdown().await;
 }

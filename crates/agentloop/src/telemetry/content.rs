@@ -23,8 +23,7 @@ pub(super) fn input_messages(messages: &[Arc<ChatMessage>]) -> (Option<String>, 
         .filter(|message| message.role != Role::System)
         .map(|message| message_json(message, None))
         .collect();
-    let instructions =
-        (!instructions.is_empty()).then(|| Value::Array(instructions).to_string());
+    let instructions = (!instructions.is_empty()).then(|| Value::Array(instructions).to_string());
     (instructions, Value::Array(conversation).to_string())
 }
 

@@ -34,7 +34,11 @@ struct Shared {
 pub struct OtelTracer(Arc<Shared>);
 
 impl OtelTracer {
-    pub(super) fn new(provider: &SdkTracerProvider, export: &TraceExport, model: ModelInfo) -> Self {
+    pub(super) fn new(
+        provider: &SdkTracerProvider,
+        export: &TraceExport,
+        model: ModelInfo,
+    ) -> Self {
         Self(Arc::new(Shared {
             tracer: provider.tracer("agentloop"),
             capture_content: export.capture_content,
@@ -102,7 +106,10 @@ impl RunSpan for OtelRunSpan {
 
     fn chat(&self, request: &ModelRequest) -> Box<dyn ChatSpan> {
         let shared = &self.shared;
-        let model = request.model.clone().unwrap_or_else(|| shared.model.clone());
+        let model = request
+            .model
+            .clone()
+            .unwrap_or_else(|| shared.model.clone());
         let mut attributes = vec![
             KeyValue::new("gen_ai.operation.name", "chat"),
             KeyValue::new("gen_ai.provider.name", shared.provider.clone()),
@@ -158,7 +165,10 @@ impl RunSpan for OtelRunSpan {
         let span = self.cx.span();
         span.set_attributes([
             KeyValue::new("agentloop.run.status", outcome.status.as_str()),
-            KeyValue::new("gen_ai.usage.input_tokens", count(outcome.usage.prompt_tokens)),
+            KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                count(outcome.usage.prompt_tokens),
+            ),
             KeyValue::new(
                 "gen_ai.usage.output_tokens",
                 count(outcome.usage.completion_tokens),
@@ -188,11 +198,7 @@ struct OtelChatSpan {
 }
 
 impl ChatSpan for OtelChatSpan {
-    fn end(
-        self: Box<Self>,
-        report: &LlmCallReport,
-        reply: Option<&Result<ModelReply, LlmError>>,
-    ) {
+    fn end(self: Box<Self>, report: &LlmCallReport, reply: Option<&Result<ModelReply, LlmError>>) {
         let span = self.cx.span();
         // The providers' replies do not say which model answered: the one asked for did.
         span.set_attribute(KeyValue::new("gen_ai.response.model", self.model.clone()));
@@ -244,7 +250,9 @@ impl ChatSpan for OtelChatSpan {
             }
             None => {
                 span.set_attribute(KeyValue::new("error.type", "cancelled"));
-                span.set_status(Status::error("the call was abandoned: the run was cancelled"));
+                span.set_status(Status::error(
+                    "the call was abandoned: the run was cancelled",
+                ));
             }
         }
         span.end();
@@ -273,7 +281,9 @@ impl ToolSpan for OtelToolSpan {
                 }
                 (ToolStatus::Success, None)
             }
-            ToolOutcome::Failed(error) => (ToolStatus::Error, Some(("tool_error", error.to_string()))),
+            ToolOutcome::Failed(error) => {
+                (ToolStatus::Error, Some(("tool_error", error.to_string())))
+            }
             ToolOutcome::TimedOut(limit) => (
                 ToolStatus::Error,
                 Some(("timeout", format!("no result within {limit:?}"))),
@@ -284,8 +294,13 @@ impl ToolSpan for OtelToolSpan {
                 Some(("unavailable", "the tool left the catalog".to_string())),
             ),
             ToolOutcome::Skipped(_) => (ToolStatus::Skipped, None),
-            ToolOutcome::Refused(refusal) => (refusal.status, Some(("refused", refusal.error.clone()))),
-            other => (ToolStatus::Error, Some(("tool_error", format!("{other:?}")))),
+            ToolOutcome::Refused(refusal) => {
+                (refusal.status, Some(("refused", refusal.error.clone())))
+            }
+            other => (
+                ToolStatus::Error,
+                Some(("tool_error", format!("{other:?}"))),
+            ),
         };
         span.set_attribute(KeyValue::new("agentloop.tool.status", status.as_str()));
         if let Some((kind, message)) = error {

@@ -37,7 +37,10 @@ fn the_file_endpoint_gets_the_traces_path_and_the_environment_overrides_it() {
     // The signal's own variable is a full URL, used as it is.
     let vars = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://other:4318"),
-        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:9999/in"),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://traces:9999/in",
+        ),
     ];
     let export = TelemetrySettings::default()
         .export(env(&vars))
@@ -53,9 +56,7 @@ fn a_protocol_other_than_http_protobuf_is_refused_with_its_variable() {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ];
-    let error = TelemetrySettings::default()
-        .export(env(&vars))
-        .unwrap_err();
+    let error = TelemetrySettings::default().export(env(&vars)).unwrap_err();
     assert_eq!(error.key, "OTEL_EXPORTER_OTLP_PROTOCOL");
     assert!(error.message.contains("http/protobuf"), "{}", error.message);
     let vars = [
