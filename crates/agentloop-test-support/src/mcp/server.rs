@@ -263,9 +263,14 @@ impl TestMcpServer {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.headers.get("traceparent"))
             .and_then(|value| value.to_str().ok());
-        let line = json!({"tool": "record", "note": &args.note, "arguments": &args,
-            "idempotency_key": meta.get(IDEMPOTENCY_KEY_META),
-            "traceparent": meta.0.get_traceparent(), "traceparent_header": header});
+        let mut line = json!({"tool": "record", "note": &args.note, "arguments": &args,
+            "idempotency_key": meta.get(IDEMPOTENCY_KEY_META)});
+        if let Some(traceparent) = meta.0.get_traceparent() {
+            line["traceparent"] = json!(traceparent);
+        }
+        if let Some(header) = header {
+            line["traceparent_header"] = json!(header);
+        }
         if let Err(error) = self.append(&line) {
             return log_failure(error);
         }
