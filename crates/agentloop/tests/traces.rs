@@ -317,6 +317,8 @@ async fn a_request_with_a_traceparent_continues_its_trace_and_an_mcp_server_gets
     let llm = ScriptedLlm::start(vec![
         Reply::tool_call("remote__record", json!({"note": "traced"})),
         Reply::text("Recorded."),
+        // The chat's run.
+        Reply::text("Hello."),
     ])
     .await;
     let receiver = OtlpReceiver::start().await.unwrap();
@@ -378,6 +380,48 @@ async fn a_request_with_a_traceparent_continues_its_trace_and_an_mcp_server_gets
         json!(expected),
         "as the HTTP header"
     );
+
+    // The AI SDK's chat route continues the caller's trace too.
+    let chat_trace = "0af7651916cd43dd8448eb211c80319c";
+    let chat_caller = "b7ad6b7169203331";
+    let stream = reqwest::Client::new()
+        .post(format!("http://{address}/v1/chat"))
+        .bearer_auth(&key.secret)
+        .header("traceparent", format!("00-{chat_trace}-{chat_caller}-01"))
+        .json(&json!({
+            "id": "chat-1",
+            "trigger": "submit-message",
+            "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}],
+        }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(stream.contains("Hello."), "{stream}");
+    let spans = agentloop_test_support::wait::eventually(
+        "the chat run's span",
+        Duration::from_secs(20),
+        || async {
+            let spans = exported(&runtime, &receiver).await;
+            spans
+                .iter()
+                .any(|span| span.name.starts_with("invoke_agent ") && span.trace_id == chat_trace)
+                .then_some(spans)
+        },
+    )
+    .await;
+    let chat_run: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|span| span.trace_id == chat_trace)
+        .collect();
+    assert_eq!(chat_run.len(), 2, "invoke_agent and chat: {chat_run:#?}");
+    let agent = chat_run
+        .iter()
+        .find(|span| span.name.starts_with("invoke_agent "))
+        .unwrap();
+    assert_eq!(agent.parent_span_id, chat_caller);
     server.abort();
     runtime.shutdown().await;
 }
