@@ -28,6 +28,7 @@ use crate::{
     telemetry::{NoTelemetry, Telemetry},
     tokens::{EstimatedTokens, TokenCounter},
     tool::{Tool, ToolSource},
+    trace::{NoTracer, RunSpanStart, RunTrace, Tracer},
 };
 
 /// Errors of building an agent or of a run's task.
@@ -72,6 +73,9 @@ pub struct RunRequest {
     /// beside the agent's; a call to one pauses the run until the client answers with its
     /// result (`InputAnswer.results`).
     pub client_tools: Vec<crate::client_tool::ClientTool>,
+    /// The W3C `traceparent` of the caller (an HTTP request's): the run's spans continue its
+    /// trace.
+    pub traceparent: Option<String>,
 }
 
 impl Default for RunRequest {
@@ -89,6 +93,7 @@ impl Default for RunRequest {
             max_iterations: None,
             context: RunContext::default(),
             client_tools: Vec::new(),
+            traceparent: None,
         }
     }
 }
@@ -205,6 +210,25 @@ impl Agent {
 
     pub fn services(&self) -> &RunServices {
         &self.services
+    }
+
+    /// The span of run `run_id`, continuing the trace of `parent` (a W3C `traceparent`).
+    pub fn start_trace(&self, run_id: Uuid, session_id: Uuid, parent: Option<&str>) -> RunTrace {
+        let start = RunSpanStart {
+            run_id,
+            session_id,
+            agent: None,
+            parent,
+        };
+        RunTrace::start(self.services.tracer.as_ref(), &start)
+    }
+
+    /// The services for driving one run, with its span.
+    pub(crate) fn services_traced(&self, trace: RunTrace) -> RunServices {
+        RunServices {
+            trace,
+            ..self.services.clone()
+        }
     }
 
     pub fn store(&self) -> Option<&Arc<dyn Store>> {
@@ -366,6 +390,7 @@ pub struct AgentBuilder {
     store: Option<Arc<dyn Store>>,
     counter: Option<Arc<dyn TokenCounter>>,
     telemetry: Option<Arc<dyn Telemetry>>,
+    tracer: Option<Arc<dyn Tracer>>,
     policy: PolicySettings,
     workflows: BTreeMap<String, WorkflowSettings>,
     hooks: Vec<Arc<dyn ToolHook>>,
@@ -463,6 +488,12 @@ impl AgentBuilder {
     }
 
     /// Counts tokens for `agent.context_tokens` (default: a conservative estimate).
+    /// Where the spans of runs go (OpenTelemetry in the facade); none by default.
+    pub fn tracer(mut self, tracer: Arc<dyn Tracer>) -> Self {
+        self.tracer = Some(tracer);
+        self
+    }
+
     pub fn token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
         self.counter = Some(counter);
         self
@@ -499,6 +530,9 @@ impl AgentBuilder {
         let telemetry = self
             .telemetry
             .unwrap_or_else(|| Arc::new(NoTelemetry) as Arc<dyn Telemetry>);
+        let tracer = self
+            .tracer
+            .unwrap_or_else(|| Arc::new(NoTracer) as Arc<dyn Tracer>);
         let hooks = Arc::new(self.hooks);
         let workflows = Arc::new(self.workflows);
         let limiter = self
@@ -510,6 +544,7 @@ impl AgentBuilder {
             settings: settings.clone(),
             counter: counter.clone(),
             telemetry: telemetry.clone(),
+            tracer: tracer.clone(),
             hooks: hooks.clone(),
             workflows: workflows.clone(),
             limiter: limiter.clone(),
@@ -583,6 +618,8 @@ impl AgentBuilder {
                 settings,
                 counter,
                 telemetry,
+                tracer,
+                trace: RunTrace::default(),
                 hooks,
                 inputs: self.inputs,
                 steering: Arc::default(),

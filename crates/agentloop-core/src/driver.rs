@@ -28,6 +28,7 @@ use crate::{
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
     tool::ToolContext,
+    trace::{RunTrace, Tracer},
 };
 
 /// What a run needs from its agent.
@@ -39,6 +40,11 @@ pub struct RunServices {
     pub settings: Arc<AgentSettings>,
     pub counter: Arc<dyn TokenCounter>,
     pub telemetry: Arc<dyn Telemetry>,
+    /// Makes the spans of the agent's runs.
+    pub tracer: Arc<dyn Tracer>,
+    /// The span of the run being driven: set on the run's own copy of the services (empty in
+    /// the agent's).
+    pub trace: RunTrace,
     /// Run around every tool call, in order.
     pub hooks: Arc<Vec<Arc<dyn ToolHook>>>,
     /// Sees every input fed to a run's machine (replays, audits).
@@ -102,6 +108,20 @@ pub async fn drive(
 
 /// Like [`drive`], from `step` of a machine already under way (a paused run that resumes).
 pub async fn drive_from(
+    machine: RunMachine,
+    step: Step,
+    services: RunServices,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+    persistence: Option<Persistence>,
+) -> RunOutcome {
+    let trace = services.trace.clone();
+    let outcome = drive_steps(machine, step, services, emitter, cancel, persistence).await;
+    trace.end(&outcome);
+    outcome
+}
+
+async fn drive_steps(
     mut machine: RunMachine,
     mut step: Step,
     services: RunServices,
@@ -141,6 +161,7 @@ pub async fn drive_from(
             }
             Step::CallModel(request) => {
                 let purpose = request.purpose;
+                let span = services.trace.chat(&request);
                 let started = Instant::now();
                 let reply = {
                     let mut on_text = |text: &str| {
@@ -206,6 +227,9 @@ pub async fn drive_from(
                     error = report.error,
                     "llm call"
                 );
+                if let Some(span) = span {
+                    span.end(&report, reply.as_ref());
+                }
                 services.telemetry.llm_call(&report);
                 let input = match reply {
                     Some(reply) => Input::ModelReply(reply),
@@ -253,6 +277,7 @@ async fn run_tools(
     let mut running: FuturesUnordered<_> = invocations
         .into_iter()
         .map(|invocation| {
+            let span = services.trace.tool(&invocation);
             let context = ToolContext {
                 run_id: input.run_id,
                 session_id: input.session_id,
@@ -262,13 +287,21 @@ async fn run_tools(
                 workflow: input.context.workflow.clone(),
                 read_only: input.context.read_only,
                 events: Some(nested_sender.clone()),
+                traceparent: span.as_ref().and_then(|span| span.traceparent()),
             };
             let tool = CallTool {
                 catalog: machine.catalog().clone(),
                 policy: policy.clone(),
                 hooks: services.hooks.clone(),
             };
-            execute(invocation, tool, context, permits.clone(), gate.clone())
+            let call = execute(invocation, tool, context, permits.clone(), gate.clone());
+            async move {
+                let result = call.await;
+                if let Some(span) = span {
+                    span.end(&result);
+                }
+                result
+            }
         })
         .collect();
     drop(nested_sender);

@@ -39,6 +39,7 @@ mod subagent;
 mod telemetry;
 mod tokens;
 mod tool;
+pub mod trace;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
@@ -82,3 +83,4 @@ pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};
+pub use trace::{NoTracer, RunTrace, Tracer};

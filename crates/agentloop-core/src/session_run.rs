@@ -17,6 +17,7 @@ use crate::{
     policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::Persistence,
     store::{NewRun, NewSession, SESSION_LEASE, SessionLock, Store, StoreError},
+    trace::RunTrace,
 };
 
 /// Why a run could not begin. Nothing of it was saved, and no session is held.
@@ -61,6 +62,7 @@ pub struct BegunRun {
     store: Option<Arc<dyn Store>>,
     /// Holds the session until the run is driven (or this is dropped).
     hold: Option<SessionHold>,
+    trace: RunTrace,
 }
 
 impl BegunRun {
@@ -78,6 +80,7 @@ struct Saving {
     store: Arc<dyn Store>,
     save_chat: bool,
     history_window: Option<usize>,
+    trace: RunTrace,
 }
 
 /// A session taken for a run that has not been driven yet.
@@ -120,11 +123,13 @@ impl Agent {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         self.policy_for(&request.context)?;
         let Some(store) = self.store().cloned() else {
+            let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
             return Ok(BegunRun {
                 request,
                 history_window: None,
                 store: None,
                 hold: None,
+                trace,
             });
         };
         let user_id = request
@@ -145,6 +150,9 @@ impl Agent {
         } else {
             Vec::new()
         };
+        // Started before the run is saved, so that the run is saved with it: after a restart,
+        // the run goes on in this trace.
+        let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
         let run = NewRun {
             id: run_id,
             session_id,
@@ -159,6 +167,7 @@ impl Agent {
             }),
             started_at: crate::clock::now(),
             owner: self.instance_id().map(str::to_string),
+            traceparent: trace.traceparent(),
         };
         store.start_run(&run).await?;
         if request.include_history {
@@ -172,6 +181,7 @@ impl Agent {
             history_window,
             store: Some(store),
             hold: Some(hold),
+            trace,
         })
     }
 
@@ -188,12 +198,14 @@ impl Agent {
             history_window,
             store,
             hold,
+            trace,
         } = begun;
         let mut emitter = Emitter::new(request.run_id.unwrap_or_default(), sink);
         let save_chat = request.save_chat;
         let machine = self.prepare(request);
         let Some(store) = store else {
-            return drive(machine, self.services().clone(), &mut emitter, cancel, None).await;
+            let services = self.services_traced(trace);
+            return drive(machine, services, &mut emitter, cancel, None).await;
         };
         if let Some(hold) = hold {
             hold.keep();
@@ -202,6 +214,7 @@ impl Agent {
             store,
             save_chat,
             history_window,
+            trace,
         };
         self.drive_saved(machine, None, saving, &mut emitter, cancel)
             .await
@@ -221,6 +234,7 @@ impl Agent {
             store,
             save_chat,
             history_window,
+            trace,
         } = saving;
         let _renewal =
             LeaseRenewal::start(store.clone(), machine.input().session_id, machine.run_id());
@@ -234,7 +248,7 @@ impl Agent {
             input_saved: step.is_some(),
             handover: self.handover_signal(),
         });
-        let services = self.services().clone();
+        let services = self.services_traced(trace);
         match step {
             Some(step) => {
                 crate::driver::drive_from(machine, step, services, emitter, cancel, persistence)
@@ -259,8 +273,11 @@ impl Agent {
         match self.store() {
             Some(_) => run_with_store(self, request, &mut emitter, cancel).await,
             None => {
+                let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
+                let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
                 let machine = self.prepare(request);
-                drive(machine, self.services().clone(), &mut emitter, cancel, None).await
+                let services = self.services_traced(trace);
+                drive(machine, services, &mut emitter, cancel, None).await
             }
         }
     }
@@ -419,6 +436,7 @@ pub struct Resumed {
     last_seq: u64,
     save_chat: bool,
     store: Arc<dyn Store>,
+    trace: RunTrace,
 }
 
 impl Resumed {
@@ -453,6 +471,8 @@ struct Restored {
     last_seq: u64,
     save_chat: bool,
     store: Arc<dyn Store>,
+    /// The run's saved trace context (a W3C `traceparent`).
+    traceparent: Option<String>,
 }
 
 impl Agent {
@@ -471,7 +491,7 @@ impl Agent {
             log.record(run_id, &Input::Answer(answer.clone()), now);
         }
         self.claim(&restored, run_id).await?;
-        Ok(restored.with_step(step))
+        Ok(restored.with_step(self, step))
     }
 
     /// Cancels the paused run `run_id`: its waiting calls are skipped and it ends `cancelled`.
@@ -484,7 +504,7 @@ impl Agent {
         )
         .ok_or(ResumeError::NotPaused(run_id))?;
         self.claim(&restored, run_id).await?;
-        Ok(restored.with_step(step))
+        Ok(restored.with_step(self, step))
     }
 
     /// Takes over the run `run_id`, left in progress by an instance that stopped or has been
@@ -515,7 +535,7 @@ impl Agent {
             input,
         )
         .ok_or(ResumeError::NotAdoptable(run_id))?;
-        Ok(restored.with_step(step))
+        Ok(restored.with_step(self, step))
     }
 
     /// Drives a resumed run to its end (or its next pause), saving each step and sending its
@@ -532,12 +552,14 @@ impl Agent {
             last_seq,
             save_chat,
             store,
+            trace,
         } = resumed;
         let mut emitter = Emitter::resuming(machine.run_id(), last_seq, sink);
         let saving = Saving {
             store,
             save_chat,
             history_window: None,
+            trace,
         };
         self.drive_saved(machine, Some(step), saving, &mut emitter, cancel)
             .await
@@ -594,6 +616,7 @@ impl Agent {
             last_seq: saved.last_seq,
             save_chat: saved.save_chat,
             store,
+            traceparent: saved.traceparent,
         })
     }
 
@@ -613,8 +636,13 @@ impl Agent {
 }
 
 impl Restored {
-    fn with_step(self, step: crate::machine::Step) -> Resumed {
+    /// `agent` starts the span of the run's next stretch, in the trace it was saved with.
+    fn with_step(self, agent: &Agent, step: crate::machine::Step) -> Resumed {
+        let run_id = self.machine.run_id();
+        let session_id = self.machine.input().session_id;
+        let trace = agent.start_trace(run_id, session_id, self.traceparent.as_deref());
         Resumed {
+            trace,
             machine: self.machine,
             step,
             last_seq: self.last_seq,

@@ -140,6 +140,9 @@ pub struct NewRun {
     /// The instance that works on the run ([`Instance`]); `None` for a run no instance answers
     /// for (it is never adopted, only resumed by hand).
     pub owner: Option<String>,
+    /// The run's span as a W3C `traceparent` (with a tracer): a run that goes on after a pause
+    /// or a restart continues this trace.
+    pub traceparent: Option<String>,
 }
 
 /// How a run ended.
@@ -206,6 +209,8 @@ pub struct SavedRun {
     pub turn: Vec<SessionMessage>,
     /// Its tool executions, in the order they were recorded, each with its whole output.
     pub records: Vec<ToolExecutionRecord>,
+    /// The trace context it was saved with ([`NewRun::traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 /// A process that works on runs: a server, or a CLI running one run in a terminal. It shows

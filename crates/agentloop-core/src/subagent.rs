@@ -104,6 +104,7 @@ pub(crate) struct Parent {
     pub settings: Arc<AgentSettings>,
     pub counter: Arc<dyn TokenCounter>,
     pub telemetry: Arc<dyn Telemetry>,
+    pub tracer: Arc<dyn crate::trace::Tracer>,
     pub hooks: Arc<Vec<Arc<dyn ToolHook>>>,
     pub workflows: Arc<BTreeMap<String, WorkflowSettings>>,
     pub limiter: Option<Arc<MutationLimiter>>,
@@ -257,6 +258,17 @@ impl Tool for SubAgentTool {
             settings: self.settings.clone(),
             counter: self.parent.counter.clone(),
             telemetry: Arc::new(Nested(self.parent.telemetry.clone())),
+            tracer: self.parent.tracer.clone(),
+            // Under the tool call that runs it.
+            trace: crate::trace::RunTrace::start(
+                self.parent.tracer.as_ref(),
+                &crate::trace::RunSpanStart {
+                    run_id,
+                    session_id: context.session_id,
+                    agent: Some(&self.name),
+                    parent: context.traceparent.as_deref(),
+                },
+            ),
             hooks: self.parent.hooks.clone(),
             inputs: self.parent.inputs.clone(),
             // Sub-agents are not steered: what the user writes goes to the run they work for.

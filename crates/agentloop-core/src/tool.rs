@@ -127,6 +127,9 @@ pub struct ToolContext {
     /// Where a tool that runs an agent of its own (a sub-agent) sends that run's events, so
     /// that they appear, nested, in the stream of the calling run.
     pub events: Option<tokio::sync::mpsc::UnboundedSender<agentloop_protocol::Event>>,
+    /// The call's span as a W3C `traceparent` (with a tracer): sent on to MCP servers over
+    /// HTTP, and the parent of a sub-agent's run.
+    pub traceparent: Option<String>,
 }
 
 impl ToolContext {

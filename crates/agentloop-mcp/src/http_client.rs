@@ -11,7 +11,7 @@ use std::{collections::HashMap, sync::Arc};
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage},
     transport::streamable_http_client::{
         SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     },
@@ -53,6 +53,26 @@ fn screen(
     }
 }
 
+/// The headers of a request, with the `traceparent` a `tools/call` carries in its `_meta` (the
+/// call's span) as an HTTP header too, for servers and proxies that trace HTTP.
+fn traced(
+    message: &ClientJsonRpcMessage,
+    mut headers: HashMap<HeaderName, HeaderValue>,
+) -> HashMap<HeaderName, HeaderValue> {
+    if let ClientJsonRpcMessage::Request(request) = message
+        && let ClientRequest::CallToolRequest(call) = &request.request
+        && let Some(traceparent) = call
+            .params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0.get_traceparent())
+        && let Ok(value) = HeaderValue::from_str(traceparent)
+    {
+        headers.insert(HeaderName::from_static("traceparent"), value);
+    }
+    headers
+}
+
 impl StreamableHttpClient for HttpClient {
     type Error = reqwest::Error;
 
@@ -66,6 +86,7 @@ impl StreamableHttpClient for HttpClient {
     ) -> Result<StreamableHttpPostResponse, Error> {
         let request = matches!(message, ClientJsonRpcMessage::Request(_));
         let had_session = session_id.is_some();
+        let custom_headers = traced(&message, custom_headers);
         let response = self
             .0
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -84,6 +105,7 @@ impl StreamableHttpClient for HttpClient {
     ) -> Result<StreamableHttpPostResponse, Error> {
         let request = matches!(message, ClientJsonRpcMessage::Request(_));
         let had_session = session_id.is_some();
+        let custom_headers = traced(&message, custom_headers);
         let response = self
             .0
             .post_message_with_max_sse_event_size(

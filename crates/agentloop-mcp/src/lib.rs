@@ -28,4 +28,4 @@ mod tool;
 pub use config::McpServerConfig;
 pub use error::McpError;
 pub use source::{McpSource, connect_all};
-pub use tool::IDEMPOTENCY_KEY_META;
+pub use tool::{IDEMPOTENCY_KEY_META, TRACEPARENT_META};

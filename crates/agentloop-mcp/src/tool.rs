@@ -13,6 +13,10 @@ use crate::connection::Connection;
 /// ([`ToolContext::idempotency_key`]).
 pub const IDEMPOTENCY_KEY_META: &str = "agentloop/idempotency-key";
 
+/// The `_meta` key of a `tools/call` request that carries the W3C `traceparent` of the call's
+/// span (MCP SEP-414), when traces are exported.
+pub const TRACEPARENT_META: &str = "traceparent";
+
 pub(crate) struct McpTool {
     info: ToolInfo,
     /// The name the server knows the tool by, without the `server.` namespace.
@@ -79,6 +83,10 @@ impl Tool for McpTool {
             IDEMPOTENCY_KEY_META.to_owned(),
             Value::String(context.idempotency_key()),
         );
+        // The call's span (MCP SEP-414); over HTTP it also goes as the `traceparent` header.
+        if let Some(traceparent) = context.traceparent {
+            meta.insert(TRACEPARENT_META.to_owned(), Value::String(traceparent));
+        }
         self.connection
             .call_tool(&self.remote_name, arguments, Some(meta))
             .await

@@ -33,6 +33,7 @@ use crate::{
     protocols::ai_sdk::UiMessageStream,
     runs::{body_bytes, resume_error, resume_point},
     state::AppState,
+    trace_context::TraceParent,
 };
 
 /// What `DefaultChatTransport` sends (other fields, such as the transport's `body`, are let
@@ -77,6 +78,7 @@ pub struct ChatMessage {
     path = "/v1/chat",
     tag = "chat",
     request_body = ChatBody,
+    params(("traceparent" = Option<String>, Header, description = "W3C trace context: the run's spans continue this trace")),
     responses(
         (status = 200, description = "The UI message stream of the run", content_type = "text/event-stream"),
         (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
@@ -90,6 +92,7 @@ pub struct ChatMessage {
 pub async fn post_chat(
     State(state): State<AppState>,
     User(user): User,
+    TraceParent(traceparent): TraceParent,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(&state, body)?;
@@ -168,6 +171,7 @@ pub async fn post_chat(
             user_id: Some(user.clone()),
             ..RunContext::default()
         },
+        traceparent,
         ..RunRequest::default()
     };
     let live = state.runs.start(&state.agent, request, &user).await?;

@@ -24,6 +24,7 @@ mod sessions;
 mod sse;
 mod state;
 mod steering;
+mod trace_context;
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use agentloop_core::{
-    ResumeError, RunOutcome,
+    ResumeError, RunOutcome, RunRequest,
     protocol::{
         FinalizeReason, InputRequest, MessageKind, Plan, Role, RunInfo, RunStatus, SessionMessage,
         ToolExecutionRecord, Usage,
@@ -31,6 +31,7 @@ use crate::{
     live::LiveRun,
     sse,
     state::AppState,
+    trace_context::TraceParent,
 };
 
 /// The finished run (`stream: false`).
@@ -98,6 +99,7 @@ pub struct CancelAnswer {
     path = "/v1/runs",
     tag = "runs",
     request_body = RunBody,
+    params(("traceparent" = Option<String>, Header, description = "W3C trace context: the run's spans continue this trace")),
     responses(
         (status = 200, description = "The run's events (`stream: true`) or the finished run (`stream: false`)",
             content((RunResult = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
@@ -113,9 +115,10 @@ pub struct CancelAnswer {
 pub async fn create_run(
     State(state): State<AppState>,
     user: User,
+    trace: TraceParent,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    start(state, user, body).await
+    start(state, user, trace, body).await
 }
 
 /// Start a run (the route of the seed application; same body and answers as `POST /v1/runs`).
@@ -124,6 +127,7 @@ pub async fn create_run(
     path = "/copilot-agent",
     tag = "runs",
     request_body = RunBody,
+    params(("traceparent" = Option<String>, Header, description = "W3C trace context: the run's spans continue this trace")),
     responses(
         (status = 200, description = "Same as POST /v1/runs",
             content((RunResult = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
@@ -135,23 +139,26 @@ pub async fn create_run(
 pub async fn copilot_agent(
     State(state): State<AppState>,
     user: User,
+    trace: TraceParent,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    start(state, user, body).await
+    start(state, user, trace, body).await
 }
 
 async fn start(
     state: AppState,
     User(user): User,
+    TraceParent(traceparent): TraceParent,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(&state, body)?;
     let body = RunBody::parse(&bytes)?;
     let stream = body.stream;
-    let run = state
-        .runs
-        .start(&state.agent, body.into_request(&user), &user)
-        .await?;
+    let request = RunRequest {
+        traceparent,
+        ..body.into_request(&user)
+    };
+    let run = state.runs.start(&state.agent, request, &user).await?;
     answer(&state, run, stream).await
 }
 

@@ -216,6 +216,7 @@ async fn start(store: &SqlStore) -> (Uuid, Uuid) {
             context: json!({}),
             started_at: Utc::now(),
             owner: None,
+            traceparent: None,
         })
         .await
         .unwrap();

@@ -78,7 +78,7 @@ pub(crate) async fn saved_run(db: &Db, id: Uuid) -> Result<Option<SavedRun>, Sto
     let row = db
         .query(
             "SELECT r.session_id, r.status, r.save_chat, r.owner, r.state_head, r.state_seq, \
-                 i.input \
+                 r.traceparent, i.input \
              FROM runs r LEFT JOIN run_inputs i ON i.run_id = r.id WHERE r.id = $1",
         )
         .bind(id.to_string())
@@ -98,6 +98,7 @@ pub(crate) async fn saved_run(db: &Db, id: Uuid) -> Result<Option<SavedRun>, Sto
         .optional_integer("state_seq")?
         .map_or(0, |seq| u64::try_from(seq).unwrap_or_default());
     let input = cells.optional_json("input")?;
+    let traceparent = cells.optional_text("traceparent")?;
     let turn = if save_chat {
         messages::of_run(db, session_id, id).await?
     } else {
@@ -113,6 +114,7 @@ pub(crate) async fn saved_run(db: &Db, id: Uuid) -> Result<Option<SavedRun>, Sto
         last_seq,
         turn,
         records: records::of_run(db, id).await?,
+        traceparent,
     }))
 }
 

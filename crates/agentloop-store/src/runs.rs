@@ -16,8 +16,9 @@ const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat,
 pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     db.query(
         "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
-             iterations, tools_used, prompt_tokens, completion_tokens, started_at, owner) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9, $10)",
+             iterations, tools_used, prompt_tokens, completion_tokens, started_at, owner, \
+             traceparent) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9, $10, $11)",
     )
     .bind(run.id.to_string())
     .bind(run.session_id.to_string())
@@ -29,6 +30,7 @@ pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     .bind(json_text(&run.context))
     .bind(millis(run.started_at))
     .bind(run.owner.as_deref())
+    .bind(run.traceparent.as_deref())
     .execute(&db.pool)
     .await
     .map_err(|error| db.error(error))?;

@@ -37,7 +37,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "3 paused runs",
             "4 escaped text",
             "5 tool outputs once",
-            "6 durable runs"
+            "6 durable runs",
+            "8 run trace"
         ]
     );
     let name = schema.name().to_string();
@@ -240,6 +241,7 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
         context: serde_json::Value::Null,
         started_at: chrono::Utc::now(),
         owner: None,
+        traceparent: None,
     };
     store.start_run(&run).await.unwrap();
     let message = suite::question(session_id, run.id, "plain");
@@ -356,6 +358,7 @@ async fn a_step_saved_by_another_instance_is_news_to_this_one() {
         context: serde_json::Value::Null,
         started_at: chrono::Utc::now(),
         owner: None,
+        traceparent: None,
     };
     elsewhere.start_run(&run).await.unwrap();
     // The listener connects in the background: steps are saved until one is heard.

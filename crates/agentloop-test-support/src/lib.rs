@@ -6,6 +6,7 @@ pub mod clock;
 pub mod config;
 pub mod faulty_store;
 pub mod mcp;
+pub mod otlp;
 pub mod postgres;
 pub mod scripted_llm;
 pub mod sse;

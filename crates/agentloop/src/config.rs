@@ -32,6 +32,9 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowSettings>,
     /// `[agents.NAME]`: sub-agents the main agent calls as the tool `agent.NAME`.
     pub agents: BTreeMap<String, SubAgentSettings>,
+    /// `[telemetry]`: where traces go (with the `OTEL_*` variables, read when the runtime
+    /// starts).
+    pub telemetry: crate::telemetry::TelemetrySettings,
     /// Where `llm.base_url` came from (set by [`Config::load`] and [`Config::apply_env`]): an
     /// error about the server behind it names the setting to change.
     #[serde(skip)]
@@ -388,6 +391,7 @@ mod tests {
         let config = parse(block).unwrap();
         assert_eq!(config.validate(), Ok(()));
         assert!(config.agent.planning.model.is_some() && config.agents.contains_key("researcher"));
+        assert!(config.telemetry.otlp_endpoint.is_some() && !config.telemetry.capture_content);
         // The quick start's example, with its optional sections turned on.
         let example = include_str!("../../../examples/agentloop.toml");
         let enabled: String = example
@@ -404,6 +408,10 @@ mod tests {
         assert_eq!(config.validate(), Ok(()));
         assert!(config.agent.planning.enabled);
         assert_eq!(config.agents["calculator"].tools, ["everything.get-sum"]);
+        assert_eq!(
+            config.telemetry.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318")
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@
 mod config;
 mod runtime;
 mod side_effects;
+pub mod telemetry;
 
 pub use agentloop_core::protocol::{
     ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role, RunInfo,

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use crate::side_effects::WebhookSideEffects;
 
 use crate::config::Config;
+use crate::telemetry::{ModelInfo, TelemetryError, Traces};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -30,6 +31,8 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error("cannot set up the side-effect webhooks: {0}")]
     Webhooks(#[from] reqwest::Error),
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
     #[error("cannot read the tool descriptions file {path} (agent.tool_descriptions): {source}")]
     ToolDescriptions {
         path: std::path::PathBuf,
@@ -44,6 +47,8 @@ pub struct Runtime {
     /// Including the ones that joined after the start.
     servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
     warnings: Vec<String>,
+    /// Where spans go, when traces are exported.
+    traces: Option<Traces>,
 }
 
 type Connecting = (String, JoinHandle<Result<McpSource, McpError>>);
@@ -89,6 +94,7 @@ impl Runtime {
                 (name.clone(), task)
             })
             .collect();
+        let traces = start_traces(config)?;
         let store = Arc::new(SqlStore::connect(&config.store.url).await?);
         let wait = Duration::from_secs_f64(config.agent.tools_wait_s);
         let (servers, late, left_out) = wait_for_servers(connecting, wait).await;
@@ -101,6 +107,9 @@ impl Runtime {
             .store(store.clone() as Arc<dyn Store>)
             .token_counter(token_counter_for(&config.llm.model))
             .settings(config.agent.clone());
+        if let Some(traces) = &traces {
+            builder = builder.tracer(traces.tracer());
+        }
         for (tool, settings) in &config.tools {
             builder = builder.tool_settings(tool.clone(), settings.clone());
         }
@@ -149,7 +158,13 @@ impl Runtime {
             store,
             servers,
             warnings,
+            traces,
         })
+    }
+
+    /// Where spans go (`None` when traces are not exported).
+    pub fn traces(&self) -> Option<&Traces> {
+        self.traces.as_ref()
     }
 
     pub fn agent(&self) -> &Agent {
@@ -166,8 +181,7 @@ impl Runtime {
         &self.warnings
     }
 
-    /// Stops the MCP servers.
-    /// Stops the MCP servers and closes the store.
+    /// Stops the MCP servers, closes the store and sends the last spans.
     pub async fn shutdown(self) {
         let servers = self
             .servers
@@ -176,7 +190,27 @@ impl Runtime {
             .clone();
         futures::future::join_all(servers.iter().map(|server| server.shutdown())).await;
         self.store.close().await;
+        if let Some(traces) = &self.traces {
+            traces.shutdown().await;
+        }
     }
+}
+
+/// The span exporter `[telemetry]` and the `OTEL_*` variables ask for, if any.
+fn start_traces(config: &Config) -> Result<Option<Traces>, TelemetryError> {
+    let Some(export) = config.telemetry.export(|name| std::env::var(name).ok())? else {
+        return Ok(None);
+    };
+    let provider = match config.llm.provider {
+        agentloop_llm::Provider::OpenAi | agentloop_llm::Provider::OpenAiResponses => "openai",
+        agentloop_llm::Provider::Anthropic => "anthropic",
+        agentloop_llm::Provider::Scripted => "agentloop.scripted",
+    };
+    let model = ModelInfo {
+        provider: provider.to_string(),
+        model: config.llm.model.clone(),
+    };
+    Traces::start(&export, model).map(Some)
 }
 
 /// The servers ready within `wait`, the ones still starting, and why the others are left out.

@@ -84,9 +84,12 @@ pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Re
     let (sink, events) = mpsc::unbounded_channel();
     let token = cancel.clone();
     let started = agent.clone();
-    tokio::spawn(async move { started.run_with_sink(request, Arc::new(sink), token).await });
+    let driving =
+        tokio::spawn(async move { started.run_with_sink(request, Arc::new(sink), token).await });
     let pass = printer.follow(events, (&agent, run_id)).await?;
     let pass = until_done(&agent, &mut printer, pass, run_id, &cancel).await?;
+    // The run's span ends when its task does: after it, the last spans are flushed.
+    let _ = driving.await;
     if !args.json {
         eprintln!("session {session_id} (continue it with --session {session_id})");
     }

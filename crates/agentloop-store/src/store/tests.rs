@@ -101,6 +101,7 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
             context: serde_json::Value::Null,
             started_at: now(),
             owner: None,
+            traceparent: None,
         })
         .await
         .unwrap();
@@ -185,6 +186,7 @@ async fn a_failed_transaction_on_a_memory_database_is_rolled_back_before_the_nex
         context: serde_json::Value::Null,
         started_at: now(),
         owner: None,
+        traceparent: None,
     };
     let run_id = Uuid::new_v4();
     store.start_run(&run(run_id)).await.unwrap();

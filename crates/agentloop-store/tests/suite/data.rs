@@ -46,6 +46,7 @@ pub fn new_run(session_id: Uuid, save_chat: bool) -> NewRun {
         context: json!({"entity": "invoices", "read_only": true}),
         started_at: now(),
         owner: None,
+        traceparent: None,
     }
 }
 

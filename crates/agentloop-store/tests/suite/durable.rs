@@ -166,3 +166,22 @@ pub async fn a_cancel_request_reaches_the_owner_of_a_run_in_progress(fixture: &F
         "an unknown run"
     );
 }
+
+/// A run saved with its trace context gives it back, so that it goes on in the same trace;
+/// a run saved without one gives none.
+pub async fn a_run_keeps_its_trace_context(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let traced = agentloop_core::NewRun {
+        traceparent: Some(traceparent.to_string()),
+        ..new_run(session_id, false)
+    };
+    let untraced = new_run(session_id, false);
+    store.start_run(&traced).await.unwrap();
+    store.start_run(&untraced).await.unwrap();
+    let saved = store.saved_run(traced.id).await.unwrap().unwrap();
+    assert_eq!(saved.traceparent.as_deref(), Some(traceparent));
+    let saved = store.saved_run(untraced.id).await.unwrap().unwrap();
+    assert_eq!(saved.traceparent, None);
+}

@@ -88,6 +88,7 @@ macro_rules! suite_tests {
             exactly_one_instance_adopts_each_run_left_behind,
             a_retired_instance_leaves_its_runs_at_once_and_a_cli_keeps_its_own,
             a_cancel_request_reaches_the_owner_of_a_run_in_progress,
+            a_run_keeps_its_trace_context,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {

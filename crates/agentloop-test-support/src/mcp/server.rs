@@ -256,9 +256,21 @@ impl TestMcpServer {
         &self,
         Parameters(args): Parameters<RecordArgs>,
         meta: RequestMetaObject,
+        extensions: rmcp::model::Extensions,
     ) -> CallToolResult {
-        let line = json!({"tool": "record", "note": &args.note, "arguments": &args,
+        // The trace context as `_meta` carries it (any transport), and as the HTTP header.
+        let header = extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("traceparent"))
+            .and_then(|value| value.to_str().ok());
+        let mut line = json!({"tool": "record", "note": &args.note, "arguments": &args,
             "idempotency_key": meta.get(IDEMPOTENCY_KEY_META)});
+        if let Some(traceparent) = meta.0.get_traceparent() {
+            line["traceparent"] = json!(traceparent);
+        }
+        if let Some(header) = header {
+            line["traceparent_header"] = json!(header);
+        }
         if let Err(error) = self.append(&line) {
             return log_failure(error);
         }

@@ -1,0 +1,105 @@
+//! A run's spans: the run, each LLM call and each tool call, parented, and the W3C
+//! `traceparent` that carries them across processes (an HTTP request that starts a run, an MCP
+//! server a tool call reaches, a restart). Core only calls [`Tracer`]; the facade implements it
+//! with OpenTelemetry. Without a tracer no span is made and nothing is paid.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::{
+    llm::{LlmError, ModelReply, ModelRequest},
+    machine::{RunOutcome, ToolInvocation, ToolResult},
+    telemetry::LlmCallReport,
+};
+
+/// Makes the spans of runs. Called on the run's task: must not block.
+pub trait Tracer: Send + Sync {
+    /// The span of a run, or of a run that goes on (after a pause or a restart); `None` when
+    /// spans go nowhere.
+    fn start_run(&self, start: &RunSpanStart<'_>) -> Option<Arc<dyn RunSpan>>;
+}
+
+/// What a run's span is made from.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpanStart<'a> {
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    /// The sub-agent's name; `None` for the agent itself.
+    pub agent: Option<&'a str>,
+    /// The W3C `traceparent` this run continues: an HTTP request's, the tool call that runs a
+    /// sub-agent, or the run's own span before a pause or a restart.
+    pub parent: Option<&'a str>,
+}
+
+/// A run's span, open while the run is driven.
+pub trait RunSpan: Send + Sync {
+    /// This span as a W3C `traceparent` (saved with the run, so that it goes on in this trace).
+    fn traceparent(&self) -> Option<String>;
+    /// A child span for one LLM call.
+    fn chat(&self, request: &ModelRequest) -> Box<dyn ChatSpan>;
+    /// A child span for one tool call.
+    fn tool(&self, call: &ToolInvocation) -> Box<dyn ToolSpan>;
+    /// The run stops being driven here (it ended, paused or was handed over).
+    fn end(&self, outcome: &RunOutcome);
+}
+
+/// One LLM call's span.
+pub trait ChatSpan: Send {
+    /// `reply` is `None` when the call was abandoned (cancelled).
+    fn end(self: Box<Self>, report: &LlmCallReport, reply: Option<&Result<ModelReply, LlmError>>);
+}
+
+/// One tool call's span.
+pub trait ToolSpan: Send {
+    /// This span as a W3C `traceparent`, for what the tool calls (an MCP server, a sub-agent).
+    fn traceparent(&self) -> Option<String>;
+    fn end(self: Box<Self>, result: &ToolResult);
+}
+
+/// Makes no spans.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTracer;
+
+impl Tracer for NoTracer {
+    fn start_run(&self, _start: &RunSpanStart<'_>) -> Option<Arc<dyn RunSpan>> {
+        None
+    }
+}
+
+/// The span of the run being driven, when there is one.
+#[derive(Clone, Default)]
+pub struct RunTrace(Option<Arc<dyn RunSpan>>);
+
+impl RunTrace {
+    pub fn start(tracer: &dyn Tracer, start: &RunSpanStart<'_>) -> Self {
+        Self(tracer.start_run(start))
+    }
+
+    pub fn traceparent(&self) -> Option<String> {
+        self.0.as_ref().and_then(|span| span.traceparent())
+    }
+
+    pub(crate) fn chat(&self, request: &ModelRequest) -> Option<Box<dyn ChatSpan>> {
+        self.0.as_ref().map(|span| span.chat(request))
+    }
+
+    pub(crate) fn tool(&self, call: &ToolInvocation) -> Option<Box<dyn ToolSpan>> {
+        self.0.as_ref().map(|span| span.tool(call))
+    }
+
+    pub(crate) fn end(&self, outcome: &RunOutcome) {
+        if let Some(span) = &self.0 {
+            span.end(outcome);
+        }
+    }
+}
+
+impl std::fmt::Debug for RunTrace {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_tuple("RunTrace")
+            .field(&self.traceparent())
+            .finish()
+    }
+}

@@ -1,0 +1,312 @@
+//! The GenAI spans of a run, made with OpenTelemetry: `invoke_agent {agent}` for each stretch
+//! of a run a process drives, `chat {model}` for each LLM call and `execute_tool {tool}` for
+//! each tool call under it (a sub-agent's `invoke_agent` under its tool call).
+
+use std::{collections::HashMap, sync::Arc};
+
+use agentloop_core::{
+    CallPurpose, LlmCallReport, LlmError, ModelReply, ModelRequest,
+    machine::{RunOutcome, ToolInvocation, ToolOutcome, ToolResult},
+    protocol::ToolStatus,
+    trace::{ChatSpan, RunSpan, RunSpanStart, ToolSpan, Tracer},
+};
+use opentelemetry::{
+    Array, Context, KeyValue, StringValue, Value,
+    propagation::TextMapPropagator,
+    trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _},
+};
+use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider};
+
+use super::{ModelInfo, TraceExport, content};
+
+/// What every span of the agent's runs shares.
+struct Shared {
+    tracer: opentelemetry_sdk::trace::Tracer,
+    capture_content: bool,
+    provider: String,
+    model: String,
+    /// The agent's own name (`gen_ai.agent.name`): the service's.
+    agent: String,
+}
+
+/// The agent's [`Tracer`]: spans of the GenAI conventions, exported by the provider it came
+/// from.
+pub struct OtelTracer(Arc<Shared>);
+
+impl OtelTracer {
+    pub(super) fn new(
+        provider: &SdkTracerProvider,
+        export: &TraceExport,
+        model: ModelInfo,
+    ) -> Self {
+        Self(Arc::new(Shared {
+            tracer: provider.tracer("agentloop"),
+            capture_content: export.capture_content,
+            provider: model.provider,
+            model: model.model,
+            agent: export.service_name.clone(),
+        }))
+    }
+}
+
+/// The context a W3C `traceparent` names; an empty one (a new trace) when it names none.
+fn continued(traceparent: Option<&str>) -> Context {
+    let Some(traceparent) = traceparent else {
+        return Context::new();
+    };
+    let carrier = HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
+    TraceContextPropagator::new().extract(&carrier)
+}
+
+/// The span of `cx` as a W3C `traceparent`.
+fn traceparent_of(cx: &Context) -> Option<String> {
+    let mut carrier = HashMap::new();
+    TraceContextPropagator::new().inject_context(cx, &mut carrier);
+    carrier.remove("traceparent")
+}
+
+fn count(value: u64) -> Value {
+    Value::I64(i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+impl Tracer for OtelTracer {
+    fn start_run(&self, start: &RunSpanStart<'_>) -> Option<Arc<dyn RunSpan>> {
+        let shared = &self.0;
+        let parent = continued(start.parent);
+        let agent = start.agent.unwrap_or(&shared.agent);
+        let attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+            KeyValue::new("gen_ai.agent.name", agent.to_string()),
+            KeyValue::new("gen_ai.conversation.id", start.session_id.to_string()),
+            KeyValue::new("gen_ai.provider.name", shared.provider.clone()),
+            KeyValue::new("agentloop.run_id", start.run_id.to_string()),
+        ];
+        let span = shared
+            .tracer
+            .span_builder(format!("invoke_agent {agent}"))
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes)
+            .start_with_context(&shared.tracer, &parent);
+        Some(Arc::new(OtelRunSpan {
+            cx: parent.with_span(span),
+            shared: shared.clone(),
+        }))
+    }
+}
+
+struct OtelRunSpan {
+    cx: Context,
+    shared: Arc<Shared>,
+}
+
+impl RunSpan for OtelRunSpan {
+    fn traceparent(&self) -> Option<String> {
+        traceparent_of(&self.cx)
+    }
+
+    fn chat(&self, request: &ModelRequest) -> Box<dyn ChatSpan> {
+        let shared = &self.shared;
+        let model = request
+            .model
+            .clone()
+            .unwrap_or_else(|| shared.model.clone());
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", shared.provider.clone()),
+            KeyValue::new("gen_ai.request.model", model.clone()),
+            KeyValue::new("agentloop.call.purpose", purpose(request.purpose)),
+        ];
+        if shared.capture_content {
+            let (instructions, messages) = content::input_messages(&request.messages);
+            if let Some(instructions) = instructions {
+                attributes.push(KeyValue::new("gen_ai.system_instructions", instructions));
+            }
+            attributes.push(KeyValue::new("gen_ai.input.messages", messages));
+        }
+        let span = shared
+            .tracer
+            .span_builder(format!("chat {model}"))
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+            .start_with_context(&shared.tracer, &self.cx);
+        Box::new(OtelChatSpan {
+            cx: self.cx.with_span(span),
+            model,
+            capture_content: shared.capture_content,
+        })
+    }
+
+    fn tool(&self, call: &ToolInvocation) -> Box<dyn ToolSpan> {
+        let shared = &self.shared;
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", call.tool.clone()),
+            KeyValue::new("gen_ai.tool.call.id", call.call_id.clone()),
+        ];
+        if shared.capture_content {
+            attributes.push(KeyValue::new(
+                "gen_ai.tool.call.arguments",
+                call.arguments.to_string(),
+            ));
+        }
+        let span = shared
+            .tracer
+            .span_builder(format!("execute_tool {}", call.tool))
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes)
+            .start_with_context(&shared.tracer, &self.cx);
+        Box::new(OtelToolSpan {
+            cx: self.cx.with_span(span),
+            capture_content: shared.capture_content,
+        })
+    }
+
+    fn end(&self, outcome: &RunOutcome) {
+        let span = self.cx.span();
+        span.set_attributes([
+            KeyValue::new("agentloop.run.status", outcome.status.as_str()),
+            KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                count(outcome.usage.prompt_tokens),
+            ),
+            KeyValue::new(
+                "gen_ai.usage.output_tokens",
+                count(outcome.usage.completion_tokens),
+            ),
+        ]);
+        if let Some(failure) = &outcome.failure {
+            span.set_attribute(KeyValue::new("error.type", failure.code.as_str()));
+            span.set_status(Status::error(failure.message.clone()));
+        }
+        span.end();
+    }
+}
+
+fn purpose(purpose: CallPurpose) -> &'static str {
+    match purpose {
+        CallPurpose::Step => "step",
+        CallPurpose::Plan => "plan",
+        CallPurpose::Review => "review",
+        CallPurpose::Finalize => "summary",
+    }
+}
+
+struct OtelChatSpan {
+    cx: Context,
+    model: String,
+    capture_content: bool,
+}
+
+impl ChatSpan for OtelChatSpan {
+    fn end(self: Box<Self>, report: &LlmCallReport, reply: Option<&Result<ModelReply, LlmError>>) {
+        let span = self.cx.span();
+        // The providers' replies do not say which model answered: the one asked for did.
+        span.set_attribute(KeyValue::new("gen_ai.response.model", self.model.clone()));
+        span.set_attribute(KeyValue::new(
+            "agentloop.iteration",
+            i64::from(report.iteration),
+        ));
+        if let Some(usage) = &report.usage {
+            span.set_attributes([
+                KeyValue::new("gen_ai.usage.input_tokens", count(usage.prompt_tokens)),
+                KeyValue::new("gen_ai.usage.output_tokens", count(usage.completion_tokens)),
+            ]);
+            if usage.cache_read_tokens > 0 {
+                span.set_attribute(KeyValue::new(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    count(usage.cache_read_tokens),
+                ));
+            }
+            if usage.cache_creation_tokens > 0 {
+                span.set_attribute(KeyValue::new(
+                    "gen_ai.usage.cache_creation.input_tokens",
+                    count(usage.cache_creation_tokens),
+                ));
+            }
+        }
+        // COST (issue 13, cost half): when `LlmCallReport` has `cost_usd`, record it here:
+        //     if let Some(cost) = report.cost_usd {
+        //         span.set_attribute(KeyValue::new("agentloop.cost_usd", cost));
+        //     }
+        match reply {
+            Some(Ok(reply)) => {
+                if let Some(reason) = &reply.finish_reason {
+                    let reasons = Array::String(vec![StringValue::from(reason.clone())]);
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.response.finish_reasons",
+                        Value::Array(reasons),
+                    ));
+                }
+                if self.capture_content {
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.output.messages",
+                        content::output_messages(reply),
+                    ));
+                }
+            }
+            Some(Err(error)) => {
+                span.set_attribute(KeyValue::new("error.type", error.code().as_str()));
+                span.set_status(Status::error(error.to_string()));
+            }
+            None => {
+                span.set_attribute(KeyValue::new("error.type", "cancelled"));
+                span.set_status(Status::error(
+                    "the call was abandoned: the run was cancelled",
+                ));
+            }
+        }
+        span.end();
+    }
+}
+
+struct OtelToolSpan {
+    cx: Context,
+    capture_content: bool,
+}
+
+impl ToolSpan for OtelToolSpan {
+    fn traceparent(&self) -> Option<String> {
+        traceparent_of(&self.cx)
+    }
+
+    fn end(self: Box<Self>, result: &ToolResult) {
+        let span = self.cx.span();
+        let (status, error) = match &result.outcome {
+            ToolOutcome::Success(output) => {
+                if self.capture_content {
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.tool.call.result",
+                        output.text.clone(),
+                    ));
+                }
+                (ToolStatus::Success, None)
+            }
+            ToolOutcome::Failed(error) => {
+                (ToolStatus::Error, Some(("tool_error", error.to_string())))
+            }
+            ToolOutcome::TimedOut(limit) => (
+                ToolStatus::Error,
+                Some(("timeout", format!("no result within {limit:?}"))),
+            ),
+            ToolOutcome::Crashed(why) => (ToolStatus::Error, Some(("crashed", why.clone()))),
+            ToolOutcome::Unavailable => (
+                ToolStatus::Error,
+                Some(("unavailable", "the tool left the catalog".to_string())),
+            ),
+            ToolOutcome::Skipped(_) => (ToolStatus::Skipped, None),
+            ToolOutcome::Refused(refusal) => {
+                (refusal.status, Some(("refused", refusal.error.clone())))
+            }
+            other => (
+                ToolStatus::Error,
+                Some(("tool_error", format!("{other:?}"))),
+            ),
+        };
+        span.set_attribute(KeyValue::new("agentloop.tool.status", status.as_str()));
+        if let Some((kind, message)) = error {
+            span.set_attribute(KeyValue::new("error.type", kind));
+            span.set_status(Status::error(message));
+        }
+        span.end();
+    }
+}
