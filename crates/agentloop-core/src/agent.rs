@@ -67,6 +67,9 @@ pub struct RunRequest {
     pub model: Option<String>,
     /// Lower than the agent's limit, never higher.
     pub max_iterations: Option<u32>,
+    /// Lowers the agent's `[agent.budget]` for this run; a higher limit is clamped to the
+    /// agent's.
+    pub budget: crate::settings::Budget,
     pub context: RunContext,
 }
 
@@ -83,6 +86,7 @@ impl Default for RunRequest {
             system_prompt: None,
             model: None,
             max_iterations: None,
+            budget: Default::default(),
             context: RunContext::default(),
         }
     }
@@ -242,6 +246,7 @@ impl Agent {
             context: request.context,
             started_at: crate::clock::now(),
             policy,
+            budget: settings.budget.lowered_by(request.budget),
         };
         let mut machine = RunMachine::new(
             input,

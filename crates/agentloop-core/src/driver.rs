@@ -183,7 +183,7 @@ pub async fn drive_from(
                         }
                     }
                 };
-                let report = LlmCallReport {
+                let mut report = LlmCallReport {
                     run_id: machine.run_id(),
                     iteration: machine.iteration(),
                     purpose: request.purpose,
@@ -198,6 +198,7 @@ pub async fn drive_from(
                         Some(Err(error)) => Some(error.code().as_str()),
                         Some(Ok(_)) => None,
                     },
+                    cost_usd: None,
                 };
                 tracing::debug!(
                     run_id = %report.run_id,
@@ -206,12 +207,22 @@ pub async fn drive_from(
                     error = report.error,
                     "llm call"
                 );
-                services.telemetry.llm_call(&report);
                 let input = match reply {
-                    Some(reply) => Input::ModelReply(reply),
+                    Some(reply) => Input::ModelReply {
+                        reply,
+                        duration_ms: report.duration.as_millis() as u64,
+                    },
                     None => Input::Cancel,
                 };
-                feed_step(&mut machine, &services, input)
+                let next = feed_step(&mut machine, &services, input);
+                // Priced by the machine, which knows the price table.
+                report.cost_usd = report
+                    .error
+                    .is_none()
+                    .then(|| machine.last_call_cost())
+                    .flatten();
+                services.telemetry.llm_call(&report);
+                next
             }
             Step::CallTools(invocations) => {
                 let batch = Batch {

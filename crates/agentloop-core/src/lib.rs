@@ -18,6 +18,7 @@ mod agent;
 mod canonical;
 mod catalog;
 mod clock;
+pub mod cost;
 mod descriptions;
 mod driver;
 pub mod durability;
@@ -45,6 +46,7 @@ pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use clock::{Clock, SystemClock};
+pub use cost::{Price, PriceTable, Pricing};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{InputLog, RunServices, drive, drive_from};
 pub use emitter::{Emitter, EventSink};
@@ -67,7 +69,8 @@ pub use policy::{
 pub use registry::{SourceLeftOut, ToolRegistry};
 pub use session_run::{BegunRun, CorruptRun, ResumeError, Resumed, StartError};
 pub use settings::{
-    AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings, UnknownOutcome,
+    AgentSettings, Budget, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings,
+    UnknownOutcome,
 };
 pub use steering::{SteerError, SteeringBoard};
 pub use step_writer::Persistence;

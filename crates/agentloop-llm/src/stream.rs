@@ -97,6 +97,7 @@ impl ReplyAssembler {
             tool_calls,
             finish_reason: Some(finish_reason),
             usage: self.usage,
+            model: None,
         })
     }
 

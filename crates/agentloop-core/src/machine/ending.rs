@@ -166,6 +166,7 @@ fn trace_records(records: &[ToolExecutionRecord]) -> Vec<serde_json::Value> {
                 result: None,
                 structured_result: None,
                 error: record.error.clone(),
+                cost_usd: None,
             };
             let mut value = json!(outline);
             if let Some(result) = &record.result {

@@ -173,7 +173,7 @@ impl RunState {
             records: Vec::new(),
             iteration: 0,
             tools_used: 0,
-            usage: Usage::default(),
+            usage: Usage::nothing_spent(),
             seen_calls: BTreeMap::new(),
             call_ids: BTreeSet::new(),
             duplicates: 0,
@@ -229,6 +229,7 @@ mod tests {
             context: RunContext::default(),
             started_at: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
             policy: Default::default(),
+            budget: Default::default(),
         };
         let now = input.started_at;
         RunState::new(input, now)

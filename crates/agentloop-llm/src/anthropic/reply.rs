@@ -119,6 +119,7 @@ fn into_reply(
         tool_calls,
         finish_reason: Some(finish_reason.to_owned()),
         usage: Some(usage),
+        model: None,
     })
 }
 

@@ -120,6 +120,7 @@ fn finish(
         tool_calls,
         finish_reason: Some(finish_reason.to_owned()),
         usage: response.usage.map(WireUsage::into_usage),
+        model: None,
     })
 }
 

@@ -43,6 +43,7 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
+        budget: Default::default(),
     };
     RunMachine::new(
         input,
@@ -130,8 +131,14 @@ fn finished(step: Step) -> RunOutcome {
     }
 }
 
+/// The types of `events`, without the `llm_call` reports (their place is tested in
+/// `spending.rs`).
 fn types(events: &[EventKind]) -> Vec<&'static str> {
-    events.iter().map(EventKind::type_name).collect()
+    events
+        .iter()
+        .map(EventKind::type_name)
+        .filter(|kind| *kind != "llm_call")
+        .collect()
 }
 
 /// Feeds every invocation a success and returns the step after the batch.
@@ -177,9 +184,16 @@ fn a_text_reply_ends_the_run_with_that_answer() {
         outcome.messages.last().unwrap().message.text_content(),
         "All good."
     );
+    let events = m.take_events();
     assert_eq!(
-        types(&m.take_events()),
-        ["run_started", "thinking", "final_response", "done"]
+        events.iter().map(EventKind::type_name).collect::<Vec<_>>(),
+        [
+            "run_started",
+            "thinking",
+            "llm_call",
+            "final_response",
+            "done"
+        ]
     );
 }
 
@@ -623,6 +637,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
+        budget: Default::default(),
     };
     let mut with_history = RunMachine::new(
         input,
@@ -755,4 +770,5 @@ mod approvals;
 mod guidance;
 mod hooks;
 mod recovery;
+mod spending;
 mod steering;

@@ -28,6 +28,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy,
+        budget: Default::default(),
     };
     RunMachine::new(
         input,
