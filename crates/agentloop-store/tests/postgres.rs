@@ -37,7 +37,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "3 paused runs",
             "4 escaped text",
             "5 tool outputs once",
-            "6 durable runs"
+            "6 durable runs",
+            "7 run costs"
         ]
     );
     let name = schema.name().to_string();

@@ -65,7 +65,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "2 api keys",
             "3 paused runs",
             "5 tool outputs once",
-            "6 durable runs"
+            "6 durable runs",
+            "7 run costs"
         ]
     );
     assert!(path.exists());

@@ -30,6 +30,9 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error("cannot set up the side-effect webhooks: {0}")]
     Webhooks(#[from] reqwest::Error),
+    /// A price in `[prices."MODEL"]` that is not a number of 0 or more.
+    #[error(transparent)]
+    Setting(#[from] agentloop_core::InvalidSetting),
     #[error("cannot read the tool descriptions file {path} (agent.tool_descriptions): {source}")]
     ToolDescriptions {
         path: std::path::PathBuf,
@@ -100,7 +103,7 @@ impl Runtime {
             .llm(llm)
             .store(store.clone() as Arc<dyn Store>)
             .token_counter(token_counter_for(&config.llm.model))
-            .settings(config.agent.clone());
+            .settings(config.agent_settings()?);
         for (tool, settings) in &config.tools {
             builder = builder.tool_settings(tool.clone(), settings.clone());
         }

@@ -362,6 +362,8 @@ impl WireUsage {
             cache_read_tokens: read,
             cache_creation_tokens: created,
             reasoning_tokens: 0,
+            cost_usd: None,
+            cost_complete: false,
         }
     }
 }

@@ -277,6 +277,8 @@ impl WireUsage {
                 .output_tokens_details
                 .and_then(|details| details.reasoning_tokens)
                 .unwrap_or(0),
+            cost_usd: None,
+            cost_complete: false,
         }
     }
 }
