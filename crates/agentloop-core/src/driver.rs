@@ -187,7 +187,11 @@ pub async fn drive_from(
                     run_id: machine.run_id(),
                     iteration: machine.iteration(),
                     purpose: request.purpose,
-                    model: request.model.clone(),
+                    // The configured model when the request names none.
+                    model: request
+                        .model
+                        .clone()
+                        .or_else(|| services.settings.pricing.default_model.clone()),
                     duration: started.elapsed(),
                     usage: reply
                         .as_ref()

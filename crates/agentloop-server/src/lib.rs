@@ -9,6 +9,7 @@ mod auth;
 mod body;
 mod chat;
 mod config;
+mod daily;
 mod durable;
 mod error;
 mod extract;

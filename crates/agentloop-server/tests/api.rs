@@ -538,7 +538,7 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
         "{text}"
     );
     assert!(
-        text.contains("agentloop_llm_tokens_total{kind=\"prompt\"}"),
+        text.contains("agentloop_llm_tokens_total{kind=\"prompt\",model=\""),
         "{text}"
     );
     assert!(text.contains("agentloop_runs_active 0"), "{text}");

@@ -236,11 +236,16 @@ pub(super) fn error_response(error: &ScriptedError) -> Response {
 }
 
 fn usage_json(usage: Usage) -> Value {
-    json!({
+    let mut value = json!({
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-    })
+    });
+    // As OpenAI reports prompt cache reads (`with_cache`).
+    if usage.cache_read_tokens > 0 {
+        value["prompt_tokens_details"] = json!({"cached_tokens": usage.cache_read_tokens});
+    }
+    value
 }
 
 /// Word by word, each piece keeping its trailing whitespace; a single word is still cut in two
