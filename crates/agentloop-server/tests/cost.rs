@@ -226,6 +226,21 @@ async fn a_user_over_the_daily_limit_gets_429_until_midnight_utc() {
             .ends_with("T00:00:00Z")
     );
 
+    // The API document tells clients of the budget and of the cost.
+    let api: Value = server
+        .client
+        .get(format!("{}/openapi.json", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let schemas = &api["components"]["schemas"];
+    assert!(schemas["RunBodyBudget"]["properties"]["max_cost_usd"].is_object(), "{schemas}");
+    assert!(schemas["Usage"]["properties"]["cost_complete"].is_object(), "{schemas}");
+    assert!(api.to_string().contains("budget_exceeded"));
+
     // Another user's day is their own.
     let bob = server.key("bob").await;
     let theirs = run(&server, &bob, json!({"query": "hi", "stream": false})).await;
