@@ -237,8 +237,14 @@ async fn a_user_over_the_daily_limit_gets_429_until_midnight_utc() {
         .await
         .unwrap();
     let schemas = &api["components"]["schemas"];
-    assert!(schemas["RunBodyBudget"]["properties"]["max_cost_usd"].is_object(), "{schemas}");
-    assert!(schemas["Usage"]["properties"]["cost_complete"].is_object(), "{schemas}");
+    assert!(
+        schemas["RunBodyBudget"]["properties"]["max_cost_usd"].is_object(),
+        "{schemas}"
+    );
+    assert!(
+        schemas["Usage"]["properties"]["cost_complete"].is_object(),
+        "{schemas}"
+    );
     assert!(api.to_string().contains("budget_exceeded"));
 
     // Another user's day is their own.
