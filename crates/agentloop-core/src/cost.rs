@@ -11,7 +11,14 @@ use std::collections::BTreeMap;
 use agentloop_protocol::Usage;
 use serde::{Deserialize, Serialize};
 
-use crate::settings::InvalidSetting;
+/// A price that is not a number of USD, 0 or more; `key` names it as written in
+/// `agentloop.toml` (`prices."gpt-4o-mini".input`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidPrice {
+    pub key: String,
+    pub message: String,
+}
 
 /// How much Anthropic bills a cache write above the normal input price (its 5-minute cache).
 pub const CACHE_WRITE_FACTOR: f64 = 1.25;
@@ -50,7 +57,7 @@ impl Price {
             / PER_MILLION
     }
 
-    fn check(&self, model: &str) -> Result<(), InvalidSetting> {
+    fn check(&self, model: &str) -> Result<(), InvalidPrice> {
         let fields = [
             ("input", Some(self.input)),
             ("output", Some(self.output)),
@@ -62,12 +69,10 @@ impl Price {
                 && !(value.is_finite() && value >= 0.0)
             {
                 let key = format!("prices.\"{model}\".{field}");
-                return Err(InvalidSetting::new(
-                    key.clone(),
-                    format!(
-                        "{key} must be a price in USD per million tokens, 0 or more (got {value})"
-                    ),
-                ));
+                let message = format!(
+                    "{key} must be a price in USD per million tokens, 0 or more (got {value})"
+                );
+                return Err(InvalidPrice { key, message });
             }
         }
         Ok(())
@@ -83,7 +88,7 @@ pub struct PriceTable {
 
 impl PriceTable {
     /// A table of `prices`; every price must be a finite number, 0 or more.
-    pub fn new(prices: BTreeMap<String, Price>) -> Result<Self, InvalidSetting> {
+    pub fn new(prices: BTreeMap<String, Price>) -> Result<Self, InvalidPrice> {
         for (model, price) in &prices {
             price.check(model)?;
         }

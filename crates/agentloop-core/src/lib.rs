@@ -46,7 +46,7 @@ pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use clock::{Clock, SystemClock};
-pub use cost::{Price, PriceTable, Pricing};
+pub use cost::{InvalidPrice, Price, PriceTable, Pricing};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{InputLog, RunServices, drive, drive_from};
 pub use emitter::{Emitter, EventSink};

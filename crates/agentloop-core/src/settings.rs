@@ -14,6 +14,12 @@ pub struct InvalidSetting {
     pub message: String,
 }
 
+impl From<crate::cost::InvalidPrice> for InvalidSetting {
+    fn from(error: crate::cost::InvalidPrice) -> Self {
+        Self::new(error.key, error.message)
+    }
+}
+
 impl InvalidSetting {
     pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {

@@ -212,7 +212,9 @@ impl Config {
     /// The price table and the model a call without its own is for.
     pub fn pricing(&self) -> Result<Pricing, InvalidSetting> {
         Ok(Pricing {
-            prices: std::sync::Arc::new(PriceTable::new(self.prices.clone())?),
+            prices: std::sync::Arc::new(
+                PriceTable::new(self.prices.clone()).map_err(InvalidSetting::from)?,
+            ),
             default_model: Some(self.llm.model.clone()),
         })
     }
