@@ -550,11 +550,8 @@ impl RunMachine {
             return self.force_finalize(FinalizeReason::MaxIterations);
         }
         self.apply_steering();
-        if !self.state.input.budget.is_unlimited() {
-            let next = self.request(ToolChoice::Auto, None);
-            if self.over_budget(&next) {
-                return self.force_finalize(FinalizeReason::Budget);
-            }
+        if self.over_budget() {
+            return self.force_finalize(FinalizeReason::Budget);
         }
         self.state.iteration += 1;
         self.state.phase = Phase::AwaitingStep;

@@ -2,7 +2,7 @@
 //! calls before the run goes over it.
 //!
 //! The budget is checked before each step call: the tokens spent so far, plus the next
-//! request's prompt tokens (counted by the run's token counter) twice — once for the step, once
+//! request's prompt tokens (as the run's token counter counted its messages and tools) twice — once for the step, once
 //! for the forced summary that must still fit after it. Output tokens cannot be known in
 //! advance, so a run may end a little over its budget by the last two replies; it never starts
 //! a step it could not follow with a summary. The cost budget prices the same tokens as
@@ -11,11 +11,8 @@
 
 use agentloop_protocol::{EventKind, LlmCallPurpose, Usage};
 
-use super::{RunMachine, state::Phase};
-use crate::{
-    llm::{ModelReply, ModelRequest},
-    tokens::message_tokens,
-};
+use super::{Builtin, RunMachine, state::Phase};
+use crate::llm::ModelReply;
 
 impl RunMachine {
     /// The model the pending call asked for: the phase's own (planning, review), else the
@@ -65,28 +62,32 @@ impl RunMachine {
         });
     }
 
-    /// Whether `request`, and the summary after it, could go over the run's budget.
-    pub(super) fn over_budget(&self, request: &ModelRequest) -> bool {
+    /// The prompt tokens of the next step, from the counts the run keeps of each message and
+    /// tool (nothing is counted again): the system prompt, the tools offered, the conversation,
+    /// at most what a call may hold (`context_tokens`).
+    fn next_prompt_tokens(&self) -> usize {
+        let conversation: usize = self
+            .history_view
+            .iter()
+            .chain(&self.turn_view)
+            .map(|viewed| viewed.tokens)
+            .sum();
+        let tokens_of = |name: &str| self.tool_tokens.get(name).copied().unwrap_or_default();
+        let tools: usize = self
+            .offered_entries()
+            .map(|entry| tokens_of(entry.name()))
+            .chain(Builtin::all_offered(&self.settings).map(|builtin| tokens_of(builtin.name())))
+            .sum();
+        (self.system_tokens + tools + conversation).min(self.settings.context_tokens)
+    }
+
+    /// Whether the next step, and the summary after it, could go over the run's budget.
+    pub(super) fn over_budget(&self) -> bool {
         let budget = self.state.input.budget;
         if budget.is_unlimited() {
             return false;
         }
-        let counter = self.counter.as_ref();
-        let prompt = request
-            .messages
-            .iter()
-            .map(|message| message_tokens(counter, message))
-            .sum::<usize>()
-            + request
-                .tools
-                .iter()
-                .map(|spec| {
-                    counter.count(&spec.name)
-                        + counter.count(&spec.description)
-                        + counter.count(&spec.parameters.to_string())
-                })
-                .sum::<usize>();
-        let ahead = 2 * prompt as u64;
+        let ahead = 2 * self.next_prompt_tokens() as u64;
         let spent = self.state.usage;
         if let Some(max) = budget.max_tokens
             && spent.total() + ahead > max
@@ -97,7 +98,9 @@ impl RunMachine {
             if !spent.cost_complete {
                 return true;
             }
-            let model = request
+            let model = self
+                .state
+                .input
                 .model
                 .clone()
                 .or_else(|| self.settings.pricing.default_model.clone());
