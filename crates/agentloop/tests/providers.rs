@@ -404,6 +404,18 @@ async fn usage_counts_cached_tokens(wire: Wire) {
         matches!(done.last(), Some(EventKind::Done { usage, .. }) if *usage == expected),
         "{done:?}"
     );
+    // Each call is reported with the model that answered and its cache reads.
+    let calls = find(&events, "llm_call");
+    assert!(
+        matches!(
+            calls[..],
+            [
+                EventKind::LlmCall { model: Some(first), cached_tokens: 0, cost_usd: None, .. },
+                EventKind::LlmCall { model: Some(second), cached_tokens: 900, cost_usd: None, .. },
+            ] if first == "scripted" && second == "scripted"
+        ),
+        "{calls:?}"
+    );
     runtime.shutdown().await;
 }
 

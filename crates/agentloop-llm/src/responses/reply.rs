@@ -120,7 +120,7 @@ fn finish(
         tool_calls,
         finish_reason: Some(finish_reason.to_owned()),
         usage: response.usage.map(WireUsage::into_usage),
-        model: None,
+        model: response.model.filter(|model| !model.is_empty()),
     })
 }
 
@@ -225,6 +225,9 @@ impl EventFolder for StreamFolder {
 
 #[derive(Debug, Clone, Deserialize)]
 struct WireResponse {
+    /// The model that answered.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     status: Option<String>,
     #[serde(default)]
