@@ -2,10 +2,10 @@
 //! calls before the run goes over it.
 //!
 //! The budget is checked before each step call: the tokens spent so far, plus the next
-//! request's prompt tokens (as the run's token counter counted its messages and tools) twice — once for the step, once
-//! for the forced summary that must still fit after it. Output tokens cannot be known in
-//! advance, so a run may end a little over its budget by the last two replies; it never starts
-//! a step it could not follow with a summary. The cost budget prices the same tokens as
+//! request's prompt tokens (as the run's token counter counted its messages and tools) twice:
+//! once for the step, once for the forced summary that must still fit after it. Output tokens
+//! cannot be known in advance, so a run may end a little over its budget by the last two
+//! replies; it never starts a step it could not follow with a summary. The cost budget prices the same tokens as
 //! uncached input. A call without a price makes the run's cost unknown: a cost budget cannot be
 //! kept then, and the summary is forced at the next check.
 
