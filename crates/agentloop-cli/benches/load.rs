@@ -18,6 +18,17 @@
 //! cargo bench -p agentloop-cli --bench load -- --runs 3000 --cold-connections
 //! ```
 //!
+//! `--tool-calls N` makes each run ask for N tool calls, one per LLM call, before its answer
+//! (N + 1 LLM calls); `--no-stream` posts the runs with `stream: false` (a JSON answer) and
+//! has the LLM answer without streaming; `--sequential` runs a wave's runs one after another,
+//! for the CPU and latency of one run without contention. The work of issue 14's table:
+//!
+//! ```sh
+//! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 0 \
+//!     --runs 300 --sequential
+//! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 1000 --runs 200
+//! ```
+//!
 //! Without `--bench` (`cargo test --benches`) it runs one small wave, to check that it works.
 //!
 //! `--soak SECONDS [--concurrency C]` keeps one server under steady load for that long (see
@@ -107,6 +118,29 @@ struct Options {
     soak: Option<soak::Settings>,
     /// Kill and restart servers under runs instead.
     chaos: Option<chaos::Settings>,
+    /// What each run does.
+    work: Work,
+    /// The wave's runs one after another instead of all at once: CPU and latency per run
+    /// without contention.
+    sequential: bool,
+}
+
+/// What one run of the bench does: `tool_calls` LLM calls that each ask for one tool call, then
+/// one that answers; streamed over SSE (`stream: true`, the LLM streaming too) or answered as
+/// JSON (`stream: false` on both sides).
+#[derive(Debug, Clone, Copy)]
+struct Work {
+    tool_calls: usize,
+    stream: bool,
+}
+
+impl Default for Work {
+    fn default() -> Work {
+        Work {
+            tool_calls: 1,
+            stream: true,
+        }
+    }
 }
 
 fn options() -> Options {
@@ -122,6 +156,8 @@ fn options() -> Options {
             memory: None,
             soak: None,
             chaos: None,
+            work: Work::default(),
+            sequential: false,
         }
     } else {
         Options {
@@ -132,6 +168,8 @@ fn options() -> Options {
             memory: None,
             soak: None,
             chaos: None,
+            work: Work::default(),
+            sequential: false,
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
@@ -168,6 +206,11 @@ fn options() -> Options {
                 }
             }
             "--cold-connections" => options.cold_connections = true,
+            "--tool-calls" => {
+                options.work.tool_calls = value().parse().expect("--tool-calls takes a count");
+            }
+            "--no-stream" => options.work.stream = false,
+            "--sequential" => options.sequential = true,
             "--memory" => measure_memory = true,
             "--answer-bytes" => {
                 memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
@@ -193,9 +236,10 @@ fn options() -> Options {
             "--bench" => {}
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
-                 sqlite|postgres --cold-connections, or --memory [--runs N] [--answer-bytes B] \
-                 [--slow-readers S], or --soak SECONDS [--concurrency C], or --chaos [--runs M] \
-                 [--kill-every-s S] [--latency-ms L] [--concurrency C]"
+                 sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential, \
+                 or --memory [--runs N] [--answer-bytes B] [--slow-readers S], or --soak \
+                 SECONDS [--concurrency C], or --chaos [--runs M] [--kill-every-s S] \
+                 [--latency-ms L] [--concurrency C]"
             ),
         }
     }
@@ -248,9 +292,11 @@ impl Drop for Process {
     }
 }
 
-fn start_llm(latency: Duration, extra: &[String]) -> (Process, String) {
+fn start_llm(latency: Duration, tool_calls: usize, extra: &[String]) -> (Process, String) {
     let mut child = Command::new(scripted_llm_path())
-        .args(["--listen", "127.0.0.1:0", "--tool-calls", "1", "--tool"])
+        .args(["--listen", "127.0.0.1:0", "--tool-calls"])
+        .arg(tool_calls.to_string())
+        .arg("--tool")
         .arg("test__echo")
         .arg("--latency-ms")
         .arg(latency.as_millis().to_string())
@@ -346,8 +392,18 @@ struct RunReport {
     failure: Option<String>,
 }
 
-/// Opens a run with `stream: true` and reads its SSE stream to `done`.
-async fn one_run(client: reqwest::Client, address: String, key: String, n: usize) -> RunReport {
+/// Opens a run with `stream: true` and reads its SSE stream to `done`; or, for work that does
+/// not stream, with `stream: false` and reads its JSON answer.
+async fn one_run(
+    client: reqwest::Client,
+    address: String,
+    key: String,
+    n: usize,
+    work: Work,
+) -> RunReport {
+    if !work.stream {
+        return one_json_run(client, address, key, n, work).await;
+    }
     let started = Instant::now();
     let mut report = RunReport {
         time_to_headers: None,
@@ -394,7 +450,9 @@ async fn one_run(client: reqwest::Client, address: String, key: String, n: usize
                         let done: Value = serde_json::from_str(&field("data:").unwrap_or_default())
                             .map_err(|error| format!("a done event that is not JSON: {error}"))?;
                         return match (done["status"].as_str(), done["tools_used"].as_u64()) {
-                            (Some("completed"), Some(1)) => Ok(()),
+                            (Some("completed"), Some(used)) if used == work.tool_calls as u64 => {
+                                Ok(())
+                            }
                             _ => Err(format!(
                                 "ended {} with {} tool calls{}",
                                 done["status"],
@@ -415,6 +473,49 @@ async fn one_run(client: reqwest::Client, address: String, key: String, n: usize
     report.total = started.elapsed();
     report.failure = outcome.err();
     report
+}
+
+/// Opens a run with `stream: false` and checks its JSON answer.
+async fn one_json_run(
+    client: reqwest::Client,
+    address: String,
+    key: String,
+    n: usize,
+    work: Work,
+) -> RunReport {
+    let started = Instant::now();
+    let outcome = async {
+        let response = client
+            .post(format!("{address}/v1/runs"))
+            .bearer_auth(&key)
+            .json(&json!({"query": format!("Echo something ({n})"), "stream": false}))
+            .send()
+            .await
+            .map_err(|error| format!("POST /v1/runs: {}", error_chain(&error)))?;
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(format!("POST /v1/runs answered {status}: {body}"));
+        }
+        let answer: Value = serde_json::from_str(&body)
+            .map_err(|error| format!("an answer that is not JSON: {error}"))?;
+        let used = answer["agent_metadata"]["tools_used"].as_u64();
+        match (answer["status"].as_str(), used) {
+            (Some("completed"), Some(used)) if used == work.tool_calls as u64 => Ok(()),
+            _ => Err(format!(
+                "ended {} with {:?} tool calls",
+                answer["status"], used
+            )),
+        }
+    }
+    .await;
+    let total = started.elapsed();
+    RunReport {
+        time_to_headers: Some(total),
+        time_to_first_event: None,
+        total,
+        failure: outcome.err(),
+    }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -562,7 +663,15 @@ async fn wave(server: &Server, llm_pid: u32, key: &str, runs: usize, options: &O
     let client = http_client();
     // A first run warms the server (MCP server up, lazy initialisation done) before its idle
     // memory is read.
-    let warm_up = one_run(client.clone(), server.address.clone(), key.to_string(), 0).await;
+    let work = options.work;
+    let warm_up = one_run(
+        client.clone(),
+        server.address.clone(),
+        key.to_string(),
+        0,
+        work,
+    )
+    .await;
     if let Some(failure) = warm_up.failure {
         panic!("the warm-up run failed: {failure}");
     }
@@ -587,17 +696,34 @@ async fn wave(server: &Server, llm_pid: u32, key: &str, runs: usize, options: &O
     let cpu_before = CpuUse::now(server.pid(), llm_pid);
     let overflows_before = listen_overflows();
     let started = Instant::now();
-    let tasks: Vec<_> = (1..=runs)
-        .map(|n| {
-            tokio::spawn(one_run(
+    let reports = if options.sequential {
+        let mut reports = Vec::with_capacity(runs);
+        for n in 1..=runs {
+            let address = server.address.clone();
+            reports.push(Ok(one_run(
                 client.clone(),
-                server.address.clone(),
+                address,
                 key.to_string(),
                 n,
-            ))
-        })
-        .collect();
-    let reports = futures::future::join_all(tasks).await;
+                work,
+            )
+            .await));
+        }
+        reports
+    } else {
+        let tasks: Vec<_> = (1..=runs)
+            .map(|n| {
+                tokio::spawn(one_run(
+                    client.clone(),
+                    server.address.clone(),
+                    key.to_string(),
+                    n,
+                    work,
+                ))
+            })
+            .collect();
+        futures::future::join_all(tasks).await
+    };
     let wall = started.elapsed();
     let cpu = CpuUse::now(server.pid(), llm_pid).since(cpu_before);
     let overflows = listen_overflows().saturating_sub(overflows_before);
@@ -618,7 +744,8 @@ async fn wave(server: &Server, llm_pid: u32, key: &str, runs: usize, options: &O
             None => {
                 headers.extend(report.time_to_headers);
                 first_events.extend(report.time_to_first_event);
-                added.push(report.total.saturating_sub(latency * 2));
+                let llm_calls = work.tool_calls as u32 + 1;
+                added.push(report.total.saturating_sub(latency * llm_calls));
             }
         }
     }
@@ -656,7 +783,7 @@ async fn main() {
         .as_ref()
         .map(memory::Settings::llm_args)
         .unwrap_or_default();
-    let (llm, llm_url) = start_llm(options.latency, &llm_args);
+    let (llm, llm_url) = start_llm(options.latency, options.work.tool_calls, &llm_args);
     let dir = tempfile::tempdir().unwrap();
     let (store_url, schema) = match options.store {
         StoreKind::Sqlite => (format!("sqlite://{}/bench.db", dir.path().display()), None),
@@ -671,9 +798,10 @@ async fn main() {
     std::fs::write(
         dir.path().join("agentloop.toml"),
         format!(
-            "[llm]\nbase_url = {}\nmodel = \"scripted\"\n\n[store]\nurl = {}\n\n\
+            "[llm]\nbase_url = {}\nmodel = \"scripted\"\nstream = {}\n\n[store]\nurl = {}\n\n\
              [server]\nmax_runs_per_user = {}\n\n{}",
             json!(llm_url),
+            options.work.stream,
             json!(store_url),
             (most_runs + 1).max(100_000),
             test_mcp_server_config_toml("test", None)

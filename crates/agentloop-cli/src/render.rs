@@ -10,6 +10,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub struct StepView {
     enabled: bool,
     spinner: Option<ProgressBar>,
+    /// The first model of the run whose calls had no price (`llm_call` with a null cost).
+    unpriced: Option<String>,
 }
 
 impl StepView {
@@ -23,7 +25,11 @@ impl StepView {
             bar.enable_steady_tick(Duration::from_millis(100));
             bar
         });
-        Self { enabled, spinner }
+        Self {
+            enabled,
+            spinner,
+            unpriced: None,
+        }
     }
 
     /// What the run is waiting for now.
@@ -56,6 +62,13 @@ impl StepView {
         match event {
             EventKind::Thinking { iteration } => {
                 self.status(&format!("step {iteration}: waiting for the model"));
+            }
+            EventKind::LlmCall {
+                model,
+                cost_usd: None,
+                ..
+            } if self.unpriced.is_none() => {
+                self.unpriced = Some(model.clone().unwrap_or_else(|| "the model".to_string()));
             }
             EventKind::ToolSelected {
                 iteration,
@@ -139,11 +152,12 @@ impl StepView {
             } => {
                 self.clear();
                 eprintln!(
-                    "{} after {}, {}, {}",
+                    "{} after {}, {}, {}, {}",
                     status.as_str(),
                     count(u64::from(*iterations), "step"),
                     count(u64::from(*tools_used), "tool call"),
-                    count(usage.total(), "token")
+                    count(usage.total(), "token"),
+                    cost_text(usage, self.unpriced.as_deref())
                 );
             }
             _ => {}
@@ -201,11 +215,41 @@ pub fn error_chain(error: &anyhow::Error) -> String {
     text
 }
 
+/// What a run cost, for people: `$0.0123`, or why it is not known (`unpriced` names a model
+/// without a price, when the run saw one).
+pub fn cost_text(usage: &agentloop::Usage, unpriced: Option<&str>) -> String {
+    match (usage.cost_complete, usage.cost_usd) {
+        (true, Some(cost)) => format!("${cost:.4}"),
+        _ => match unpriced {
+            Some(model) => format!("cost unknown: no price for {model}"),
+            None => "cost unknown".to_string(),
+        },
+    }
+}
+
 /// "1 step", "2 steps".
 pub fn count(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn the_cost_is_shown_or_said_to_be_unknown_with_the_model_without_a_price() {
+        let mut usage = agentloop::Usage::nothing_spent();
+        usage.cost_usd = Some(0.012_34);
+        assert_eq!(super::cost_text(&usage, None), "$0.0123");
+        usage.cost_complete = false;
+        assert_eq!(
+            super::cost_text(&usage, Some("gpt-5")),
+            "cost unknown: no price for gpt-5"
+        );
+        assert_eq!(super::cost_text(&usage, None), "cost unknown");
     }
 }

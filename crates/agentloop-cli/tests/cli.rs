@@ -33,10 +33,33 @@ async fn run_prints_steps_on_stderr_and_the_answer_on_stdout() {
         steps.contains("completed after 2 steps, 1 tool call"),
         "{steps}"
     );
+    // No price for the scripted model: the last line says so rather than a low figure.
+    assert!(
+        steps.contains("tokens, cost unknown: no price for scripted"),
+        "{steps}"
+    );
     assert_eq!(
         llm.requests()[0]["messages"][1]["content"],
         "What is 40 + 2?"
     );
+}
+
+#[tokio::test]
+async fn run_ends_with_the_cost_of_the_run_at_the_configured_prices() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__add", json!({"a": 40, "b": 2})).with_usage(1000, 100),
+        Reply::text("The answer is 42.").with_usage(1500, 20),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let prices = "[prices.scripted]\ninput = 3.0\noutput = 15.0\n";
+    write_config(dir.path(), &llm.base_url(), prices);
+    let output = agentloop(dir.path(), &["run", "What is 40 + 2?"]).await;
+
+    assert!(output.status.success(), "{}", stderr(&output));
+    // (2500 × 3 + 120 × 15) / 1e6 = $0.0093.
+    let steps = stderr(&output);
+    assert!(steps.contains("2620 tokens, $0.0093"), "{steps}");
 }
 
 #[tokio::test]

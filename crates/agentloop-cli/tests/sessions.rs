@@ -93,6 +93,7 @@ async fn a_session_continues_and_can_be_listed_and_shown() {
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
     assert_eq!(text.matches("── run ").count(), 2, "{text}");
     assert!(text.contains("completed · 2 steps · 1 tool call"), "{text}");
+    assert!(text.contains("tokens · cost unknown"), "{text}");
 
     let json_show = agentloop(dir.path(), &["sessions", "show", &session, "--json"]).await;
     let value: Value = serde_json::from_str(&stdout(&json_show)).unwrap();

@@ -12,8 +12,8 @@ use std::sync::{
 };
 
 use agentloop_core::{
-    Agent, AgentSettings, CallPurpose, EventSink, FnTool, Llm, LlmError, ModelReply, ModelRequest,
-    PlanningSettings, RunRequest, TextSink, ToolOutput,
+    Agent, AgentSettings, Budget, CallPurpose, EventSink, FnTool, Llm, LlmError, ModelReply,
+    ModelRequest, PlanningSettings, Price, PriceTable, Pricing, RunRequest, TextSink, ToolOutput,
     protocol::{Event, Role, ToolCall},
 };
 use async_trait::async_trait;
@@ -89,8 +89,33 @@ fn agent(
     steps: usize,
     tools_per_reply: usize,
     planning: bool,
+    priced: bool,
 ) -> Agent {
+    // Every call priced, and a budget checked before every step (never reached).
+    let (budget, pricing) = if priced {
+        let price = Price {
+            input: 0.15,
+            output: 0.60,
+            cached_input: None,
+            cache_write: None,
+        };
+        let prices = PriceTable::new([("bench".to_string(), price)].into())
+            .unwrap_or_else(|error| panic!("prices: {error}"));
+        let budget = Budget {
+            max_tokens: Some(u64::MAX / 4),
+            max_cost_usd: Some(1e9),
+        };
+        let pricing = Pricing {
+            prices: Arc::new(prices),
+            default_model: Some("bench".to_string()),
+        };
+        (budget, pricing)
+    } else {
+        Default::default()
+    };
     let settings = AgentSettings {
+        budget,
+        pricing,
         max_iterations: steps as u32 + 1,
         planning: PlanningSettings {
             enabled: planning,
@@ -139,14 +164,22 @@ fn bench(c: &mut Criterion) {
         .unwrap_or_else(|error| panic!("runtime: {error}"));
     let sink = Arc::new(CountingSink(AtomicU64::new(0)));
     let mut group = c.benchmark_group("loop_overhead");
-    for (name, steps, tools, planning) in [
-        ("answer_only_run", 0, 0, false),
-        ("per_iteration_1_tool", 10, 1, false),
-        ("per_iteration_4_parallel_tools", 10, 4, false),
+    for (name, steps, tools, planning, priced) in [
+        ("answer_only_run", 0, 0, false, false),
+        ("per_iteration_1_tool", 10, 1, false, false),
+        ("per_iteration_4_parallel_tools", 10, 4, false, false),
         // The plan call once, then the <Plan>/<ToolCallHistory> block on every step.
-        ("per_iteration_1_tool_with_a_plan", 10, 1, true),
+        ("per_iteration_1_tool_with_a_plan", 10, 1, true, false),
+        // Each reply priced (`llm_call`), the budget checked before each step.
+        (
+            "per_iteration_1_tool_priced_with_a_budget",
+            10,
+            1,
+            false,
+            true,
+        ),
     ] {
-        let agent = agent(&runtime, steps, tools, planning);
+        let agent = agent(&runtime, steps, tools, planning, priced);
         // Throughput in iterations (LLM calls that asked for tools), so criterion prints the
         // time per iteration; for the answer-only run, per run.
         group.throughput(Throughput::Elements(steps.max(1) as u64));

@@ -68,6 +68,9 @@ pub struct RunRequest {
     pub model: Option<String>,
     /// Lower than the agent's limit, never higher.
     pub max_iterations: Option<u32>,
+    /// Lowers the agent's `[agent.budget]` for this run; a higher limit is clamped to the
+    /// agent's.
+    pub budget: crate::settings::Budget,
     pub context: RunContext,
     /// Tools the client declares and runs itself (AG-UI frontend tools): offered to the model
     /// beside the agent's; a call to one pauses the run until the client answers with its
@@ -91,6 +94,7 @@ impl Default for RunRequest {
             system_prompt: None,
             model: None,
             max_iterations: None,
+            budget: Default::default(),
             context: RunContext::default(),
             client_tools: Vec::new(),
             traceparent: None,
@@ -272,6 +276,7 @@ impl Agent {
             started_at: crate::clock::now(),
             policy,
             client_tools: request.client_tools,
+            budget: settings.budget.lowered_by(request.budget),
         };
         let mut machine = RunMachine::new(
             input,

@@ -161,7 +161,7 @@ async fn drive_steps(
             }
             Step::CallModel(request) => {
                 let purpose = request.purpose;
-                let span = services.trace.chat(&request);
+                let mut span = services.trace.chat(&request);
                 let started = Instant::now();
                 let reply = {
                     let mut on_text = |text: &str| {
@@ -204,11 +204,15 @@ async fn drive_steps(
                         }
                     }
                 };
-                let report = LlmCallReport {
+                let mut report = LlmCallReport {
                     run_id: machine.run_id(),
                     iteration: machine.iteration(),
                     purpose: request.purpose,
-                    model: request.model.clone(),
+                    // The configured model when the request names none.
+                    model: request
+                        .model
+                        .clone()
+                        .or_else(|| services.settings.pricing.default_model.clone()),
                     duration: started.elapsed(),
                     usage: reply
                         .as_ref()
@@ -219,6 +223,7 @@ async fn drive_steps(
                         Some(Err(error)) => Some(error.code().as_str()),
                         Some(Ok(_)) => None,
                     },
+                    cost_usd: None,
                 };
                 tracing::debug!(
                     run_id = %report.run_id,
@@ -227,15 +232,28 @@ async fn drive_steps(
                     error = report.error,
                     "llm call"
                 );
-                if let Some(span) = span {
-                    span.end(&report, reply.as_ref());
+                if let Some(span) = span.as_mut() {
+                    span.reply(reply.as_ref());
                 }
-                services.telemetry.llm_call(&report);
                 let input = match reply {
-                    Some(reply) => Input::ModelReply(reply),
+                    Some(reply) => Input::ModelReply {
+                        reply,
+                        duration_ms: report.duration.as_millis() as u64,
+                    },
                     None => Input::Cancel,
                 };
-                feed_step(&mut machine, &services, input)
+                let next = feed_step(&mut machine, &services, input);
+                // Priced by the machine, which knows the price table.
+                report.cost_usd = report
+                    .error
+                    .is_none()
+                    .then(|| machine.last_call_cost())
+                    .flatten();
+                if let Some(span) = span {
+                    span.end(&report);
+                }
+                services.telemetry.llm_call(&report);
+                next
             }
             Step::CallTools(invocations) => {
                 let batch = Batch {

@@ -19,6 +19,7 @@ mod canonical;
 mod catalog;
 mod client_tool;
 mod clock;
+pub mod cost;
 mod descriptions;
 mod driver;
 pub mod durability;
@@ -48,6 +49,7 @@ pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use client_tool::ClientTool;
 pub use clock::{Clock, SystemClock};
+pub use cost::{InvalidPrice, Price, PriceTable, Pricing};
 pub use descriptions::parse_tool_descriptions;
 pub use driver::{InputLog, RunServices, drive, drive_from};
 pub use emitter::{Emitter, EventSink};
@@ -70,7 +72,8 @@ pub use policy::{
 pub use registry::{SourceLeftOut, ToolRegistry};
 pub use session_run::{BegunRun, CorruptRun, ResumeError, Resumed, StartError};
 pub use settings::{
-    AgentSettings, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings, UnknownOutcome,
+    AgentSettings, Budget, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings,
+    UnknownOutcome,
 };
 pub use steering::{SteerError, SteeringBoard};
 pub use step_writer::Persistence;

@@ -57,6 +57,9 @@ pub struct ModelReply {
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
+    /// The model that answered, as the provider names it (often a dated snapshot of the one
+    /// asked for); it names the call's price.
+    pub model: Option<String>,
 }
 
 impl ModelReply {

@@ -14,6 +14,12 @@ pub struct InvalidSetting {
     pub message: String,
 }
 
+impl From<crate::cost::InvalidPrice> for InvalidSetting {
+    fn from(error: crate::cost::InvalidPrice) -> Self {
+        Self::new(error.key, error.message)
+    }
+}
+
 impl InvalidSetting {
     pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
@@ -59,6 +65,67 @@ pub struct AgentSettings {
     pub planning: PlanningSettings,
     /// `[agent.review]`: a reviewer every few tool calls.
     pub review: ReviewSettings,
+    /// `[agent.budget]`: what one run may spend.
+    pub budget: Budget,
+    /// The price table (`[prices."MODEL"]`, loaded by the facade) and the configured model:
+    /// what each LLM call of a run costs.
+    #[serde(skip)]
+    pub pricing: crate::cost::Pricing,
+}
+
+/// What one run may spend (`[agent.budget]`, and a request's `budget`, which may only lower
+/// it). When the next LLM call would go over it, the loop stops calling tools and forces the
+/// summary (`forced_finalize` with reason `budget`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Budget {
+    /// Tokens of the run's LLM calls, input and output.
+    pub max_tokens: Option<u64>,
+    /// USD, from the price table.
+    pub max_cost_usd: Option<f64>,
+}
+
+impl Budget {
+    /// This budget lowered by `request`'s limits: a request never raises one (a higher value
+    /// is clamped to the configured one).
+    pub fn lowered_by(self, request: Budget) -> Budget {
+        Budget {
+            max_tokens: lower(self.max_tokens, request.max_tokens, u64::min),
+            max_cost_usd: lower(self.max_cost_usd, request.max_cost_usd, f64::min),
+        }
+    }
+
+    pub fn is_unlimited(&self) -> bool {
+        self.max_tokens.is_none() && self.max_cost_usd.is_none()
+    }
+
+    /// Checks the limits; `prefix` names where they were written (`agent.budget`, `budget`).
+    pub fn validate(&self, prefix: &str) -> Result<(), InvalidSetting> {
+        if self.max_tokens == Some(0) {
+            let key = format!("{prefix}.max_tokens");
+            return Err(InvalidSetting::new(
+                key.clone(),
+                format!("{key} must be at least 1"),
+            ));
+        }
+        if let Some(cost) = self.max_cost_usd
+            && !(cost.is_finite() && cost > 0.0)
+        {
+            let key = format!("{prefix}.max_cost_usd");
+            return Err(InvalidSetting::new(
+                key.clone(),
+                format!("{key} must be an amount in USD above 0 (got {cost})"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn lower<T: Copy>(configured: Option<T>, requested: Option<T>, min: fn(T, T) -> T) -> Option<T> {
+    match (configured, requested) {
+        (Some(configured), Some(requested)) => Some(min(configured, requested)),
+        (configured, requested) => configured.or(requested),
+    }
 }
 
 /// `[agent.planning]`.
@@ -100,6 +167,8 @@ impl Default for AgentSettings {
             ask_user: false,
             planning: PlanningSettings::default(),
             review: ReviewSettings::default(),
+            budget: Budget::default(),
+            pricing: crate::cost::Pricing::default(),
         }
     }
 }
@@ -149,6 +218,7 @@ impl AgentSettings {
                 "agent.review.every_n_tool_calls must be at least 1",
             ));
         }
+        self.budget.validate("agent.budget")?;
         if !(self.tools_wait_s.is_finite() && (0.0..=3600.0).contains(&self.tools_wait_s)) {
             return Err(InvalidSetting::new(
                 "agent.tools_wait_s",
@@ -248,6 +318,49 @@ fn check_timeout(key: &str, seconds: f64) -> Result<(), InvalidSetting> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_lowers_a_budget_and_never_raises_it() {
+        let configured = Budget {
+            max_tokens: Some(10_000),
+            max_cost_usd: None,
+        };
+        let lowered = configured.lowered_by(Budget {
+            max_tokens: Some(50_000),
+            max_cost_usd: Some(0.10),
+        });
+        assert_eq!(lowered.max_tokens, Some(10_000));
+        assert_eq!(lowered.max_cost_usd, Some(0.10));
+        let lowered = configured.lowered_by(Budget {
+            max_tokens: Some(500),
+            max_cost_usd: None,
+        });
+        assert_eq!(lowered.max_tokens, Some(500));
+        assert!(configured.lowered_by(Budget::default()) == configured);
+    }
+
+    #[test]
+    fn budgets_must_be_positive() {
+        let zero = Budget {
+            max_tokens: Some(0),
+            max_cost_usd: None,
+        };
+        assert_eq!(
+            zero.validate("budget").unwrap_err().key,
+            "budget.max_tokens"
+        );
+        let negative = AgentSettings {
+            budget: Budget {
+                max_tokens: None,
+                max_cost_usd: Some(-1.0),
+            },
+            ..AgentSettings::default()
+        };
+        assert_eq!(
+            negative.validate().unwrap_err().key,
+            "agent.budget.max_cost_usd"
+        );
+    }
 
     #[test]
     fn defaults_are_valid() {

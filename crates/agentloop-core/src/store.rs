@@ -413,6 +413,15 @@ pub trait Store: Send + Sync {
 
     async fn run(&self, id: Uuid) -> Result<Option<RunInfo>, StoreError>;
 
+    /// What `user_id`'s runs that started at or after `since` spent, summed: tokens, the cost
+    /// known (`cost_usd`, null when none is) and whether every run's cost was complete (the
+    /// per-user daily limit).
+    async fn user_usage_since(
+        &self,
+        user_id: &str,
+        since: DateTime<Utc>,
+    ) -> Result<agentloop_protocol::Usage, StoreError>;
+
     /// Runs of a session, oldest first.
     async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError>;
 

@@ -244,6 +244,8 @@ impl Tool for SubAgentTool {
             started_at: crate::clock::now(),
             policy: self.policy(&context)?,
             client_tools: Vec::new(),
+            // Its own run, under the same per-run budget as the agent's runs.
+            budget: self.settings.budget,
         };
         let catalog = registry.catalog();
         let machine = RunMachine::new(
@@ -297,6 +299,7 @@ impl Tool for SubAgentTool {
                 text: answer,
                 structured: Some(summary),
                 usage: Some(outcome.usage),
+                cost_usd: None,
             }),
             (RunStatus::AwaitingInput, _) => Err(ToolError::Failed(format!(
                 "the {} agent stopped because it needs a human's input ({}); ask the user \

@@ -19,6 +19,9 @@ pub struct LlmCallReport {
     pub usage: Option<Usage>,
     /// The error code when the call failed (`llm_timeout`, ...); `cancelled` when abandoned.
     pub error: Option<&'static str>,
+    /// What the call cost in USD, from the price table; `None` when the model has no price or
+    /// the call failed.
+    pub cost_usd: Option<f64>,
 }
 
 /// Receives a run's reports. Called on the run's task: must not block.

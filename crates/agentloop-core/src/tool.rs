@@ -78,6 +78,10 @@ pub struct ToolOutput {
     pub structured: Option<Value>,
     /// Tokens the tool itself spent on LLM calls (a sub-agent); added to the run's usage.
     pub usage: Option<agentloop_protocol::Usage>,
+    /// What the call cost in USD, when the tool says (an MCP result's
+    /// `_meta["agentloop/cost_usd"]`); added to the run's cost and shown in the
+    /// `<ToolCallHistory>`.
+    pub cost_usd: Option<f64>,
 }
 
 impl ToolOutput {
@@ -86,6 +90,7 @@ impl ToolOutput {
             text: text.into(),
             structured: None,
             usage: None,
+            cost_usd: None,
         }
     }
 
@@ -95,6 +100,7 @@ impl ToolOutput {
             text: value.to_string(),
             structured: Some(value),
             usage: None,
+            cost_usd: None,
         }
     }
 }

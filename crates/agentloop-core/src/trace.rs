@@ -46,8 +46,11 @@ pub trait RunSpan: Send + Sync {
 
 /// One LLM call's span.
 pub trait ChatSpan: Send {
-    /// `reply` is `None` when the call was abandoned (cancelled).
-    fn end(self: Box<Self>, report: &LlmCallReport, reply: Option<&Result<ModelReply, LlmError>>);
+    /// What the call brought, before the run reads it: `None` when the call was abandoned
+    /// (cancelled).
+    fn reply(&mut self, reply: Option<&Result<ModelReply, LlmError>>);
+    /// Ends the span with the call's report (tokens, and the cost the run priced the reply at).
+    fn end(self: Box<Self>, report: &LlmCallReport);
 }
 
 /// One tool call's span.

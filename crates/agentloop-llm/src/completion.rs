@@ -60,6 +60,7 @@ pub(crate) fn into_reply(completion: Completion) -> Result<ModelReply, Completio
         tool_calls,
         finish_reason: choice.finish_reason,
         usage: completion.usage.map(Into::into),
+        model: completion.model.filter(|model| !model.is_empty()),
     })
 }
 

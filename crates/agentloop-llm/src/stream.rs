@@ -15,6 +15,7 @@ pub(crate) struct ReplyAssembler {
     calls: Vec<PartialCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    model: Option<String>,
 }
 
 #[derive(Debug)]
@@ -58,6 +59,9 @@ impl ReplyAssembler {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into());
         }
+        if let Some(model) = chunk.model.filter(|model| !model.is_empty()) {
+            self.model = Some(model);
+        }
         let mut text: Option<String> = None;
         for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
             if let Some(delta) = choice.delta {
@@ -97,6 +101,7 @@ impl ReplyAssembler {
             tool_calls,
             finish_reason: Some(finish_reason),
             usage: self.usage,
+            model: self.model,
         })
     }
 

@@ -143,6 +143,9 @@ impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
 /// A whole (non-streamed) completion.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Completion {
+    /// The model that answered (often a dated snapshot of the one asked for).
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub choices: Vec<CompletionChoice>,
     #[serde(default)]
@@ -186,6 +189,8 @@ pub(crate) struct CompletionFunction {
 /// One `data:` event of a streamed completion.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Chunk {
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub choices: Vec<ChunkChoice>,
     #[serde(default)]
@@ -266,6 +271,8 @@ impl From<WireUsage> for Usage {
                 .completion_tokens_details
                 .and_then(|details| details.reasoning_tokens)
                 .unwrap_or(0),
+            cost_usd: None,
+            cost_complete: false,
         }
     }
 }

@@ -112,6 +112,22 @@ async fn usage_is_read_in_both_modes() {
 }
 
 #[tokio::test]
+async fn the_model_that_answered_is_read_in_both_modes() {
+    for stream in [true, false] {
+        let llm = ScriptedLlm::start(vec![Reply::text("ok")]).await;
+        let mut request = ask("x");
+        request.model = Some("gpt-4o-mini-2024-07-18".into());
+        let reply = complete(&client(&llm, stream), &request).await.1.unwrap();
+        // The scripted server answers as the model asked for, as OpenAI does.
+        assert_eq!(
+            reply.model.as_deref(),
+            Some("gpt-4o-mini-2024-07-18"),
+            "stream={stream}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_empty_reply_has_neither_text_nor_calls() {
     for stream in [true, false] {
         let llm = ScriptedLlm::start(vec![Reply::empty()]).await;

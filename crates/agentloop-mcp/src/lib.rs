@@ -27,5 +27,6 @@ mod tool;
 
 pub use config::McpServerConfig;
 pub use error::McpError;
+pub use result::COST_META_KEY;
 pub use source::{McpSource, connect_all};
 pub use tool::{IDEMPOTENCY_KEY_META, TRACEPARENT_META};

@@ -22,9 +22,19 @@ pub(crate) fn call_output(response: CallToolResponse) -> Result<ToolOutput, Tool
     }
 }
 
+/// Where a tool reports what its call cost, in USD: a number in the result's `_meta`.
+pub const COST_META_KEY: &str = "agentloop/cost_usd";
+
 /// Text blocks become the text, other blocks a short placeholder the model can still reason
-/// about; `isError` turns the whole result into a tool failure.
+/// about; `isError` turns the whole result into a tool failure. A cost in
+/// `_meta["agentloop/cost_usd"]` (a finite number, 0 or more) is kept as the call's cost.
 pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolError> {
+    let cost_usd = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.get(COST_META_KEY))
+        .and_then(serde_json::Value::as_f64)
+        .filter(|cost| cost.is_finite() && *cost >= 0.0);
     let structured = result.structured_content.filter(|value| !value.is_null());
     let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
     let mut has_text = false;
@@ -49,6 +59,7 @@ pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolErro
         text,
         structured,
         usage: None,
+        cost_usd,
     })
 }
 
@@ -121,6 +132,24 @@ mod tests {
         let mut only_structured = CallToolResult::structured(weather.clone());
         only_structured.content.clear();
         assert_eq!(tool_output(only_structured), Ok(ToolOutput::json(weather)));
+    }
+
+    #[test]
+    fn a_cost_in_meta_is_the_calls_cost_and_nonsense_is_ignored() {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("4 docs")]);
+        let meta = |value: serde_json::Value| {
+            let mut object = serde_json::Map::new();
+            object.insert(COST_META_KEY.to_owned(), value);
+            Some(rmcp::model::MetaObject(object))
+        };
+        result.meta = meta(json!(0.0023));
+        assert_eq!(tool_output(result.clone()).unwrap().cost_usd, Some(0.0023));
+        result.meta = meta(json!("cheap"));
+        assert_eq!(tool_output(result.clone()).unwrap().cost_usd, None);
+        result.meta = meta(json!(-1));
+        assert_eq!(tool_output(result.clone()).unwrap().cost_usd, None);
+        result.meta = None;
+        assert_eq!(tool_output(result).unwrap().cost_usd, None);
     }
 
     #[test]

@@ -70,6 +70,22 @@ pub enum EventKind {
     ForcedFinalize {
         reason: FinalizeReason,
     },
+    /// One LLM call of the run ended with a reply: what it was for, how long it took, what it
+    /// spent. `cost_usd` is null when the model has no price (`[prices."MODEL"]`).
+    LlmCall {
+        iteration: u32,
+        purpose: LlmCallPurpose,
+        /// The model that answered (as the provider named it), else the one asked for.
+        #[serde(default)]
+        model: Option<String>,
+        duration_ms: u64,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        /// Of `prompt_tokens`, those read from the provider's prompt cache.
+        cached_tokens: u64,
+        #[serde(default)]
+        cost_usd: Option<f64>,
+    },
     /// A message the user sent while the run worked, added to the conversation before the next
     /// LLM call (steering).
     UserMessage {
@@ -124,6 +140,7 @@ impl EventKind {
             EventKind::SideEffect { .. } => "side_effect",
             EventKind::DuplicateDetected { .. } => "duplicate_detected",
             EventKind::ForcedFinalize { .. } => "forced_finalize",
+            EventKind::LlmCall { .. } => "llm_call",
             EventKind::RunResumed { .. } => "run_resumed",
             EventKind::UserMessage { .. } => "user_message",
             EventKind::PlanUpdated { .. } => "plan_updated",
@@ -146,6 +163,9 @@ pub enum FinalizeReason {
     ConsecutiveFailures,
     /// The reviewer stopped the work.
     ReviewStop,
+    /// The next call would have gone over the run's budget (`[agent.budget]`, the request's
+    /// `budget`).
+    Budget,
 }
 
 impl FinalizeReason {
@@ -156,6 +176,7 @@ impl FinalizeReason {
             FinalizeReason::DuplicateCalls => "duplicate_calls",
             FinalizeReason::ConsecutiveFailures => "consecutive_failures",
             FinalizeReason::ReviewStop => "review_stop",
+            FinalizeReason::Budget => "budget",
         }
     }
 
@@ -166,9 +187,36 @@ impl FinalizeReason {
             FinalizeReason::DuplicateCalls,
             FinalizeReason::ConsecutiveFailures,
             FinalizeReason::ReviewStop,
+            FinalizeReason::Budget,
         ]
         .into_iter()
         .find(|reason| reason.as_str() == text)
+    }
+}
+
+/// What an LLM call was for (`llm_call.purpose`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmCallPurpose {
+    /// An iteration of the loop: tool calls or the answer.
+    Step,
+    /// The planning call (`[agent.planning]`).
+    Plan,
+    /// A reviewer's verdict (`[agent.review]`).
+    Review,
+    /// The forced summary.
+    Summary,
+}
+
+impl LlmCallPurpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LlmCallPurpose::Step => "step",
+            LlmCallPurpose::Plan => "plan",
+            LlmCallPurpose::Review => "review",
+            LlmCallPurpose::Summary => "summary",
+        }
     }
 }
 
@@ -293,9 +341,15 @@ pub struct PendingCall {
     pub client: bool,
 }
 
-/// Tokens spent on LLM calls.
+/// Tokens spent on LLM calls, and what they cost.
+///
+/// The cost comes from the price table (`[prices."MODEL"]`): `cost_usd` is the sum of the calls
+/// that had a price (and of costs tools reported), `cost_complete` says whether every LLM call
+/// had one. A run whose model has no price has `cost_complete: false`: its `cost_usd` is then
+/// only a lower bound, never to be read as the cost. The usage a provider reports for one call
+/// has no cost yet (`null`, `false`): the loop prices it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Every input token of the calls, cached or not (Anthropic's uncached `input_tokens` plus
     /// its cache reads and writes), so the number means the same for every provider.
@@ -313,6 +367,12 @@ pub struct Usage {
     /// `reasoning_tokens`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// USD, from the price table.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Every call counted had a price: `cost_usd` is the whole cost, not a lower bound.
+    #[serde(default)]
+    pub cost_complete: bool,
 }
 
 // Zero counts are left out so that data written before these fields existed, and usage of
@@ -322,12 +382,33 @@ fn is_zero(count: &u64) -> bool {
 }
 
 impl Usage {
+    /// The usage of a run that has not called a model yet: nothing spent, and all of it known.
+    pub fn nothing_spent() -> Self {
+        Self {
+            cost_usd: Some(0.0),
+            cost_complete: true,
+            ..Self::default()
+        }
+    }
+
+    /// Adds `other`'s tokens and cost: the costs known add up, and the sum is complete only
+    /// when both were.
     pub fn add(&mut self, other: Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_creation_tokens += other.cache_creation_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(mine), Some(theirs)) => Some(mine + theirs),
+            (mine, theirs) => mine.or(theirs),
+        };
+        self.cost_complete = self.cost_complete && other.cost_complete;
+    }
+
+    /// Adds a cost that is not an LLM call's (a tool that reports what it spent).
+    pub fn add_cost(&mut self, cost_usd: f64) {
+        self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost_usd);
     }
 
     pub fn total(&self) -> u64 {
@@ -358,6 +439,80 @@ mod tests {
         );
         let back: Event = serde_json::from_value(value).unwrap();
         assert_eq!(back, event);
+    }
+
+    #[test]
+    fn llm_call_serialises_with_its_purpose_tokens_and_cost() {
+        let event = Event {
+            run_id: Uuid::nil(),
+            seq: 3,
+            parent_run_id: None,
+            kind: EventKind::LlmCall {
+                iteration: 2,
+                purpose: LlmCallPurpose::Summary,
+                model: Some("gpt-4o-mini".into()),
+                duration_ms: 1200,
+                prompt_tokens: 1000,
+                completion_tokens: 50,
+                cached_tokens: 400,
+                cost_usd: Some(0.000_15),
+            },
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "type": "llm_call", "run_id": Uuid::nil(), "seq": 3, "iteration": 2,
+                "purpose": "summary", "model": "gpt-4o-mini", "duration_ms": 1200,
+                "prompt_tokens": 1000, "completion_tokens": 50, "cached_tokens": 400,
+                "cost_usd": 0.000_15
+            })
+        );
+        assert_eq!(serde_json::from_value::<Event>(value).unwrap(), event);
+        assert_eq!(event.kind.type_name(), "llm_call");
+    }
+
+    #[test]
+    fn an_unpriced_call_has_a_null_cost_and_usage_adds_up_to_incomplete() {
+        let kind = EventKind::LlmCall {
+            iteration: 1,
+            purpose: LlmCallPurpose::Step,
+            model: Some("mystery".into()),
+            duration_ms: 5,
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            cached_tokens: 0,
+            cost_usd: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&kind).unwrap()["cost_usd"],
+            json!(null)
+        );
+
+        let mut run = Usage::nothing_spent();
+        run.add(Usage {
+            prompt_tokens: 10,
+            cost_usd: Some(0.5),
+            cost_complete: true,
+            ..Usage::default()
+        });
+        assert_eq!((run.cost_usd, run.cost_complete), (Some(0.5), true));
+        run.add(Usage {
+            prompt_tokens: 10,
+            ..Usage::default()
+        });
+        assert_eq!((run.cost_usd, run.cost_complete), (Some(0.5), false));
+        assert_eq!(run.prompt_tokens, 20);
+        let value = serde_json::to_value(run).unwrap();
+        assert_eq!(value["cost_usd"], json!(0.5));
+        assert_eq!(value["cost_complete"], json!(false));
+    }
+
+    #[test]
+    fn budget_is_a_finalize_reason() {
+        let reason = FinalizeReason::parse("budget").unwrap();
+        assert_eq!(reason, FinalizeReason::Budget);
+        assert_eq!(serde_json::to_value(reason).unwrap(), json!("budget"));
     }
 
     #[test]

@@ -14,8 +14,8 @@ mod source;
 
 pub use error_code::ErrorCode;
 pub use event::{
-    Event, EventKind, FinalizeReason, InputAnswer, InputKind, InputRequest, PendingCall,
-    ResumeReason, RunStatus, Usage,
+    Event, EventKind, FinalizeReason, InputAnswer, InputKind, InputRequest, LlmCallPurpose,
+    PendingCall, ResumeReason, RunStatus, Usage,
 };
 pub use message::{ChatMessage, Role, ToolCall};
 pub use plan::{Plan, SubTask, SubTaskStatus};

@@ -48,4 +48,8 @@ pub struct ToolExecutionRecord {
     pub structured_result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the call cost in USD, when the tool reported it (MCP result
+    /// `_meta["agentloop/cost_usd"]`, a sub-agent's LLM calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }

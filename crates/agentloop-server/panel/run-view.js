@@ -214,7 +214,11 @@ export class RunView {
     const parts = [`${event.iterations ?? 0} steps`, `${event.tools_used ?? 0} tool calls`,
       `${usage.prompt_tokens ?? 0} tokens in`, `${usage.completion_tokens ?? 0} out`];
     if (usage.cache_read_tokens) parts.push(`${usage.cache_read_tokens} cached`);
-    if (usage.cost !== undefined) parts.push(`cost ${usage.cost}`);
+    if (usage.cost_complete && typeof usage.cost_usd === "number") {
+      parts.push(`$${usage.cost_usd.toFixed(4)}`);
+    } else if (usage.cost_complete === false) {
+      parts.push("cost unknown");
+    }
     this.usage.textContent = parts.join(" · ");
     this.usage.hidden = false;
   }

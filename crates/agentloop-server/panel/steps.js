@@ -13,6 +13,7 @@ const FINALIZE = {
   duplicate_calls: "the model kept repeating the same call",
   consecutive_failures: "tool calls kept failing",
   review_stop: "the reviewer stopped the work",
+  budget: "the run's budget is spent",
 };
 
 const RESUMED = {

@@ -44,6 +44,7 @@ use crate::{
     protocols::ag_ui::{AgUiStream, tool_call_id},
     runs::{body_bytes, resume_error},
     state::AppState,
+    trace_context::TraceParent,
 };
 
 /// AG-UI's `RunAgentInput` (`protocolVersion` and `parentRunId` are let be).
@@ -135,6 +136,7 @@ pub struct ResumeEntry {
     path = "/v1/ag-ui",
     tag = "ag-ui",
     request_body = RunAgentInput,
+    params(("traceparent" = Option<String>, Header, description = "W3C trace context: the run's spans continue this trace")),
     responses(
         (status = 200, description = "The AG-UI events of the run", content_type = "text/event-stream"),
         (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
@@ -148,6 +150,7 @@ pub struct ResumeEntry {
 pub async fn run_agent(
     State(state): State<AppState>,
     User(user): User,
+    TraceParent(traceparent): TraceParent,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(&state, body)?;
@@ -201,7 +204,16 @@ pub async fn run_agent(
         return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
     }
     if session.is_none() {
-        return start(&state, &body, session_id, run_id, &user, mapper()).await;
+        return start(
+            &state,
+            &body,
+            session_id,
+            run_id,
+            &user,
+            traceparent,
+            mapper(),
+        )
+        .await;
     }
     let waiting = state
         .store
@@ -210,7 +222,16 @@ pub async fn run_agent(
         .pop()
         .filter(|run| run.status == RunStatus::AwaitingInput);
     let Some(waiting) = waiting else {
-        return start(&state, &body, session_id, run_id, &user, mapper()).await;
+        return start(
+            &state,
+            &body,
+            session_id,
+            run_id,
+            &user,
+            traceparent,
+            mapper(),
+        )
+        .await;
     };
     let request = pending_request(&state, waiting.id).await?;
     let input = answer_of(&body, waiting.id, request.as_ref())?;
@@ -232,6 +253,7 @@ async fn start(
     session_id: Uuid,
     run_id: Uuid,
     user: &str,
+    traceparent: Option<String>,
     mapper: AgUiStream,
 ) -> Result<Response, ApiError> {
     let query = match body.messages.last() {
@@ -272,6 +294,7 @@ async fn start(
             user_id: Some(user.to_string()),
             ..RunContext::default()
         },
+        traceparent,
         ..RunRequest::default()
     };
     let live = state.runs.start(&state.agent, request, user).await?;

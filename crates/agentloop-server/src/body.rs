@@ -1,7 +1,7 @@
 //! The body of `POST /v1/runs` (and `/copilot-agent`), checked field by field: a bad body gets
 //! a 400 that names the field.
 
-use agentloop_core::{InputAnswer, RunContext, RunRequest};
+use agentloop_core::{Budget, InputAnswer, RunContext, RunRequest};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
@@ -40,8 +40,27 @@ pub struct RunBody {
     #[serde(default)]
     #[schema(minimum = 1)]
     pub max_iterations: Option<u32>,
+    /// Lower limits than the server's `[agent.budget]` for this run; a higher limit is
+    /// clamped to the server's (never raised).
+    #[serde(default)]
+    pub budget: Option<RunBodyBudget>,
     #[serde(default)]
     pub context: RunBodyContext,
+}
+
+/// What one run may spend. When its next LLM call would go over it, the run stops calling
+/// tools and answers from what it has (`forced_finalize` with reason `budget`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBodyBudget {
+    /// Tokens of the run's LLM calls, input and output.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    pub max_tokens: Option<u64>,
+    /// USD, at the server's prices.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// What the run is about and under which rules.
@@ -82,6 +101,20 @@ impl RunBody {
         if self.max_iterations == Some(0) {
             return Err(invalid("max_iterations", "must be at least 1"));
         }
+        if let Some(budget) = self.budget {
+            if budget.max_tokens == Some(0) {
+                return Err(invalid("budget.max_tokens", "must be at least 1"));
+            }
+            if budget
+                .max_cost_usd
+                .is_some_and(|cost| !(cost.is_finite() && cost > 0.0))
+            {
+                return Err(invalid(
+                    "budget.max_cost_usd",
+                    "must be an amount in USD above 0",
+                ));
+            }
+        }
         if self
             .model
             .as_deref()
@@ -104,6 +137,13 @@ impl RunBody {
             save_chat: self.save_chat,
             include_history: self.include_history,
             max_iterations: self.max_iterations,
+            budget: self
+                .budget
+                .map(|budget| Budget {
+                    max_tokens: budget.max_tokens,
+                    max_cost_usd: budget.max_cost_usd,
+                })
+                .unwrap_or_default(),
             context: RunContext {
                 user_id: Some(user.to_string()),
                 entity_id: self.context.entity_id,
@@ -155,6 +195,17 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_in_the_body_reaches_the_request() {
+        let body = RunBody::parse(
+            br#"{"query": "hi", "budget": {"max_tokens": 500, "max_cost_usd": 0.01}}"#,
+        )
+        .unwrap();
+        let request = body.into_request("ann");
+        assert_eq!(request.budget.max_tokens, Some(500));
+        assert_eq!(request.budget.max_cost_usd, Some(0.01));
+    }
+
+    #[test]
     fn each_problem_names_its_field() {
         let cases = [
             (r#"{}"#, "query"),
@@ -173,6 +224,18 @@ mod tests {
             (r#"{"query": "q", "max_iterations": 0}"#, "max_iterations"),
             (r#"{"query": "q", "max_iterations": -1}"#, "max_iterations"),
             (r#"{"query": "q", "stream": null}"#, "stream"),
+            (
+                r#"{"query": "q", "budget": {"max_tokens": 0}}"#,
+                "budget.max_tokens",
+            ),
+            (
+                r#"{"query": "q", "budget": {"max_cost_usd": -1}}"#,
+                "budget.max_cost_usd",
+            ),
+            (
+                r#"{"query": "q", "budget": {"max_usd": 1}}"#,
+                "budget.max_usd",
+            ),
         ];
         for (body, field) in cases {
             let error = error(body);

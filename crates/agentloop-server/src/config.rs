@@ -24,6 +24,11 @@ pub struct ServerConfig {
     pub run_lease_s: f64,
     /// Whether `GET /` serves the web panel (its assets are built into the binary).
     pub panel: bool,
+    /// USD one user's runs may spend per UTC day (from the price table); a new run over it is
+    /// refused with 429 `budget_exceeded` until midnight UTC.
+    pub user_daily_cost_usd: Option<f64>,
+    /// Tokens one user's runs may spend per UTC day; like `user_daily_cost_usd`.
+    pub user_daily_tokens: Option<u64>,
 }
 
 impl Default for ServerConfig {
@@ -36,6 +41,8 @@ impl Default for ServerConfig {
             shutdown_grace_s: 30.0,
             run_lease_s: 10.0,
             panel: true,
+            user_daily_cost_usd: None,
+            user_daily_tokens: None,
         }
     }
 }
@@ -74,6 +81,20 @@ impl ServerConfig {
                     format!("{key} must be between 0 and 3600 seconds (got {seconds})"),
                 ));
             }
+        }
+        if let Some(cost) = self.user_daily_cost_usd
+            && !(cost.is_finite() && cost > 0.0)
+        {
+            return Err(InvalidSetting::new(
+                "server.user_daily_cost_usd",
+                format!("server.user_daily_cost_usd must be an amount in USD above 0 (got {cost})"),
+            ));
+        }
+        if self.user_daily_tokens == Some(0) {
+            return Err(InvalidSetting::new(
+                "server.user_daily_tokens",
+                "server.user_daily_tokens must be at least 1",
+            ));
         }
         Ok(())
     }

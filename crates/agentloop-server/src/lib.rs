@@ -11,6 +11,7 @@ mod body;
 mod chat;
 mod config;
 mod conversation;
+mod daily;
 mod durable;
 mod error;
 mod extract;

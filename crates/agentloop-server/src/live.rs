@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use uuid::Uuid;
 
+use crate::daily::DailyLimit;
 use crate::{error::ApiError, sse};
 
 mod log;
@@ -283,19 +284,27 @@ pub struct LiveRuns {
     runs: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
     tasks: TaskTracker,
     max_per_user: usize,
+    daily: DailyLimit,
 }
 
 impl LiveRuns {
     pub fn new(max_per_user: usize) -> Arc<Self> {
+        Self::with_daily_limit(max_per_user, DailyLimit::default())
+    }
+
+    /// Also refuses new runs of a user whose runs of the day spent `daily`.
+    pub fn with_daily_limit(max_per_user: usize, daily: DailyLimit) -> Arc<Self> {
         Arc::new(Self {
             runs: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             max_per_user,
+            daily,
         })
     }
 
     /// Begins `request` for `user` and drives it in a task of its own. Refused before the run
-    /// exists: when the user already has as many runs in progress as allowed (429), and when
+    /// exists: when the user's runs of the day spent the daily limit (429 `budget_exceeded`),
+    /// when the user already has as many runs in progress as allowed (429), and when
     /// the run cannot begin (its session is busy, unknown or another user's; the store fails).
     pub async fn start(
         self: &Arc<Self>,
@@ -303,6 +312,13 @@ impl LiveRuns {
         mut request: RunRequest,
         user: &str,
     ) -> Result<Arc<LiveRun>, ApiError> {
+        self.daily
+            .admit(
+                agent.store().map(|store| store.as_ref()),
+                user,
+                chrono::Utc::now(),
+            )
+            .await?;
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
         let run = self.admit(agent, run_id, session_id, 0, user, true)?;

@@ -1,12 +1,13 @@
-//! Prometheus metrics: runs by status, LLM and tool call latencies, tokens, the events live runs
-//! hold in memory. Fed by the runs' [`Telemetry`] reports; rendered in the Prometheus text
+//! Prometheus metrics: runs by status, LLM and tool call latencies, tokens and cost by model, the
+//! events live runs hold in memory. Fed by the runs' [`Telemetry`] reports; rendered in the Prometheus text
 //! format at `GET /metrics`.
 
 use std::sync::Once;
 
 use agentloop_core::{LlmCallReport, RunOutcome, Telemetry, protocol::ToolExecutionRecord};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    CounterVec, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 use uuid::Uuid;
 
@@ -23,6 +24,8 @@ pub struct Metrics {
     llm_calls: HistogramVec,
     tool_calls: HistogramVec,
     tokens: IntCounterVec,
+    cost: CounterVec,
+    unpriced: IntCounterVec,
     live_event_bytes: IntGauge,
     /// The gauge is exported once someone sets it, so an unwired gauge does not read 0.
     live_event_bytes_registered: Once,
@@ -47,14 +50,33 @@ impl Metrics {
             &["status"],
         )?;
         let tokens = IntCounterVec::new(
-            Opts::new("agentloop_llm_tokens_total", "Tokens used by LLM calls"),
-            &["kind"],
+            Opts::new(
+                "agentloop_llm_tokens_total",
+                "Tokens used by LLM calls, by model",
+            ),
+            &["kind", "model"],
+        )?;
+        let cost = CounterVec::new(
+            Opts::new(
+                "agentloop_llm_cost_usd_total",
+                "What LLM calls cost in USD (from the price table), by model",
+            ),
+            &["model"],
+        )?;
+        let unpriced = IntCounterVec::new(
+            Opts::new(
+                "agentloop_llm_unpriced_calls_total",
+                "LLM calls of a model without a price: their cost is not in the cost total",
+            ),
+            &["model"],
         )?;
         registry.register(Box::new(runs.clone()))?;
         registry.register(Box::new(active_runs.clone()))?;
         registry.register(Box::new(llm_calls.clone()))?;
         registry.register(Box::new(tool_calls.clone()))?;
         registry.register(Box::new(tokens.clone()))?;
+        registry.register(Box::new(cost.clone()))?;
+        registry.register(Box::new(unpriced.clone()))?;
         let live_event_bytes = IntGauge::new(
             "agentloop_live_event_bytes",
             "Bytes of events live runs hold in memory for their followers (estimated)",
@@ -66,6 +88,8 @@ impl Metrics {
             llm_calls,
             tool_calls,
             tokens,
+            cost,
+            unpriced,
             live_event_bytes,
             live_event_bytes_registered: Once::new(),
         })
@@ -103,13 +127,22 @@ impl Telemetry for Metrics {
         self.llm_calls
             .with_label_values(&[outcome])
             .observe(report.duration.as_secs_f64());
+        let model = report.model.as_deref().unwrap_or("unknown");
         if let Some(usage) = report.usage {
-            self.tokens
-                .with_label_values(&["prompt"])
-                .inc_by(usage.prompt_tokens);
-            self.tokens
-                .with_label_values(&["completion"])
-                .inc_by(usage.completion_tokens);
+            for (kind, count) in [
+                ("prompt", usage.prompt_tokens),
+                ("completion", usage.completion_tokens),
+                ("cache_read", usage.cache_read_tokens),
+                ("cache_creation", usage.cache_creation_tokens),
+            ] {
+                if count > 0 || kind == "prompt" || kind == "completion" {
+                    self.tokens.with_label_values(&[kind, model]).inc_by(count);
+                }
+            }
+            match report.cost_usd {
+                Some(cost) => self.cost.with_label_values(&[model]).inc_by(cost),
+                None => self.unpriced.with_label_values(&[model]).inc(),
+            }
         }
     }
 

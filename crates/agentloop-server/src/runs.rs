@@ -108,7 +108,7 @@ pub struct CancelAnswer {
         (status = 404, description = "No such session of yours", body = ErrorBody),
         (status = 409, description = "The session has a run in progress", body = ErrorBody),
         (status = 413, description = "Body too large (server.max_body_bytes)", body = ErrorBody),
-        (status = 429, description = "Too many runs in progress; see Retry-After", body = ErrorBody),
+        (status = 429, description = "Too many runs in progress (`too_many_runs`), or the user's daily budget is spent (`budget_exceeded`, until midnight UTC); see Retry-After", body = ErrorBody),
     ),
     security(("api_key" = []))
 )]

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use agentloop_core::{Agent, KeyStore, Store, protocol::ResumeReason};
 
+use crate::daily::DailyLimit;
 use crate::{config::ServerConfig, live::LiveRuns, metrics::Metrics, service::HealthCheck};
 
 #[derive(Clone)]
@@ -32,7 +33,13 @@ impl AppState {
             agent,
             store,
             keys,
-            runs: LiveRuns::new(config.max_runs_per_user),
+            runs: LiveRuns::with_daily_limit(
+                config.max_runs_per_user,
+                DailyLimit {
+                    cost_usd: config.user_daily_cost_usd,
+                    tokens: config.user_daily_tokens,
+                },
+            ),
             metrics,
             config: Arc::new(config),
             health: Arc::default(),

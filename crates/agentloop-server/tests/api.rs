@@ -45,13 +45,21 @@ async fn a_streamed_run_sends_the_design_events_in_order() {
         [
             "run_started",
             "thinking",
+            "llm_call",
             "tool_selected",
             "tool_executed",
             "thinking",
+            "llm_call",
             "final_response",
             "done"
         ]
     );
+    let call = events.iter().find(|e| e.event == "llm_call").unwrap();
+    assert_eq!(call.data["purpose"], "step");
+    assert_eq!(call.data["model"], "scripted");
+    assert_eq!(call.data["cost_usd"], Value::Null, "no price for the model");
+    let done = events.iter().find(|e| e.event == "done").unwrap();
+    assert_eq!(done.data["usage"]["cost_complete"], false);
     let run_id = events[0].data["run_id"].clone();
     for (i, event) in events.iter().enumerate() {
         assert_eq!(
@@ -538,7 +546,7 @@ async fn health_metrics_and_openapi_answer_without_a_key() {
         "{text}"
     );
     assert!(
-        text.contains("agentloop_llm_tokens_total{kind=\"prompt\"}"),
+        text.contains("agentloop_llm_tokens_total{kind=\"prompt\",model=\""),
         "{text}"
     );
     assert!(text.contains("agentloop_runs_active 0"), "{text}");

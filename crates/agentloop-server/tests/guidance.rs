@@ -48,12 +48,19 @@ async fn an_ambiguous_request_pauses_with_a_question_and_resumes_with_the_answer
     let paused = read_sse(response).await;
     assert_eq!(
         kinds(&paused),
-        ["run_started", "plan_updated", "input_required", "done"]
+        [
+            "run_started",
+            "llm_call",
+            "plan_updated",
+            "input_required",
+            "done"
+        ]
     );
-    let required = &paused[2].data;
+    assert_eq!(paused[1].data["purpose"], "plan");
+    let required = &paused[3].data;
     assert_eq!(required["kind"], "clarification");
     assert_eq!(required["question"], "Which Alex do you mean?");
-    let done = &paused[3].data;
+    let done = &paused[4].data;
     assert_eq!(done["status"], "awaiting_input");
     let run_id = done["run_id"].as_str().unwrap().to_string();
     let session_id = paused[0].data["session_id"].as_str().unwrap().to_string();

@@ -127,6 +127,7 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
         result: Some(result.to_string()),
         structured_result: Some(result.clone()),
         error: None,
+        cost_usd: None,
     };
     let kinds = [
         EventKind::Thinking { iteration },

@@ -100,6 +100,10 @@ impl<'r> Cells<'r> {
         self.get(column)
     }
 
+    pub(crate) fn optional_real(&self, column: &str) -> Result<Option<f64>, StoreError> {
+        self.get(column)
+    }
+
     pub(crate) fn flag(&self, column: &str) -> Result<bool, StoreError> {
         match self.integer(column)? {
             0 => Ok(false),

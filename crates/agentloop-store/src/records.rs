@@ -196,6 +196,7 @@ fn decode(db: &Db, row: &AnyRow) -> Result<ToolExecutionRecord, StoreError> {
         result,
         structured_result,
         error: cells.optional_free_text("error")?,
+        cost_usd: None,
     })
 }
 

@@ -10,8 +10,8 @@ use crate::columns::{count, json_text, millis};
 use crate::db::{Db, changed};
 
 const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
-    tools_used, prompt_tokens, completion_tokens, finalize_reason, answer_message_id, \
-    error_code, error_message, started_at, finished_at";
+    tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
+    answer_message_id, error_code, error_message, started_at, finished_at";
 
 pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     db.query(
@@ -55,7 +55,8 @@ pub(crate) async fn record_progress(
     step: Progress<'_>,
 ) -> Result<(), StoreError> {
     let counters = "iterations = $2, tools_used = $3, prompt_tokens = $4, completion_tokens = $5, \
-        state_head = COALESCE($6, state_head), state_seq = COALESCE($7, state_seq)";
+        state_head = COALESCE($6, state_head), state_seq = COALESCE($7, state_seq), \
+        cost_usd = $9, cost_complete = $10";
     // A run adopted elsewhere is not written by its former owner.
     let fence = " AND (CAST($8 AS TEXT) IS NULL OR owner = $8)";
     let query = match step.end {
@@ -64,8 +65,8 @@ pub(crate) async fn record_progress(
             "UPDATE runs SET {counters}, status = 'running' WHERE id = $1{fence}"
         )),
         Some(_) => db.query(&format!(
-            "UPDATE runs SET {counters}, status = $9, finished_at = $10, answer_message_id = $11, \
-                 error_code = $12, error_message = $13, finalize_reason = $14 \
+            "UPDATE runs SET {counters}, status = $11, finished_at = $12, answer_message_id = $13, \
+                 error_code = $14, error_message = $15, finalize_reason = $16 \
              WHERE id = $1{fence}"
         )),
     };
@@ -82,7 +83,9 @@ pub(crate) async fn record_progress(
         .bind(count(progress.usage.completion_tokens))
         .bind(head)
         .bind(seq)
-        .bind(step.owner);
+        .bind(step.owner)
+        .bind(progress.usage.cost_usd)
+        .bind(i64::from(progress.usage.cost_complete));
     if let Some(end) = step.end {
         let failure = end.failure.as_ref();
         query = query
@@ -157,6 +160,36 @@ pub(crate) async fn of_session(db: &Db, session_id: Uuid) -> Result<Vec<RunInfo>
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
+/// What `user_id`'s runs that started at or after `since` spent, summed: tokens, the cost
+/// known, and whether every run's cost was complete.
+pub(crate) async fn user_usage_since(
+    db: &Db,
+    user_id: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<Usage, StoreError> {
+    let row = db
+        .query(
+            "SELECT CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT) AS prompt_tokens, \
+                 CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT) AS completion_tokens, \
+                 CAST(SUM(cost_usd) AS DOUBLE PRECISION) AS cost_usd, \
+                 CAST(COALESCE(MIN(cost_complete), 1) AS BIGINT) AS cost_complete \
+             FROM runs WHERE user_id = $1 AND started_at >= $2",
+        )
+        .bind(db.text(user_id))
+        .bind(millis(since))
+        .fetch_one(&db.pool)
+        .await
+        .map_err(|error| db.error(error))?;
+    let cells = db.cells(&row, "runs");
+    Ok(Usage {
+        prompt_tokens: cells.counter("prompt_tokens")?,
+        completion_tokens: cells.counter("completion_tokens")?,
+        cost_usd: cells.optional_real("cost_usd")?,
+        cost_complete: cells.flag("cost_complete")?,
+        ..Usage::default()
+    })
+}
+
 fn decode(db: &Db, row: &AnyRow) -> Result<RunInfo, StoreError> {
     let cells = db.cells(row, "runs");
     Ok(RunInfo {
@@ -171,6 +204,8 @@ fn decode(db: &Db, row: &AnyRow) -> Result<RunInfo, StoreError> {
         usage: Usage {
             prompt_tokens: cells.counter("prompt_tokens")?,
             completion_tokens: cells.counter("completion_tokens")?,
+            cost_usd: cells.optional_real("cost_usd")?,
+            cost_complete: cells.flag("cost_complete")?,
             ..Usage::default()
         },
         finalize_reason: cells.optional_name("finalize_reason")?,

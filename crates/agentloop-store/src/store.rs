@@ -309,6 +309,18 @@ impl Store for SqlStore {
         self.bounded(CALL_TIMEOUT, runs::get(&self.db, id)).await
     }
 
+    async fn user_usage_since(
+        &self,
+        user_id: &str,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<agentloop_core::protocol::Usage, StoreError> {
+        self.bounded(
+            CALL_TIMEOUT,
+            runs::user_usage_since(&self.db, user_id, since),
+        )
+        .await
+    }
+
     async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError> {
         self.bounded(CALL_TIMEOUT, runs::of_session(&self.db, session_id))
             .await

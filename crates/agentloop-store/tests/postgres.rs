@@ -38,6 +38,7 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "4 escaped text",
             "5 tool outputs once",
             "6 durable runs",
+            "7 run costs",
             "8 run trace"
         ]
     );

@@ -66,6 +66,7 @@ async fn a_new_file_is_created_and_migrated_once() {
             "3 paused runs",
             "5 tool outputs once",
             "6 durable runs",
+            "7 run costs",
             "8 run trace"
         ]
     );

@@ -249,6 +249,14 @@ impl Store for FaultyStore {
         self.inner.run(id).await
     }
 
+    async fn user_usage_since(
+        &self,
+        user_id: &str,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<agentloop_core::protocol::Usage, StoreError> {
+        self.inner.user_usage_since(user_id, since).await
+    }
+
     async fn session_runs(&self, session_id: Uuid) -> Result<Vec<RunInfo>, StoreError> {
         self.inner.session_runs(session_id).await
     }

@@ -7,7 +7,8 @@ use std::{
 };
 
 use agentloop_core::{
-    AgentSettings, InvalidSetting, PolicySettings, SubAgentSettings, ToolSettings, WorkflowSettings,
+    AgentSettings, InvalidSetting, PolicySettings, Price, PriceTable, Pricing, SubAgentSettings,
+    ToolSettings, WorkflowSettings,
 };
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
@@ -35,6 +36,8 @@ pub struct Config {
     /// `[telemetry]`: where traces go (with the `OTEL_*` variables, read when the runtime
     /// starts).
     pub telemetry: crate::telemetry::TelemetrySettings,
+    /// `[prices."MODEL"]`: USD per million tokens, for the cost of each LLM call.
+    pub prices: BTreeMap<String, Price>,
     /// Where `llm.base_url` came from (set by [`Config::load`] and [`Config::apply_env`]): an
     /// error about the server behind it names the setting to change.
     #[serde(skip)]
@@ -197,12 +200,64 @@ impl Config {
         for (name, agent) in &self.agents {
             agent.validate(name)?;
         }
+        self.check_prices()?;
         for (name, workflow) in &self.workflows {
             if workflow.tools.is_empty() {
                 let key = format!("workflows.{name}.tools");
                 let message =
                     format!("{key} must name at least one tool (\"server.tool\" or \"server.*\")");
                 return Err(InvalidSetting::new(key, message));
+            }
+        }
+        Ok(())
+    }
+
+    /// The price table and the model a call without its own is for.
+    pub fn pricing(&self) -> Result<Pricing, InvalidSetting> {
+        Ok(Pricing {
+            prices: std::sync::Arc::new(
+                PriceTable::new(self.prices.clone()).map_err(InvalidSetting::from)?,
+            ),
+            default_model: Some(self.llm.model.clone()),
+        })
+    }
+
+    /// `[agent]` with the price table: the settings the agent runs with.
+    pub fn agent_settings(&self) -> Result<AgentSettings, InvalidSetting> {
+        Ok(AgentSettings {
+            pricing: self.pricing()?,
+            ..self.agent.clone()
+        })
+    }
+
+    /// Prices are numbers of 0 or more; a cost limit (`agent.budget.max_cost_usd`,
+    /// `server.user_daily_cost_usd`) needs a price for every configured model, or it could
+    /// not be kept.
+    fn check_prices(&self) -> Result<(), InvalidSetting> {
+        let table = self.pricing()?.prices;
+        let limit = if self.agent.budget.max_cost_usd.is_some() {
+            "agent.budget.max_cost_usd"
+        } else if self.server.user_daily_cost_usd.is_some() {
+            "server.user_daily_cost_usd"
+        } else {
+            return Ok(());
+        };
+        let models = std::iter::once(&self.llm.model)
+            .chain(&self.agent.planning.model)
+            .chain(&self.agent.review.model)
+            .chain(
+                self.agents
+                    .values()
+                    .filter_map(|agent| agent.model.as_ref()),
+            );
+        for model in models {
+            if table.price(model).is_none() {
+                return Err(InvalidSetting::new(
+                    limit,
+                    format!(
+                        "{limit} needs the price of every model it pays for: add                          [prices.\"{model}\"] with input and output (USD per million tokens)"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -567,6 +622,87 @@ mod tests {
         let (config, _) = Config::load_file(Some(&path)).unwrap();
         assert_eq!(config.mcp_servers["web"].cwd, None);
         assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn prices_and_budgets_are_read_and_checked() {
+        let config = parse(
+            r#"
+            [llm]
+            model = "openai/gpt-4o-mini"
+
+            [prices."gpt-4o-mini"]
+            input = 0.15
+            output = 0.60
+            cached_input = 0.075
+
+            [agent.budget]
+            max_tokens = 200000
+            max_cost_usd = 0.50
+
+            [server]
+            user_daily_cost_usd = 5.0
+            user_daily_tokens = 1000000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(config.agent.budget.max_tokens, Some(200_000));
+        assert_eq!(config.server.user_daily_tokens, Some(1_000_000));
+        let settings = config.agent_settings().unwrap();
+        let price = settings.pricing.prices.price("openai/gpt-4o-mini").unwrap();
+        assert_eq!(price.cached_input, Some(0.075));
+        assert_eq!(
+            settings.pricing.default_model.as_deref(),
+            Some("openai/gpt-4o-mini")
+        );
+    }
+
+    #[test]
+    fn bad_prices_and_budgets_are_refused_with_their_key() {
+        let key = |text: &str| parse(text).unwrap().validate().unwrap_err().key;
+        assert_eq!(
+            key("[prices.m]\ninput = -0.1\noutput = 1\n"),
+            "prices.\"m\".input"
+        );
+        assert_eq!(
+            key("[agent.budget]\nmax_cost_usd = 0\n"),
+            "agent.budget.max_cost_usd"
+        );
+        assert_eq!(
+            key("[agent.budget]\nmax_tokens = 0\n"),
+            "agent.budget.max_tokens"
+        );
+        assert_eq!(
+            key("[server]\nuser_daily_cost_usd = -5\n"),
+            "server.user_daily_cost_usd"
+        );
+        // A cost limit cannot be kept for a model without a price.
+        let error = parse("[agent.budget]\nmax_cost_usd = 1.0\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(error.key, "agent.budget.max_cost_usd");
+        assert!(
+            error.message.contains("[prices.\"gpt-4o-mini\"]"),
+            "{error}"
+        );
+        let error = parse(
+            "[server]\nuser_daily_cost_usd = 1.0\n[prices.\"gpt-4o-mini\"]\ninput = 1\noutput = 1\n[agent.planning]\nmodel = \"cheap\"\n",
+        )
+        .unwrap()
+        .validate()
+        .unwrap_err();
+        assert!(error.message.contains("cheap"), "{error}");
+        // Unknown keys of a price or a budget are named.
+        let error = parse("[prices.m]\ninput = 1\noutput = 1\ncache_read = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("cache_read"), "{error}");
+        let error = parse("[agent.budget]\nmax_usd = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("max_usd"), "{error}");
     }
 
     #[test]

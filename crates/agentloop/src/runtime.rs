@@ -33,6 +33,9 @@ pub enum RuntimeError {
     Webhooks(#[from] reqwest::Error),
     #[error(transparent)]
     Telemetry(#[from] TelemetryError),
+    /// A price in `[prices."MODEL"]` that is not a number of 0 or more.
+    #[error(transparent)]
+    Setting(#[from] agentloop_core::InvalidSetting),
     #[error("cannot read the tool descriptions file {path} (agent.tool_descriptions): {source}")]
     ToolDescriptions {
         path: std::path::PathBuf,
@@ -106,7 +109,7 @@ impl Runtime {
             .llm(llm)
             .store(store.clone() as Arc<dyn Store>)
             .token_counter(token_counter_for(&config.llm.model))
-            .settings(config.agent.clone());
+            .settings(config.agent_settings()?);
         if let Some(traces) = &traces {
             builder = builder.tracer(traces.tracer());
         }

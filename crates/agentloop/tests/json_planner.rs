@@ -144,12 +144,15 @@ async fn the_model_chains_tools_by_answering_json() {
         [
             "run_started",
             "thinking",
+            "llm_call",
             "tool_selected",
             "tool_executed",
             "thinking",
+            "llm_call",
             "tool_selected",
             "tool_executed",
             "thinking",
+            "llm_call",
             "final_response",
             "done"
         ]

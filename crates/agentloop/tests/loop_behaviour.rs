@@ -54,12 +54,15 @@ async fn the_model_chains_tool_calls_and_answers() {
         [
             "run_started",
             "thinking",
+            "llm_call",
             "tool_selected",
             "tool_executed",
             "thinking",
+            "llm_call",
             "tool_selected",
             "tool_executed",
             "thinking",
+            "llm_call",
             "final_response",
             "done"
         ]

@@ -249,10 +249,10 @@ async fn a_plan_is_made_first_rides_after_the_system_prompt_and_is_kept_current(
     );
     assert!(block.contains("<ToolCallHistory>\n"), "{block}");
     assert!(
-        block.contains("- test.echo (success, ") && block.contains("): Q4 notes: revenue up 12%\n"),
+        block.contains(". test.echo (success, ") && block.contains("): Q4 notes: revenue up 12%\n"),
         "{block}"
     );
-    assert!(block.contains("- write_plan (success, "), "{block}");
+    assert!(block.contains(". write_plan (success, "), "{block}");
     assert!(!block.contains("No tool calls yet."), "{block}");
     assert!(offered(after).contains(&"write_plan".to_string()));
 
@@ -528,7 +528,7 @@ async fn a_reviewer_replan_replaces_the_plan_and_the_run_goes_on() {
         ),
         "{block}"
     );
-    assert!(block.contains("- test.echo (success, "), "{block}");
+    assert!(block.contains(". test.echo (success, "), "{block}");
     assert!(!block.contains("Report Q4"), "{block}");
     assert_eq!(
         outcome.plan.as_ref().unwrap().goal,
@@ -561,7 +561,13 @@ async fn a_plan_that_needs_clarification_pauses_the_run_with_its_question() {
     assert_done(&events, &outcome);
     assert_eq!(
         types(&events),
-        ["run_started", "plan_updated", "input_required", "done"]
+        [
+            "run_started",
+            "llm_call",
+            "plan_updated",
+            "input_required",
+            "done"
+        ]
     );
     let request = outcome.input_required.clone().unwrap();
     assert_eq!(request.kind, InputKind::Clarification);

@@ -38,6 +38,7 @@ per_provider!(
     a_refused_key_fails_at_once_with_the_providers_message,
     a_stream_cut_before_its_final_event_fails_the_run,
     usage_counts_cached_tokens,
+    cache_reads_and_writes_are_priced_as_the_price_table_says,
     a_session_written_by_chat_completions_goes_on_over_this_provider,
 );
 
@@ -394,6 +395,9 @@ async fn usage_counts_cached_tokens(wire: Wire) {
         // OpenAI reports cache reads only.
         cache_creation_tokens: if wire == Wire::Anthropic { 900 } else { 0 },
         reasoning_tokens: 0,
+        // No price table: the cost is not known (a lower bound of 0).
+        cost_usd: Some(0.0),
+        cost_complete: false,
     };
     assert_eq!(outcome.usage, expected);
     let done = find(&events, "done");
@@ -401,6 +405,58 @@ async fn usage_counts_cached_tokens(wire: Wire) {
         matches!(done.last(), Some(EventKind::Done { usage, .. }) if *usage == expected),
         "{done:?}"
     );
+    // Each call is reported with the model that answered and its cache reads.
+    let calls = find(&events, "llm_call");
+    assert!(
+        matches!(
+            calls[..],
+            [
+                EventKind::LlmCall { model: Some(first), cached_tokens: 0, cost_usd: None, .. },
+                EventKind::LlmCall { model: Some(second), cached_tokens: 900, cost_usd: None, .. },
+            ] if first == "scripted" && second == "scripted"
+        ),
+        "{calls:?}"
+    );
+    runtime.shutdown().await;
+}
+
+async fn cache_reads_and_writes_are_priced_as_the_price_table_says(wire: Wire) {
+    let llm = ScriptedLlm::start_wire(
+        wire,
+        vec![
+            Reply::tool_call("test__echo", json!({"text": "x"}))
+                .with_usage(1000, 20)
+                .with_cache(0, 900),
+            Reply::text("done").with_usage(1100, 30).with_cache(900, 0),
+        ],
+    )
+    .await;
+    let prices =
+        "[prices.scripted]\ninput = 1.0\noutput = 2.0\ncached_input = 0.1\ncache_write = 1.25\n";
+    let runtime = runtime(&llm, None, prices).await;
+    let (events, outcome) = run(&runtime, "hi").await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    // USD per million tokens: uncached input at 1.0, cache reads at 0.1, cache writes at 1.25,
+    // output at 2.0. The first call writes 900 tokens to Anthropic's cache (OpenAI reports
+    // no writes: its 1000 input tokens are all uncached); the second reads them.
+    let first = match wire {
+        Wire::Anthropic => 100.0 * 1.0 + 900.0 * 1.25 + 20.0 * 2.0,
+        _ => 1000.0 * 1.0 + 20.0 * 2.0,
+    } / 1e6;
+    let second = (200.0 * 1.0 + 900.0 * 0.1 + 30.0 * 2.0) / 1e6;
+    let costs: Vec<f64> = find(&events, "llm_call")
+        .iter()
+        .filter_map(|kind| match kind {
+            EventKind::LlmCall { cost_usd, .. } => *cost_usd,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(costs.len(), 2, "{costs:?}");
+    assert!((costs[0] - first).abs() < 1e-12, "{costs:?} vs {first}");
+    assert!((costs[1] - second).abs() < 1e-12, "{costs:?} vs {second}");
+    assert!(outcome.usage.cost_complete);
+    let total = outcome.usage.cost_usd.unwrap_or_default();
+    assert!((total - (first + second)).abs() < 1e-12, "{total}");
     runtime.shutdown().await;
 }
 

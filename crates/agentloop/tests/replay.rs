@@ -78,7 +78,12 @@ fn replay(agent: &Agent, recorder: &Recorder, run_id: Uuid) -> (Vec<EventKind>, 
     let mut events = Vec::new();
     let mut purpose = None;
     for (input, at) in recorder.inputs_of(run_id) {
-        if let (Some(purpose), Input::ModelReply(Ok(reply))) = (purpose, &input)
+        if let (
+            Some(purpose),
+            Input::ModelReply {
+                reply: Ok(reply), ..
+            },
+        ) = (purpose, &input)
             && let Some(text) = reply.text()
         {
             match purpose {

@@ -109,9 +109,11 @@ async fn a_sub_agent_call_nests_its_events_and_answers_as_the_tool_result() {
         [
             "run_started",
             "thinking",
+            "llm_call",
             "tool_selected",
             "tool_executed",
             "thinking",
+            "llm_call",
             "final_response",
             "done"
         ]

@@ -87,7 +87,10 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
     ])
     .await;
     let receiver = OtlpReceiver::start().await.unwrap();
-    let runtime = traced_runtime(config(&llm, None, &telemetry(&receiver, false))).await;
+    // USD per million tokens; cache reads cost what other input does (no `cached_input`).
+    let prices = "[prices.scripted]\ninput = 1.0\noutput = 2.0\n";
+    let extra = format!("{}\n{prices}", telemetry(&receiver, false));
+    let runtime = traced_runtime(config(&llm, None, &extra)).await;
     let (_, outcome) = run(&runtime, "Echo one, then add 1 and 2").await;
     assert_eq!(outcome.status, RunStatus::Completed);
     let spans = exported(&runtime, &receiver).await;
@@ -150,6 +153,34 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
         assert_eq!(chat.text("gen_ai.response.model"), Some("scripted"));
         assert!(chat.attribute("error.type").is_none());
     }
+    let costs: Vec<f64> = chats
+        .iter()
+        .map(|chat| {
+            chat.attribute("agentloop.cost_usd")
+                .and_then(|v| v.as_f64())
+                .unwrap()
+        })
+        .collect();
+    let expected = [
+        (100.0 + 20.0) / 1e6,
+        (120.0 + 24.0) / 1e6,
+        (130.0 + 10.0) / 1e6,
+    ];
+    for (cost, expected) in costs.iter().zip(expected) {
+        assert!((cost - expected).abs() < 1e-12, "{costs:?}");
+    }
+    let run_cost = agent
+        .attribute("agentloop.cost_usd")
+        .and_then(|v| v.as_f64())
+        .unwrap();
+    assert!(
+        (run_cost - expected.iter().sum::<f64>()).abs() < 1e-12,
+        "{run_cost}"
+    );
+    assert_eq!(
+        agent.attribute("agentloop.cost_complete"),
+        Some(&json!(true))
+    );
     assert_eq!(
         chats[0].integer("gen_ai.usage.cache_read.input_tokens"),
         Some(40)

@@ -68,7 +68,14 @@ pub async fn measure(settings: &Settings, dir: &Path, key: &str) -> usize {
     let server = Server::start(dir);
     let client = http_client();
     let address = server.address.clone();
-    let warm_up = one_run(client.clone(), address.clone(), key.to_string(), 0).await;
+    let warm_up = one_run(
+        client.clone(),
+        address.clone(),
+        key.to_string(),
+        0,
+        Work::default(),
+    )
+    .await;
     if let Some(failure) = warm_up.failure {
         panic!("the warm-up run failed: {failure}");
     }
@@ -83,8 +90,15 @@ pub async fn measure(settings: &Settings, dir: &Path, key: &str) -> usize {
     let started = Instant::now();
     while done < settings.runs {
         let batch = CONCURRENCY.min(settings.runs - done);
-        let runs =
-            (1..=batch).map(|n| one_run(client.clone(), address.clone(), key.into(), done + n));
+        let runs = (1..=batch).map(|n| {
+            one_run(
+                client.clone(),
+                address.clone(),
+                key.into(),
+                done + n,
+                Work::default(),
+            )
+        });
         for report in futures::future::join_all(runs).await {
             failures.extend(report.failure);
         }

@@ -48,6 +48,7 @@ pub async fn soak(settings: &Settings, dir: &Path, key: &str, latency: Duration)
                 address.clone(),
                 key.to_string(),
                 next,
+                Work::default(),
             ));
         }
         let Some(report) = tokio::time::timeout(Duration::from_millis(200), in_flight.next())

@@ -184,6 +184,7 @@ fn run_summary(run: &RunInfo) -> String {
         count(u64::from(run.iterations), "step"),
         count(u64::from(run.tools_used), "tool call"),
         count(run.usage.total(), "token"),
+        crate::render::cost_text(&run.usage, run.model.as_deref()),
     ];
     if let Some(finished) = run.finished_at {
         let ms = (finished - run.started_at).num_milliseconds().max(0);

@@ -159,6 +159,7 @@ pub(crate) fn refused_record(
         result: None,
         structured_result: None,
         error: Some(error),
+        cost_usd: None,
     }
 }
 

@@ -282,6 +282,7 @@ fn documents(records: &[ToolExecutionRecord]) -> Vec<Value> {
                 text: record.result.clone().unwrap_or_default(),
                 structured: record.structured_result.clone(),
                 usage: None,
+                cost_usd: None,
             };
             text::documents(&output)
         })

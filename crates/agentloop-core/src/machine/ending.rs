@@ -94,7 +94,11 @@ impl RunMachine {
                 records_digest(&self.state.records),
                 self.state.guidance.trace_lines()
             ));
-            let mut metadata = json!({ "execution_trace": trace_records(&self.state.records) });
+            // What the run spent, with its cost, kept with its trace.
+            let mut metadata = json!({
+                "execution_trace": trace_records(&self.state.records),
+                "usage": self.state.usage,
+            });
             if !self.state.documents.is_empty() {
                 metadata["documents"] = json!(self.state.documents);
             }
@@ -166,6 +170,7 @@ fn trace_records(records: &[ToolExecutionRecord]) -> Vec<serde_json::Value> {
                 result: None,
                 structured_result: None,
                 error: record.error.clone(),
+                cost_usd: None,
             };
             let mut value = json!(outline);
             if let Some(result) = &record.result {

@@ -154,14 +154,19 @@ pub(crate) fn plan_block(plan: &Plan, records: &[ToolExecutionRecord]) -> String
     if skip > 0 {
         out.push_str(&format!("({skip} earlier calls not shown)\n"));
     }
-    for record in &records[skip..] {
+    for (number, record) in records.iter().enumerate().skip(skip) {
         let detail = record
             .result
             .as_deref()
             .or(record.error.as_deref())
             .unwrap_or_default();
+        let cost = record
+            .cost_usd
+            .map(|cost| format!(", ${cost:.4}"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "- {} ({}, {} ms): {}\n",
+            "{}. {} ({}, {}ms{cost}): {}\n",
+            number + 1,
             record.tool,
             record.status.as_str(),
             record.duration_ms,
@@ -212,6 +217,7 @@ mod tests {
             result: Some(format!("result\nnumber {index}")),
             structured_result: None,
             error: None,
+            cost_usd: None,
         }
     }
 
@@ -228,10 +234,26 @@ mod tests {
         assert!(block.contains("(5 earlier calls not shown)"), "{block}");
         assert!(!block.contains("number 4\n"), "{block}");
         assert!(
-            block.contains("- notes.search (success, 3 ms): result number 24\n"),
+            block.contains("25. notes.search (success, 3ms): result number 24\n"),
             "{block}"
         );
         assert!(block.contains("</ToolCallHistory>"), "{block}");
+    }
+
+    #[test]
+    fn a_call_with_a_cost_shows_it_beside_its_duration() {
+        let mut priced = record(0);
+        priced.duration_ms = 1200;
+        priced.cost_usd = Some(0.0023);
+        let block = plan_block(&plan(), &[priced, record(1)]);
+        assert!(
+            block.contains("1. notes.search (success, 1200ms, $0.0023): result number 0\n"),
+            "{block}"
+        );
+        assert!(
+            block.contains("2. notes.search (success, 3ms): result number 1\n"),
+            "{block}"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod recovery;
 mod resolution;
 mod review;
 mod schemas;
+mod spending;
 mod state;
 mod steering;
 pub(crate) mod text;
@@ -93,6 +94,9 @@ pub struct RunInput {
     pub context: RunContext,
     /// When the run started: the time of its first message.
     pub started_at: chrono::DateTime<chrono::Utc>,
+    /// What the run may spend: the agent's `[agent.budget]`, lowered by the request's.
+    #[serde(default)]
+    pub budget: crate::settings::Budget,
     /// What the run may do with its tools (read-only, workflow allowlist, rate limit); rebuilt
     /// from the context when a paused run resumes.
     #[serde(skip)]
@@ -116,7 +120,12 @@ pub enum Step {
 #[derive(Debug, Clone)]
 pub enum Input {
     Start,
-    ModelReply(Result<ModelReply, LlmError>),
+    /// The reply to the LLM call the last step asked for, and how long the call took (input
+    /// data, so that a replay reports the same `llm_call`).
+    ModelReply {
+        reply: Result<ModelReply, LlmError>,
+        duration_ms: u64,
+    },
     ToolResult(ToolResult),
     /// A human's answer to a paused run; one that does not fit changes nothing.
     Answer(InputAnswer),
@@ -241,6 +250,8 @@ pub struct RunMachine {
     new_records: Vec<ToolExecutionRecord>,
     record_by_call: HashMap<String, usize>,
     outbox: Vec<EventKind>,
+    /// The cost of the last LLM call fed, for telemetry (not part of the state).
+    last_call_cost: Option<f64>,
 }
 
 impl RunMachine {
@@ -339,6 +350,7 @@ impl RunMachine {
             new_records: Vec::new(),
             record_by_call,
             outbox: Vec::new(),
+            last_call_cost: None,
         }
     }
 
@@ -350,7 +362,9 @@ impl RunMachine {
         self.state.now = now.max(self.state.now);
         match input {
             Input::Start => Some(self.start()),
-            Input::ModelReply(reply) => Some(self.on_model_reply(reply)),
+            Input::ModelReply { reply, duration_ms } => {
+                Some(self.on_model_reply_after(reply, duration_ms))
+            }
             Input::ToolResult(result) => self.on_tool_result(result),
             Input::Answer(answer) => self.resume(&answer).ok(),
             Input::Cancel => Some(self.cancel()),
@@ -384,6 +398,11 @@ impl RunMachine {
     /// The tools of this run: the agent's catalog when the run started.
     pub fn catalog(&self) -> &Arc<ToolCatalog> {
         &self.catalog
+    }
+
+    /// What the last LLM call fed to the machine cost, when it had a price.
+    pub fn last_call_cost(&self) -> Option<f64> {
+        self.last_call_cost
     }
 
     /// Events produced since the last call, in order.
@@ -430,15 +449,24 @@ impl RunMachine {
         self.next_iteration()
     }
 
-    /// Feeds the result of the LLM call asked for by the last step.
+    /// Feeds the result of the LLM call asked for by the last step (as taking no time).
     pub fn on_model_reply(&mut self, reply: Result<ModelReply, LlmError>) -> Step {
+        self.on_model_reply_after(reply, 0)
+    }
+
+    /// Feeds the result of the LLM call asked for by the last step, which took `duration_ms`.
+    /// A reply is priced and reported (`llm_call`) before anything it leads to.
+    pub fn on_model_reply_after(
+        &mut self,
+        reply: Result<ModelReply, LlmError>,
+        duration_ms: u64,
+    ) -> Step {
+        self.last_call_cost = None;
         let reply = match reply {
             Ok(reply) => reply,
             Err(error) => return self.fail(error.code(), error.to_string()),
         };
-        if let Some(usage) = reply.usage {
-            self.state.usage.add(usage);
-        }
+        self.account_call(&reply, duration_ms);
         match &self.state.phase {
             Phase::AwaitingPlan => self.on_plan_reply(reply),
             Phase::AwaitingReview => self.on_review_reply(reply),
@@ -544,6 +572,9 @@ impl RunMachine {
             return self.force_finalize(FinalizeReason::MaxIterations);
         }
         self.apply_steering();
+        if self.over_budget() {
+            return self.force_finalize(FinalizeReason::Budget);
+        }
         self.state.iteration += 1;
         self.state.phase = Phase::AwaitingStep;
         self.emit(EventKind::Thinking {

@@ -54,6 +54,9 @@ impl RunMachine {
             if let Some(usage) = output.usage {
                 self.state.usage.add(usage);
             }
+            if let Some(cost) = output.cost_usd {
+                self.state.usage.add_cost(cost);
+            }
             let finalize = self
                 .catalog
                 .get(&slot.call.name)
@@ -71,6 +74,13 @@ impl RunMachine {
                  the user what could not be done.",
             );
             (ToolStatus::Error, None, None, Some(error), message)
+        };
+        // What the tool says it cost, or what a sub-agent's LLM calls cost.
+        let cost_usd = match &result.outcome {
+            ToolOutcome::Success(output) => output
+                .cost_usd
+                .or_else(|| output.usage.and_then(|usage| usage.cost_usd)),
+            _ => None,
         };
         let (status, output, structured, error, message) = match result.outcome {
             ToolOutcome::Success(output) => (
@@ -112,6 +122,7 @@ impl RunMachine {
             result: output,
             structured_result: structured,
             error: error.clone(),
+            cost_usd,
         };
         let event = EventKind::ToolExecuted {
             call_id: record.call_id.clone(),

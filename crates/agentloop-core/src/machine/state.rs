@@ -173,7 +173,7 @@ impl RunState {
             records: Vec::new(),
             iteration: 0,
             tools_used: 0,
-            usage: Usage::default(),
+            usage: Usage::nothing_spent(),
             seen_calls: BTreeMap::new(),
             call_ids: BTreeSet::new(),
             duplicates: 0,
@@ -230,6 +230,7 @@ mod tests {
             started_at: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
             policy: Default::default(),
             client_tools: Vec::new(),
+            budget: Default::default(),
         };
         let now = input.started_at;
         RunState::new(input, now)

@@ -110,6 +110,7 @@ pub fn finalize_instruction(reason: FinalizeReason, note: Option<&str>) -> Strin
         FinalizeReason::DuplicateCalls => "the same tool calls were being repeated",
         FinalizeReason::ConsecutiveFailures => "several tool calls in a row failed",
         FinalizeReason::ReviewStop => "a review of the progress decided to stop",
+        FinalizeReason::Budget => "the spending budget of this request (tokens or cost) is used up",
     };
     let mut instruction = format!(
         "Stop calling tools now: {why}. Write the final answer for the user from what this \

@@ -153,6 +153,7 @@ fn joined(earlier: ModelReply, later: ModelReply) -> ModelReply {
         tool_calls,
         finish_reason: later.finish_reason,
         usage,
+        model: None,
     }
 }
 

@@ -52,7 +52,12 @@ impl Dialect for MessagesDialect {
             .usage
             .map(|usage| usage.into_usage())
             .unwrap_or_default();
-        into_reply(blocks, message.stop_reason, usage, self.max_tokens).map_err(AttemptError::Done)
+        into_reply(blocks, message.stop_reason, usage, self.max_tokens)
+            .map(|reply| ModelReply {
+                model: message.model,
+                ..reply
+            })
+            .map_err(AttemptError::Done)
     }
 }
 
@@ -119,6 +124,7 @@ fn into_reply(
         tool_calls,
         finish_reason: Some(finish_reason.to_owned()),
         usage: Some(usage),
+        model: None,
     })
 }
 
@@ -130,6 +136,8 @@ pub(crate) struct StreamFolder {
     blocks: BTreeMap<u64, Block>,
     stop_reason: Option<String>,
     usage: WireUsage,
+    /// The model that answered (`message_start`).
+    model: Option<String>,
     started: bool,
     stopped: bool,
 }
@@ -145,6 +153,7 @@ impl EventFolder for StreamFolder {
         match event {
             StreamEvent::MessageStart { message } => {
                 self.started = true;
+                self.model = message.model.filter(|model| !model.is_empty());
                 if let Some(usage) = message.usage {
                     self.usage.update(usage);
                 }
@@ -208,6 +217,10 @@ impl EventFolder for StreamFolder {
             self.usage.into_usage(),
             self.max_tokens,
         )
+        .map(|reply| ModelReply {
+            model: self.model,
+            ..reply
+        })
     }
 }
 
@@ -240,6 +253,9 @@ impl StreamFolder {
 
 #[derive(Debug, Deserialize)]
 struct WireMessage {
+    /// The model that answered.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     content: Vec<WireBlock>,
     #[serde(default)]
@@ -303,6 +319,8 @@ enum StreamEvent {
 #[derive(Debug, Deserialize)]
 struct StartedMessage {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     usage: Option<WireUsage>,
 }
 
@@ -361,6 +379,8 @@ impl WireUsage {
             cache_read_tokens: read,
             cache_creation_tokens: created,
             reasoning_tokens: 0,
+            cost_usd: None,
+            cost_complete: false,
         }
     }
 }

@@ -317,6 +317,7 @@ impl Llm for Player {
                     tool_calls: reply.tool_calls.clone(),
                     finish_reason: reply.finish_reason.clone(),
                     usage: reply.usage,
+                    model: None,
                 })
             }
             (None, Some(error)) => Err(LlmError::NoAnswer(format!(

@@ -74,6 +74,7 @@ impl JsonToolCalling {
                     tool_calls: Vec::new(),
                     finish_reason: second.finish_reason,
                     usage,
+                    model: None,
                 })
             }
         }
@@ -144,6 +145,7 @@ fn into_reply(
         tool_calls,
         finish_reason,
         usage,
+        model: None,
     }
 }
 

@@ -62,6 +62,7 @@ fn text(content: &str) -> Result<ModelReply, LlmError> {
             completion_tokens: 5,
             ..Usage::default()
         }),
+        model: None,
     })
 }
 

@@ -120,6 +120,7 @@ fn finish(
         tool_calls,
         finish_reason: Some(finish_reason.to_owned()),
         usage: response.usage.map(WireUsage::into_usage),
+        model: response.model.filter(|model| !model.is_empty()),
     })
 }
 
@@ -224,6 +225,9 @@ impl EventFolder for StreamFolder {
 
 #[derive(Debug, Clone, Deserialize)]
 struct WireResponse {
+    /// The model that answered.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     status: Option<String>,
     #[serde(default)]
@@ -276,6 +280,8 @@ impl WireUsage {
                 .output_tokens_details
                 .and_then(|details| details.reasoning_tokens)
                 .unwrap_or(0),
+            cost_usd: None,
+            cost_complete: false,
         }
     }
 }

@@ -193,6 +193,7 @@ fn reply(content: Option<String>, tool_calls: Vec<ToolCall>) -> ModelReply {
         tool_calls,
         finish_reason: Some(finish.to_string()),
         usage: None,
+        model: None,
     }
 }
 

@@ -210,6 +210,14 @@ impl AgUiStream {
                 "duplicate",
                 json!({ "callId": call_id, "tool": tool, "arguments": arguments }),
             )),
+            EventKind::LlmCall { .. } => {
+                // agentloop's own payload: the event's fields without its type.
+                let mut payload = json!(event.kind);
+                if let Some(fields) = payload.as_object_mut() {
+                    fields.remove("type");
+                }
+                out.push(custom("llm_call", payload));
+            }
             EventKind::ForcedFinalize { reason } => {
                 out.push(custom("forced_finalize", json!({ "reason": reason })));
             }

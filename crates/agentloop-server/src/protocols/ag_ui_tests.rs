@@ -2,8 +2,8 @@
 #![allow(clippy::unwrap_used)]
 
 use agentloop_core::protocol::{
-    ErrorCode, Event, EventKind, FinalizeReason, InputKind, PendingCall, Plan, ResumeReason,
-    RunStatus, ToolStatus, Usage,
+    ErrorCode, Event, EventKind, FinalizeReason, InputKind, LlmCallPurpose, PendingCall, Plan,
+    ResumeReason, RunStatus, ToolStatus, Usage,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -445,6 +445,16 @@ fn agentloops_own_events_are_custom_events_and_the_plan_is_state() {
                 reason: ResumeReason::Adopted,
                 instance: "i2".into(),
             },
+            EventKind::LlmCall {
+                iteration: 1,
+                purpose: LlmCallPurpose::Step,
+                model: Some("gpt-4o-mini".into()),
+                duration_ms: 120,
+                prompt_tokens: 1000,
+                completion_tokens: 50,
+                cached_tokens: 0,
+                cost_usd: Some(0.00018),
+            },
         ],
     );
     let names: Vec<&str> = events[2..]
@@ -457,7 +467,8 @@ fn agentloops_own_events_are_custom_events_and_the_plan_is_state() {
             "agentloop.side_effect",
             "agentloop.duplicate",
             "agentloop.user_message",
-            "agentloop.run_resumed"
+            "agentloop.run_resumed",
+            "agentloop.llm_call"
         ]
     );
     assert_eq!(events[1]["type"], "STATE_SNAPSHOT");
@@ -469,6 +480,9 @@ fn agentloops_own_events_are_custom_events_and_the_plan_is_state() {
     assert_eq!(events[2]["value"]["note"], "wrote");
     assert_eq!(events[4]["value"]["text"], "also this");
     assert_eq!(events[5]["value"]["reason"], "adopted");
+    assert_eq!(events[6]["value"]["purpose"], "step");
+    assert_eq!(events[6]["value"]["cost_usd"], 0.00018);
+    assert!(events[6]["value"].get("type").is_none());
 }
 
 #[test]

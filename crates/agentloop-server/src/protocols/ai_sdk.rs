@@ -196,6 +196,8 @@ impl UiMessageStream {
             EventKind::UserMessage { text } => {
                 parts.push(data("user-message", json!({ "text": text })));
             }
+            // Accounting, not conversation: the run's cost comes with its end.
+            EventKind::LlmCall { .. } => {}
             EventKind::RunResumed { reason, instance } => parts.push(data(
                 "run-resumed",
                 json!({ "reason": reason, "instance": instance }),

@@ -56,6 +56,8 @@ macro_rules! suite_tests {
             the_last_step_releases_the_lock_of_its_run_only,
             a_run_keeps_its_counters_status_and_outcome,
             runs_of_a_session_come_oldest_first,
+            a_users_runs_since_a_time_add_up_their_tokens_and_cost,
+            a_run_row_keeps_its_cost,
             tool_records_are_upserted_in_their_first_order,
             events_replay_after_a_seq_and_saving_twice_is_harmless,
             hundreds_of_events_in_one_step_are_all_stored,

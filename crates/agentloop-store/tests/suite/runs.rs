@@ -1,5 +1,7 @@
 use agentloop_core::protocol::{EventKind, FinalizeReason, RunStatus, ToolStatus, Usage};
-use agentloop_core::{ErrorCode, RunEnd, RunFailure, SessionLock, StepRecord, Store, StoreError};
+use agentloop_core::{
+    ErrorCode, NewRun, RunEnd, RunFailure, SessionLock, StepRecord, Store, StoreError,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -414,4 +416,64 @@ pub async fn a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed(fix
         !store.claim_paused_run(Uuid::now_v7(), None).await.unwrap(),
         "an unknown run"
     );
+}
+
+/// Starts a run of `user_id` at `started_at` and saves one step that spent `tokens` and `cost`.
+async fn spent_run(
+    fixture: &Fixture,
+    user_id: &str,
+    started_at: chrono::DateTime<chrono::Utc>,
+    tokens: u64,
+    cost: Option<f64>,
+) {
+    let session_id = session(fixture, user_id).await;
+    let run = NewRun {
+        user_id: user_id.into(),
+        started_at,
+        ..new_run(session_id, true)
+    };
+    fixture.store.start_run(&run).await.unwrap();
+    let mut spent = progress(1, 0, tokens);
+    spent.usage.cost_usd = cost;
+    spent.usage.cost_complete = cost.is_some();
+    let step = StepRecord {
+        progress: spent,
+        ..step(run.id, session_id)
+    };
+    fixture.store.save_step(&step).await.unwrap();
+}
+
+pub async fn a_users_runs_since_a_time_add_up_their_tokens_and_cost(fixture: &Fixture) {
+    let store = &fixture.store;
+    spent_run(fixture, "alice", at(-100), 9000, Some(0.9)).await;
+    spent_run(fixture, "alice", at(0), 1000, Some(0.01)).await;
+    spent_run(fixture, "alice", at(100), 2000, Some(0.02)).await;
+    spent_run(fixture, "bob", at(100), 5000, Some(0.5)).await;
+
+    let alice = store.user_usage_since("alice", at(0)).await.unwrap();
+    assert_eq!((alice.prompt_tokens, alice.completion_tokens), (3000, 300));
+    let cost = alice.cost_usd.unwrap();
+    assert!((cost - 0.03).abs() < 1e-9, "{cost}");
+    assert!(alice.cost_complete);
+
+    // A run without a price leaves the sum a lower bound.
+    spent_run(fixture, "alice", at(200), 100, None).await;
+    let alice = store.user_usage_since("alice", at(0)).await.unwrap();
+    assert_eq!(alice.prompt_tokens, 3100);
+    assert!((alice.cost_usd.unwrap() - 0.03).abs() < 1e-9);
+    assert!(!alice.cost_complete);
+
+    let nobody = store.user_usage_since("carol", at(0)).await.unwrap();
+    assert_eq!(nobody.total(), 0);
+    assert_eq!(nobody.cost_usd, None);
+    assert!(nobody.cost_complete, "nothing spent is all known");
+}
+
+pub async fn a_run_row_keeps_its_cost(fixture: &Fixture) {
+    let store = &fixture.store;
+    spent_run(fixture, "dora", at(0), 1000, Some(0.0123)).await;
+    let sessions = store.list_sessions(Some("dora"), 10).await.unwrap();
+    let runs = store.session_runs(sessions[0].id).await.unwrap();
+    assert_eq!(runs[0].usage.cost_usd, Some(0.0123));
+    assert!(runs[0].usage.cost_complete);
 }

@@ -236,16 +236,16 @@ pub(super) fn error_response(error: &ScriptedError) -> Response {
 }
 
 fn usage_json(usage: Usage) -> Value {
-    let mut json = json!({
+    let mut value = json!({
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     });
-    // OpenAI reports cache reads only, and only when there are some.
+    // As OpenAI reports prompt cache reads (`with_cache`).
     if usage.cache_read_tokens > 0 {
-        json["prompt_tokens_details"] = json!({"cached_tokens": usage.cache_read_tokens});
+        value["prompt_tokens_details"] = json!({"cached_tokens": usage.cache_read_tokens});
     }
-    json
+    value
 }
 
 /// Word by word, each piece keeping its trailing whitespace; a single word is still cut in two

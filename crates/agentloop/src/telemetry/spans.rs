@@ -174,6 +174,12 @@ impl RunSpan for OtelRunSpan {
                 count(outcome.usage.completion_tokens),
             ),
         ]);
+        if let Some(cost) = outcome.usage.cost_usd {
+            span.set_attributes([
+                KeyValue::new("agentloop.cost_usd", cost),
+                KeyValue::new("agentloop.cost_complete", outcome.usage.cost_complete),
+            ]);
+        }
         if let Some(failure) = &outcome.failure {
             span.set_attribute(KeyValue::new("error.type", failure.code.as_str()));
             span.set_status(Status::error(failure.message.clone()));
@@ -198,36 +204,8 @@ struct OtelChatSpan {
 }
 
 impl ChatSpan for OtelChatSpan {
-    fn end(self: Box<Self>, report: &LlmCallReport, reply: Option<&Result<ModelReply, LlmError>>) {
+    fn reply(&mut self, reply: Option<&Result<ModelReply, LlmError>>) {
         let span = self.cx.span();
-        // The providers' replies do not say which model answered: the one asked for did.
-        span.set_attribute(KeyValue::new("gen_ai.response.model", self.model.clone()));
-        span.set_attribute(KeyValue::new(
-            "agentloop.iteration",
-            i64::from(report.iteration),
-        ));
-        if let Some(usage) = &report.usage {
-            span.set_attributes([
-                KeyValue::new("gen_ai.usage.input_tokens", count(usage.prompt_tokens)),
-                KeyValue::new("gen_ai.usage.output_tokens", count(usage.completion_tokens)),
-            ]);
-            if usage.cache_read_tokens > 0 {
-                span.set_attribute(KeyValue::new(
-                    "gen_ai.usage.cache_read.input_tokens",
-                    count(usage.cache_read_tokens),
-                ));
-            }
-            if usage.cache_creation_tokens > 0 {
-                span.set_attribute(KeyValue::new(
-                    "gen_ai.usage.cache_creation.input_tokens",
-                    count(usage.cache_creation_tokens),
-                ));
-            }
-        }
-        // COST (issue 13, cost half): when `LlmCallReport` has `cost_usd`, record it here:
-        //     if let Some(cost) = report.cost_usd {
-        //         span.set_attribute(KeyValue::new("agentloop.cost_usd", cost));
-        //     }
         match reply {
             Some(Ok(reply)) => {
                 if let Some(reason) = &reply.finish_reason {
@@ -254,6 +232,37 @@ impl ChatSpan for OtelChatSpan {
                     "the call was abandoned: the run was cancelled",
                 ));
             }
+        }
+    }
+
+    fn end(self: Box<Self>, report: &LlmCallReport) {
+        let span = self.cx.span();
+        // The providers' replies do not say which model answered: the one asked for did.
+        span.set_attribute(KeyValue::new("gen_ai.response.model", self.model.clone()));
+        span.set_attribute(KeyValue::new(
+            "agentloop.iteration",
+            i64::from(report.iteration),
+        ));
+        if let Some(usage) = &report.usage {
+            span.set_attributes([
+                KeyValue::new("gen_ai.usage.input_tokens", count(usage.prompt_tokens)),
+                KeyValue::new("gen_ai.usage.output_tokens", count(usage.completion_tokens)),
+            ]);
+            if usage.cache_read_tokens > 0 {
+                span.set_attribute(KeyValue::new(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    count(usage.cache_read_tokens),
+                ));
+            }
+            if usage.cache_creation_tokens > 0 {
+                span.set_attribute(KeyValue::new(
+                    "gen_ai.usage.cache_creation.input_tokens",
+                    count(usage.cache_creation_tokens),
+                ));
+            }
+        }
+        if let Some(cost) = report.cost_usd {
+            span.set_attribute(KeyValue::new("agentloop.cost_usd", cost));
         }
         span.end();
     }

@@ -38,6 +38,7 @@ fn machine_on(catalog: Arc<ToolCatalog>) -> RunMachine {
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
         client_tools: Vec::new(),
+        budget: Default::default(),
     };
     RunMachine::new(
         input,
@@ -70,7 +71,12 @@ fn a_call_that_needs_approval_pauses_the_whole_batch() {
         types(&events),
         ["tool_selected", "tool_selected", "input_required", "done"]
     );
-    match &events[2] {
+    assert_eq!(
+        events[0].type_name(),
+        "llm_call",
+        "the reply is reported first"
+    );
+    match &events[3] {
         EventKind::InputRequired { kind, calls, .. } => {
             assert_eq!(*kind, InputKind::Approval);
             assert_eq!(
@@ -85,7 +91,7 @@ fn a_call_that_needs_approval_pauses_the_whole_batch() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        events[3],
+        events[4],
         EventKind::Done {
             status: RunStatus::AwaitingInput,
             ..

@@ -22,6 +22,7 @@ fn machine_with_policy(policy: crate::policy::RunPolicy) -> RunMachine {
         context: RunContext::default(),
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy,
+        budget: Default::default(),
         client_tools: vec![
             ClientTool::new(
                 "show_card",
@@ -79,8 +80,11 @@ fn a_client_tool_is_offered_and_its_call_pauses_the_run_for_its_result() {
     let outcome = paused(&mut m);
     assert_eq!(outcome.status, RunStatus::AwaitingInput);
     let events = m.take_events();
-    let calls = match &events[2] {
-        EventKind::InputRequired { kind, calls, .. } => {
+    let asked = events
+        .iter()
+        .find(|event| matches!(event, EventKind::InputRequired { .. }));
+    let calls = match asked {
+        Some(EventKind::InputRequired { kind, calls, .. }) => {
             assert_eq!(*kind, InputKind::Approval);
             calls.clone()
         }

@@ -45,6 +45,7 @@ fn guided(configure: impl FnOnce(&mut AgentSettings)) -> RunMachine {
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
         client_tools: Vec::new(),
+        budget: Default::default(),
     };
     RunMachine::new(
         input,
@@ -126,7 +127,7 @@ fn the_plan_comes_first_then_rides_along_after_the_stable_system_prompt() {
     let messages = contents(&next);
     assert_eq!(messages[0], "SYSTEM", "the system prompt never changes");
     assert!(
-        messages[1].contains("- kb.search (success, 3 ms): result of c1"),
+        messages[1].contains("1. kb.search (success, 3ms): result of c1"),
         "{}",
         messages[1]
     );

@@ -44,6 +44,7 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
         client_tools: Vec::new(),
+        budget: Default::default(),
     };
     RunMachine::new(
         input,
@@ -131,8 +132,14 @@ fn finished(step: Step) -> RunOutcome {
     }
 }
 
+/// The types of `events`, without the `llm_call` reports (their place is tested in
+/// `spending.rs`).
 fn types(events: &[EventKind]) -> Vec<&'static str> {
-    events.iter().map(EventKind::type_name).collect()
+    events
+        .iter()
+        .map(EventKind::type_name)
+        .filter(|kind| *kind != "llm_call")
+        .collect()
 }
 
 /// Feeds every invocation a success and returns the step after the batch.
@@ -178,9 +185,16 @@ fn a_text_reply_ends_the_run_with_that_answer() {
         outcome.messages.last().unwrap().message.text_content(),
         "All good."
     );
+    let events = m.take_events();
     assert_eq!(
-        types(&m.take_events()),
-        ["run_started", "thinking", "final_response", "done"]
+        events.iter().map(EventKind::type_name).collect::<Vec<_>>(),
+        [
+            "run_started",
+            "thinking",
+            "llm_call",
+            "final_response",
+            "done"
+        ]
     );
 }
 
@@ -625,6 +639,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy: crate::policy::RunPolicy::default(),
         client_tools: Vec::new(),
+        budget: Default::default(),
     };
     let mut with_history = RunMachine::new(
         input,
@@ -758,4 +773,5 @@ mod client_tools;
 mod guidance;
 mod hooks;
 mod recovery;
+mod spending;
 mod steering;

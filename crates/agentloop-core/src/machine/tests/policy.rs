@@ -29,6 +29,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
         started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
         policy,
         client_tools: Vec::new(),
+        budget: Default::default(),
     };
     RunMachine::new(
         input,
