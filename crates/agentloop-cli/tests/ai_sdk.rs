@@ -11,105 +11,14 @@
 
 mod common;
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::process::Command;
 
-use agentloop_test_support::{
-    config::TestConfig,
-    scripted_llm::{Reply, ScriptedLlm},
-};
-use serde_json::{Value, json};
-
-fn content(message: &Value) -> &str {
-    message["content"].as_str().unwrap_or_default()
-}
-
-/// The model of every scenario, chosen by the first word of the newest user message; its step
-/// is the number of tool results since.
-fn respond(request: &Value) -> Reply {
-    let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let last_user = messages
-        .iter()
-        .rposition(|message| message["role"] == "user")
-        .unwrap_or(0);
-    let question = content(&messages[last_user]).to_lowercase();
-    let results: Vec<&str> = messages[last_user..]
-        .iter()
-        .filter(|message| message["role"] == "tool")
-        .map(content)
-        .collect();
-    let step = results.len();
-    let echo = |text: &str| Reply::tool_call("test__echo", json!({"text": text}));
-    if question.starts_with("chain") {
-        return match step {
-            0 => echo("one").with_text("Looking it up."),
-            1 => echo("two"),
-            _ => Reply::text("Chained: one, then two."),
-        };
-    }
-    if question.starts_with("again") {
-        let earlier = messages[..last_user]
-            .iter()
-            .filter(|message| message["role"] == "user")
-            .map(content)
-            .collect::<Vec<_>>()
-            .join(" | ");
-        return Reply::text(format!("Earlier you asked: {earlier}"));
-    }
-    if question.starts_with("approve") || question.starts_with("deny") {
-        let note = if question.starts_with("approve") {
-            "approved-note"
-        } else {
-            "denied-note"
-        };
-        return match step {
-            0 => Reply::tool_call("test__record", json!({"note": note})),
-            _ => Reply::text(format!("The tool said: {}", results[0])),
-        };
-    }
-    if question.starts_with("clarify") {
-        return match step {
-            0 => Reply::tool_call(
-                "ask_user",
-                json!({"question": "Which project do you mean?"}),
-            ),
-            _ => Reply::text(format!("You told me: {}", results[0])),
-        };
-    }
-    if question.starts_with("slow") {
-        return match step {
-            0 => echo("first step"),
-            1 => Reply::tool_call("test__sleep", json!({"ms": 3000})),
-            _ => Reply::text("Finished the slow run."),
-        };
-    }
-    Reply::text(format!("You asked: {question}"))
-}
-
-fn script_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ai-sdk")
-}
-
-/// `npm ci` in tests/ai-sdk when `ai` is not installed yet.
-fn install_ai() {
-    let dir = script_dir();
-    if dir.join("node_modules/ai/package.json").is_file() {
-        return;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(&dir)
-        .status()
-        .unwrap_or_else(|error| panic!("cannot run npm (Node.js is needed): {error}"));
-    assert!(status.success(), "npm ci in {} failed", dir.display());
-}
+use agentloop_test_support::{config::TestConfig, scripted_llm::ScriptedLlm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ai_sdk_chat_transport_works_against_agentloop_serve() {
-    install_ai();
-    let llm = ScriptedLlm::start_with(respond).await;
+    let scripts = common::frontends::npm_package("ai-sdk", "ai");
+    let llm = ScriptedLlm::start_with(common::frontends::respond).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.jsonl");
     let config = TestConfig::new(&llm.base_url())
@@ -122,7 +31,7 @@ async fn the_ai_sdk_chat_transport_works_against_agentloop_serve() {
 
     let mut script = Command::new("node");
     script
-        .arg(script_dir().join("chat.mjs"))
+        .arg(scripts.join("chat.mjs"))
         .env("AGENTLOOP_URL", &served.address)
         .env("KEY_ANN", &ann)
         .env("KEY_BOB", &bob);

@@ -119,23 +119,6 @@ fn chromium() -> PathBuf {
     path
 }
 
-/// `npm ci` in tests/panel when playwright-core is not installed yet.
-fn install_playwright() {
-    let dir = panel_dir();
-    if dir
-        .join("node_modules/playwright-core/package.json")
-        .is_file()
-    {
-        return;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(&dir)
-        .status()
-        .unwrap_or_else(|error| panic!("cannot run npm (Node.js is needed): {error}"));
-    assert!(status.success(), "npm ci in {} failed", dir.display());
-}
-
 /// Where the screenshots go: `target/panel-screenshots/`.
 fn screenshots() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -149,7 +132,7 @@ fn screenshots() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_panel_works_in_a_real_browser() {
     let chromium = chromium();
-    install_playwright();
+    common::frontends::npm_package("panel", "playwright-core");
     let llm = ScriptedLlm::start_with(respond).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.jsonl");

@@ -9,6 +9,8 @@ use std::{
 
 use agentloop_test_support::config::TestConfig;
 
+pub mod frontends;
+
 /// `agentloop` in `dir`, with a clean environment, not started yet.
 pub fn command(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
