@@ -844,9 +844,16 @@ async fn main() {
     }
 
     println!(
-        "agentloop serve under load: LLM latency {} per call (scripted LLM process), one MCP \
-         tool call per run (test.echo over stdio), store {}; a fresh server per wave, {}",
+        "agentloop serve under load: LLM latency {} per call (scripted LLM process), {} MCP \
+         tool call(s) per run (test.echo over stdio, one per LLM call), {}, store {}; a fresh \
+         server per wave, {}",
         millis(options.latency),
+        options.work.tool_calls,
+        if options.work.stream {
+            "runs streamed over SSE"
+        } else {
+            "runs answered as JSON (stream: false), the LLM not streaming"
+        },
         options.store,
         if options.cold_connections {
             "each run on a connection opened in the same burst"
@@ -859,7 +866,7 @@ async fn main() {
     for &runs in &options.waves {
         let server = Server::start(dir.path());
         let result = wave(&server, llm.0.id(), &key, runs, &options).await;
-        print_wave(&result, options.latency);
+        print_wave(&result, &options);
         let (status, stderr) = server.stop();
         println!("  server exit               {status}");
         let said: Vec<&String> = stderr

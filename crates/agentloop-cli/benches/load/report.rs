@@ -57,8 +57,13 @@ pub(super) fn kib(bytes: u64) -> String {
     format!("{:.0} KiB", bytes as f64 / 1024.0)
 }
 
-pub(super) fn print_wave(wave: &Wave, latency: Duration) {
-    println!("\n{} runs at once", wave.runs);
+pub(super) fn print_wave(wave: &Wave, options: &Options) {
+    let latency = options.latency;
+    if options.sequential {
+        println!("\n{} runs, one after another", wave.runs);
+    } else {
+        println!("\n{} runs at once", wave.runs);
+    }
     println!(
         "  completed                 {} of {}",
         wave.completed, wave.runs
@@ -68,13 +73,16 @@ pub(super) fn print_wave(wave: &Wave, latency: Duration) {
         "  time to response headers  {}  (p50 / p95 / p99: connection, key, run registered)",
         wave.time_to_headers
     );
+    if options.work.stream {
+        println!(
+            "  time to first event       {}  (p50 / p95 / p99: + session, run row, first step saved)",
+            wave.time_to_first_event
+        );
+    }
     println!(
-        "  time to first event       {}  (p50 / p95 / p99: + session, run row, first step saved)",
-        wave.time_to_first_event
-    );
-    println!(
-        "  added latency             {}  (run time − 2 × {}: MCP call, store writes, queueing)",
+        "  added latency             {}  (run time − {} × {}: MCP calls, store writes, queueing)",
         wave.added_latency,
+        options.work.tool_calls + 1,
         millis(latency)
     );
     println!(
