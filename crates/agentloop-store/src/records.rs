@@ -13,13 +13,13 @@ use crate::db::Db;
 use crate::outputs::{SharedOutputs, Stored};
 
 const COLUMNS: &str = "call_id, iteration, tool, arguments, started_at, duration_ms, status, \
-    result, result_hash, structured_result, structured_is_result, error";
-const WIDTH: usize = 13;
+    result, result_hash, structured_result, structured_is_result, error, cost_usd";
+const WIDTH: usize = 14;
 
 /// The columns of `t` (tool_executions) and the shared text its `result_hash` names, if any.
 const SELECT: &str = "SELECT t.call_id, t.iteration, t.tool, t.arguments, t.started_at, \
     t.duration_ms, t.status, t.result, t.result_hash, t.structured_result, \
-    t.structured_is_result, t.error, o.text AS shared_result \
+    t.structured_is_result, t.error, t.cost_usd, o.text AS shared_result \
     FROM tool_executions t \
     LEFT JOIN tool_outputs o ON o.run_id = t.run_id AND o.hash = t.result_hash";
 
@@ -39,6 +39,8 @@ pub(crate) struct RecordRow {
     /// 1 when the structured result is the JSON parse of the result (and is not stored).
     structured_is_result: i64,
     error: Option<String>,
+    /// What the tool reported the call cost, in USD.
+    cost_usd: Option<f64>,
 }
 
 /// One row per call: PostgreSQL refuses an upsert that touches the same row twice, so a call
@@ -83,6 +85,7 @@ pub(crate) fn encode(
             },
             structured_is_result: i64::from(structured_is_result),
             error: db.optional_text(record.error.as_deref()),
+            cost_usd: record.cost_usd,
         };
         match rows
             .iter_mut()
@@ -108,7 +111,8 @@ pub(crate) async fn upsert(
         tool = excluded.tool, arguments = excluded.arguments, started_at = excluded.started_at, \
         duration_ms = excluded.duration_ms, status = excluded.status, result = excluded.result, \
         result_hash = excluded.result_hash, structured_result = excluded.structured_result, \
-        structured_is_result = excluded.structured_is_result, error = excluded.error";
+        structured_is_result = excluded.structured_is_result, error = excluded.error, \
+        cost_usd = excluded.cost_usd";
     for chunk in rows.chunks(rows_per_statement(WIDTH)) {
         let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), tail));
         for row in chunk {
@@ -125,7 +129,8 @@ pub(crate) async fn upsert(
                 .bind(row.result_hash.as_deref())
                 .bind(row.structured_result.as_deref())
                 .bind(row.structured_is_result)
-                .bind(row.error.as_deref());
+                .bind(row.error.as_deref())
+                .bind(row.cost_usd);
         }
         query
             .execute(&mut *connection)
@@ -196,7 +201,7 @@ fn decode(db: &Db, row: &AnyRow) -> Result<ToolExecutionRecord, StoreError> {
         result,
         structured_result,
         error: cells.optional_free_text("error")?,
-        cost_usd: None,
+        cost_usd: cells.optional_real("cost_usd")?,
     })
 }
 

@@ -39,7 +39,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "5 tool outputs once",
             "6 durable runs",
             "7 run costs",
-            "8 run trace"
+            "8 run trace",
+            "9 tool costs"
         ]
     );
     let name = schema.name().to_string();

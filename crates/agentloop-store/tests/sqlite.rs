@@ -67,7 +67,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "5 tool outputs once",
             "6 durable runs",
             "7 run costs",
-            "8 run trace"
+            "8 run trace",
+            "9 tool costs"
         ]
     );
     assert!(path.exists());
