@@ -203,24 +203,16 @@ pub async fn run_agent(
         let events = crate::sse::from_store(state.store.clone(), run_id, 0);
         return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
     }
-    if session.is_none() {
-        return start(
-            &state,
-            &body,
-            session_id,
-            run_id,
-            &user,
-            traceparent,
-            mapper(),
-        )
-        .await;
-    }
-    let waiting = state
-        .store
-        .session_runs(session_id)
-        .await?
-        .pop()
-        .filter(|run| run.status == RunStatus::AwaitingInput);
+    // A new thread has no run waiting for its answer.
+    let waiting = match session {
+        None => None,
+        Some(_) => state
+            .store
+            .session_runs(session_id)
+            .await?
+            .pop()
+            .filter(|run| run.status == RunStatus::AwaitingInput),
+    };
     let Some(waiting) = waiting else {
         return start(
             &state,
