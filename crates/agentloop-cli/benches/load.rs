@@ -502,9 +502,10 @@ async fn one_json_run(
         let used = answer["agent_metadata"]["tools_used"].as_u64();
         match (answer["status"].as_str(), used) {
             (Some("completed"), Some(used)) if used == work.tool_calls as u64 => Ok(()),
+            // The answer's error says why (`store_unavailable`, `llm_timeout`, ...).
             _ => Err(format!(
-                "ended {} with {:?} tool calls",
-                answer["status"], used
+                "ended {} with {:?} tool calls: {}",
+                answer["status"], used, answer["error"]
             )),
         }
     }
