@@ -11,59 +11,23 @@
 
 mod common;
 
-use std::process::Command;
-
-use agentloop_test_support::{config::TestConfig, scripted_llm::ScriptedLlm};
+use common::frontends::NodeChecks;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ag_ui_client_works_against_agentloop_serve() {
     let scripts = common::frontends::npm_package("ag-ui", "@ag-ui/client");
-    let llm = ScriptedLlm::start_with(common::frontends::respond).await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.jsonl");
-    let config = TestConfig::new(&llm.base_url())
-        .mcp_log(&log)
-        .extra("[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n");
-    common::write_test_config(dir.path(), &config);
-    let ann = common::create_key(dir.path(), "ann").await;
-    let bob = common::create_key(dir.path(), "bob").await;
-    let served = common::Served::start(dir.path());
-
-    let mut script = Command::new("node");
-    script
-        .arg(scripts.join("agent.mjs"))
-        .env("AGENTLOOP_URL", &served.address)
-        .env("KEY_ANN", &ann)
-        .env("KEY_BOB", &bob);
-    let output = tokio::task::spawn_blocking(move || script.output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "the AG-UI checks failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
-
-    // The model saw the first exchange when the second request came, from the session (not
-    // the client's forged history).
-    let requests = llm.requests();
-    let second = requests
-        .iter()
-        .find(|request| request.to_string().contains("again: what did I ask?"))
-        .expect("no request for the second request");
-    let seen = second.to_string();
-    assert!(seen.contains("chain two echoes"), "{seen}");
-    assert!(seen.contains("Chained: one, then two."), "{seen}");
-    assert!(!seen.contains("forged question"), "{seen}");
-
-    // The approved call ran, the denied one did not.
-    let calls = std::fs::read_to_string(&log).unwrap_or_default();
-    let approved = calls.lines().filter(|line| line.contains("approved-note"));
-    assert_eq!(approved.count(), 1, "{calls}");
-    assert!(!calls.contains("denied-note"), "{calls}");
+    let checked = NodeChecks {
+        script: scripts.join("agent.mjs"),
+        respond: common::frontends::respond,
+        url_env: "AGENTLOOP_URL",
+        env: Vec::new(),
+        what: "AG-UI checks",
+    }
+    .run()
+    .await;
+    checked.assert_the_conversation_went_on_from_the_session();
+    checked.assert_approvals_reached_the_tools();
+    let requests = &checked.requests;
     // The frontend tool was offered to the model with the client's schema, and its result
     // reached the model as the call's output.
     let offered = requests
@@ -80,5 +44,4 @@ async fn the_ag_ui_client_works_against_agentloop_serve() {
                 && request["tools"].to_string().contains("pick_color")),
         "frontend tools belong to the run that declared them"
     );
-    drop(served);
 }

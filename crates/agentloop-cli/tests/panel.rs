@@ -12,15 +12,10 @@
 
 mod common;
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
-use agentloop_test_support::{
-    config::TestConfig,
-    scripted_llm::{Reply, ScriptedLlm},
-};
+use agentloop_test_support::scripted_llm::Reply;
+use common::frontends::NodeChecks;
 use serde_json::{Value, json};
 
 /// The model of every scenario, chosen by the first words of the session's question.
@@ -133,41 +128,18 @@ fn screenshots() -> PathBuf {
 async fn the_panel_works_in_a_real_browser() {
     let chromium = chromium();
     common::frontends::npm_package("panel", "playwright-core");
-    let llm = ScriptedLlm::start_with(respond).await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.jsonl");
-    let config = TestConfig::new(&llm.base_url())
-        .mcp_log(&log)
-        .extra("[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n");
-    common::write_test_config(dir.path(), &config);
-    let ann = common::create_key(dir.path(), "ann").await;
-    let bob = common::create_key(dir.path(), "bob").await;
-    let served = common::Served::start(dir.path());
-
-    let mut script = Command::new("node");
-    script
-        .arg(panel_dir().join("panel.mjs"))
-        .env("PANEL_URL", &served.address)
-        .env("KEY_ANN", &ann)
-        .env("KEY_BOB", &bob)
-        .env("CHROMIUM", &chromium)
-        .env("SCREENSHOTS", screenshots());
-    let output = tokio::task::spawn_blocking(move || script.output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "the browser tests failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
-
-    // What the browser did reached the tools: the approved call ran, the denied one did not.
-    let calls = std::fs::read_to_string(&log).unwrap_or_default();
-    let approved = calls.lines().filter(|line| line.contains("approved-note"));
-    assert_eq!(approved.count(), 1, "{calls}");
-    assert!(!calls.contains("denied-note"), "{calls}");
-    drop(served);
+    let checked = NodeChecks {
+        script: panel_dir().join("panel.mjs"),
+        respond,
+        url_env: "PANEL_URL",
+        env: vec![
+            ("CHROMIUM", chromium.display().to_string()),
+            ("SCREENSHOTS", screenshots().display().to_string()),
+        ],
+        what: "browser tests",
+    }
+    .run()
+    .await;
+    // What the browser did reached the tools.
+    checked.assert_approvals_reached_the_tools();
 }

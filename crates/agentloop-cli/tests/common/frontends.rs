@@ -1,10 +1,101 @@
 //! What the tests of chat frontends share: the scripted model of their scenarios, and the npm
 //! packages of their Node.js clients.
 
-use std::{path::Path, process::Command};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
-use agentloop_test_support::scripted_llm::Reply;
+use agentloop_test_support::{
+    config::TestConfig,
+    scripted_llm::{Reply, ScriptedLlm},
+};
 use serde_json::{Value, json};
+
+/// A frontend's Node.js checks: `node {script}` against a real `agentloop serve` whose model
+/// answers with `respond`, whose test MCP server logs its calls, with `ask_user` on and
+/// `test.record` needing approval; the server's URL in `url_env`, the keys of users ann and bob
+/// in `KEY_ANN` and `KEY_BOB`, and `env` beside them.
+pub struct NodeChecks<'a> {
+    pub script: PathBuf,
+    pub respond: fn(&Value) -> Reply,
+    pub url_env: &'a str,
+    pub env: Vec<(&'a str, String)>,
+    /// What the checks are, for the failure message.
+    pub what: &'a str,
+}
+
+/// What the model was asked and which tool calls ran, once the checks passed.
+pub struct Checked {
+    pub requests: Vec<Value>,
+    /// The test MCP server's log of calls, a JSON object per line.
+    pub calls: String,
+}
+
+impl NodeChecks<'_> {
+    /// Runs the checks (printing what they say) and fails the test when they fail.
+    pub async fn run(self) -> Checked {
+        let llm = ScriptedLlm::start_with(self.respond).await;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.jsonl");
+        let config = TestConfig::new(&llm.base_url())
+            .mcp_log(&log)
+            .extra("[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n");
+        super::write_test_config(dir.path(), &config);
+        let ann = super::create_key(dir.path(), "ann").await;
+        let bob = super::create_key(dir.path(), "bob").await;
+        let served = super::Served::start(dir.path());
+
+        let mut script = Command::new("node");
+        script
+            .arg(&self.script)
+            .env(self.url_env, &served.address)
+            .env("KEY_ANN", &ann)
+            .env("KEY_BOB", &bob)
+            .envs(self.env);
+        let output = tokio::task::spawn_blocking(move || script.output().unwrap())
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("{stdout}");
+        assert!(
+            output.status.success(),
+            "the {} failed ({}):\n{stdout}\n{stderr}",
+            self.what,
+            output.status
+        );
+        drop(served);
+        Checked {
+            requests: llm.requests(),
+            calls: std::fs::read_to_string(&log).unwrap_or_default(),
+        }
+    }
+}
+
+impl Checked {
+    /// The approved call of `test.record` ran once, the denied one never.
+    pub fn assert_approvals_reached_the_tools(&self) {
+        let calls = &self.calls;
+        let approved = calls.lines().filter(|line| line.contains("approved-note"));
+        assert_eq!(approved.count(), 1, "{calls}");
+        assert!(!calls.contains("denied-note"), "{calls}");
+    }
+
+    /// The model saw the first exchange when the second question came, from the session (not
+    /// the client's forged history).
+    pub fn assert_the_conversation_went_on_from_the_session(&self) {
+        let second = self
+            .requests
+            .iter()
+            .find(|request| request.to_string().contains("again: what did I ask?"))
+            .expect("no request for the second question");
+        let seen = second.to_string();
+        assert!(seen.contains("chain two echoes"), "{seen}");
+        assert!(seen.contains("Chained: one, then two."), "{seen}");
+        assert!(!seen.contains("forged question"), "{seen}");
+    }
+}
 
 /// `npm ci` in `tests/{dir}` (of this crate) when `package` is not installed there yet, as
 /// `.ci/run` does; the directory.
