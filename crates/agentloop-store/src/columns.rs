@@ -9,11 +9,10 @@ use agentloop_core::{Clock, StoreError};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sqlx::any::AnyRow;
-use sqlx::{Decode, Row, Type, any::Any};
 use uuid::Uuid;
 
 use crate::dialect::Backend;
+use crate::sql::{Cell, Row};
 use crate::text;
 
 /// Times are kept to the millisecond: what is read back is truncated to it.
@@ -40,13 +39,13 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T, what: &str) -> Result<Stri
 
 /// One row of `table`, read column by column.
 pub(crate) struct Cells<'r> {
-    row: &'r AnyRow,
+    row: &'r Row,
     table: &'static str,
     backend: Backend,
 }
 
 impl<'r> Cells<'r> {
-    pub(crate) fn of(row: &'r AnyRow, table: &'static str, backend: Backend) -> Self {
+    pub(crate) fn of(row: &'r Row, table: &'static str, backend: Backend) -> Self {
         Self {
             row,
             table,
@@ -54,13 +53,21 @@ impl<'r> Cells<'r> {
         }
     }
 
-    fn get<T>(&self, column: &str) -> Result<T, StoreError>
-    where
-        T: Decode<'r, Any> + Type<Any>,
-    {
-        self.row
-            .try_get::<T, _>(column)
-            .map_err(|error| self.corrupt(column, &error.to_string()))
+    /// The cell of `column`, `None` when NULL.
+    fn get(&self, column: &str) -> Result<Option<&'r Cell>, StoreError> {
+        match self.row.get(column) {
+            None => Err(self.corrupt(column, "is missing from the result")),
+            Some(Cell::Null) => Ok(None),
+            Some(cell) => Ok(Some(cell)),
+        }
+    }
+
+    fn required<T>(&self, column: &str, value: Option<T>) -> Result<T, StoreError> {
+        value.ok_or_else(|| self.corrupt(column, "is NULL"))
+    }
+
+    fn wrong_kind(&self, column: &str, cell: &Cell, expected: &str) -> StoreError {
+        self.corrupt(column, &format!("holds {}, not {expected}", cell.kind()))
     }
 
     pub(crate) fn corrupt(&self, column: &str, detail: &str) -> StoreError {
@@ -73,11 +80,16 @@ impl<'r> Cells<'r> {
 
     /// Text the store wrote itself: an id, a name, JSON.
     pub(crate) fn text(&self, column: &str) -> Result<String, StoreError> {
-        self.get(column)
+        let value = self.optional_text(column)?;
+        self.required(column, value)
     }
 
     pub(crate) fn optional_text(&self, column: &str) -> Result<Option<String>, StoreError> {
-        self.get(column)
+        match self.get(column)? {
+            None => Ok(None),
+            Some(Cell::Text(text)) => Ok(Some(text.clone())),
+            Some(other) => Err(self.wrong_kind(column, other, "text")),
+        }
     }
 
     /// Text that came from outside (a user, the model, a tool) and may hold any character; it
@@ -93,15 +105,27 @@ impl<'r> Cells<'r> {
     }
 
     pub(crate) fn integer(&self, column: &str) -> Result<i64, StoreError> {
-        self.get(column)
+        let value = self.optional_integer(column)?;
+        self.required(column, value)
     }
 
     pub(crate) fn optional_integer(&self, column: &str) -> Result<Option<i64>, StoreError> {
-        self.get(column)
+        match self.get(column)? {
+            None => Ok(None),
+            Some(Cell::Int(value)) => Ok(Some(*value)),
+            Some(other) => Err(self.wrong_kind(column, other, "an integer")),
+        }
     }
 
     pub(crate) fn optional_real(&self, column: &str) -> Result<Option<f64>, StoreError> {
-        self.get(column)
+        match self.get(column)? {
+            None => Ok(None),
+            Some(Cell::Real(value)) => Ok(Some(*value)),
+            // SQLite keeps a whole number written to a REAL column as an integer on disk.
+            #[allow(clippy::cast_precision_loss)]
+            Some(Cell::Int(value)) => Ok(Some(*value as f64)),
+            Some(other) => Err(self.wrong_kind(column, other, "a number")),
+        }
     }
 
     pub(crate) fn flag(&self, column: &str) -> Result<bool, StoreError> {

@@ -2,20 +2,18 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentloop_core::StoreError;
-use sqlx::AnyConnection;
-use sqlx::any::AnyPoolOptions;
 use sqlx::migrate::{Migrate, Migrator};
-use sqlx::{Connection, Executor};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, Executor, PgConnection};
 
 use crate::config::unsupported_url_message;
-use crate::db::{Db, DbFile};
+use crate::db::{Db, DbFile, Engine};
 use crate::dialect::Backend;
 use crate::errors::from_migrate;
+use crate::sqlite::{self, Lite, Open};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -35,16 +33,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// milliseconds; migrations run without it. A `statement_timeout` in the URL's `options` wins.
 const POSTGRES_SESSION: &str = "SET statement_timeout = '15s'";
 
-/// busy_timeout comes first so that switching to WAL waits for a concurrent opener instead of
-/// failing. WAL lets readers proceed while a run writes; NORMAL is durable enough under WAL (a
-/// power cut may lose the last steps, never corrupt the file).
-const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; \
-    PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;";
-
 /// A database URL, understood.
 struct Target {
     backend: Backend,
-    /// The URL handed to sqlx.
+    /// PostgreSQL: the URL handed to sqlx. SQLite: what is opened, as SQLite's own URI.
     url: String,
     /// Where the database is, for messages: the path, or the URL without its password.
     location: String,
@@ -77,7 +69,10 @@ impl Target {
         }
     }
 
-    fn cannot_connect(&self, error: sqlx::Error) -> StoreError {
+    fn cannot_connect<E>(&self, error: E) -> StoreError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let location = &self.location;
         let message = match self.backend {
             Backend::Sqlite => format!(
@@ -110,16 +105,19 @@ fn sqlite_target(url: &str, if_missing: IfMissing) -> Target {
     let (path, params) = rest.split_once('?').unwrap_or((rest, ""));
     let in_memory = path == ":memory:" || params.split('&').any(|param| param == "mode=memory");
     let has_mode = params.split('&').any(|param| param.starts_with("mode="));
-    // sqlx opens an existing file only, unless told it may create it; `mode=rw` says so
-    // explicitly, so that a file deleted between the check and the opening is not created.
+    // `mode=rw` opens an existing file only, so that a file deleted between the check and the
+    // opening is not created; `mode=rwc` may create it.
     let mode = match if_missing {
         IfMissing::Create => "mode=rwc",
         IfMissing::Fail => "mode=rw",
     };
+    // SQLite's own URI keeps the path as written (percent escapes included, which SQLite
+    // decodes) and the parameters, which are SQLite's.
     let url = match (in_memory || has_mode, params.is_empty()) {
-        (true, _) => url.to_owned(),
-        (false, true) => format!("{url}?{mode}"),
-        (false, false) => format!("{url}&{mode}"),
+        (true, true) => format!("file:{path}"),
+        (true, false) => format!("file:{path}?{params}"),
+        (false, true) => format!("file:{path}?{mode}"),
+        (false, false) => format!("file:{path}?{params}&{mode}"),
     };
     let file = (!in_memory).then(|| {
         let path = PathBuf::from(percent_decoded(path));
@@ -138,7 +136,7 @@ fn sqlite_target(url: &str, if_missing: IfMissing) -> Target {
     }
 }
 
-/// The path sqlx opens: it percent-decodes the URL's path (`%3F` for a `?` in a file name).
+/// The path SQLite opens: it percent-decodes the URL's path (`%3F` for a `?` in a file name).
 /// Anything that does not decode is kept as written.
 fn percent_decoded(path: &str) -> String {
     let bytes = path.as_bytes();
@@ -195,18 +193,29 @@ pub(crate) fn missing_file(url: &str) -> Option<PathBuf> {
     target.file.filter(|path| !path.exists())
 }
 
-/// Connects a pool to `url`, without touching the schema.
+/// Opens the database at `url`, without touching the schema.
 pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreError> {
-    // Idempotent: sqlx guards it with a Once of its own.
-    sqlx::any::install_default_drivers();
     let target = Target::parse(url, if_missing)?;
     let existed = target.file.as_deref().map(Path::exists);
-    let rollback_on_acquire = target.in_memory.then(|| Arc::new(AtomicBool::new(false)));
-    probe(&target).await?;
-    let pool = pool_options(&target, rollback_on_acquire.clone())
-        .connect(&target.url)
-        .await
-        .map_err(|error| target.cannot_connect(error))?;
+    let engine = match target.backend {
+        Backend::Sqlite => {
+            let open = if target.in_memory {
+                Open::Memory
+            } else {
+                Open::Uri(target.url.clone())
+            };
+            let connection = sqlite::open(&open).map_err(|error| target.cannot_connect(error))?;
+            Engine::Sqlite(Lite::new(connection))
+        }
+        Backend::Postgres => {
+            probe(&target).await?;
+            let pool = postgres_pool(&target)
+                .connect(&target.url)
+                .await
+                .map_err(|error| target.cannot_connect(error))?;
+            Engine::Postgres(pool)
+        }
+    };
     let file = match &target.file {
         Some(path) => Some(DbFile::opened(path.clone()).map_err(|error| {
             StoreError::unavailable(format!(
@@ -232,30 +241,22 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
     }
     let listen_url = (target.backend == Backend::Postgres).then(|| target.url.clone());
     Ok(Db {
-        pool,
+        engine,
         listen_url,
         backend: target.backend,
         location: target.location,
         file,
         created,
-        rollback_on_acquire,
     })
 }
 
 /// A pool retries a refused connection until its acquire timeout, then reports only that it
 /// timed out; one direct attempt reports the cause at once.
 async fn probe(target: &Target) -> Result<(), StoreError> {
-    if target.in_memory {
-        return Ok(());
-    }
-    let connecting = AnyConnection::connect(&target.url);
-    let connection = match target.backend {
-        // A local file answers, or fails, at once.
-        Backend::Sqlite => connecting.await,
-        Backend::Postgres => match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-            Ok(connected) => connected,
-            Err(_) => return Err(target.no_answer()),
-        },
+    let connecting = PgConnection::connect(&target.url);
+    let connection = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        Ok(connected) => connected,
+        Err(_) => return Err(target.no_answer()),
     }
     .map_err(|error| target.cannot_connect(error))?;
     if let Err(error) = connection.close().await {
@@ -264,86 +265,47 @@ async fn probe(target: &Target) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn pool_options(target: &Target, rollback_on_acquire: Option<Arc<AtomicBool>>) -> AnyPoolOptions {
-    let options = AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT);
-    match (target.backend, target.in_memory) {
-        // Every connection to `sqlite::memory:` opens a database of its own, and the database
-        // vanishes with its last connection: keep exactly one, for ever. A transaction dropped
-        // unfinished on it cannot close it (see `Tx`): it is rolled back before the next use.
-        (Backend::Sqlite, true) => options
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .after_connect(|connection, _| Box::pin(sqlite_pragmas(connection)))
-            .before_acquire(move |connection, _| {
-                let rollback = rollback_on_acquire
-                    .as_ref()
-                    .is_some_and(|flag| flag.swap(false, Ordering::AcqRel));
-                Box::pin(async move {
-                    if rollback {
-                        // Fails when SQLite already rolled back by itself: clean either way.
-                        if let Err(error) = connection.execute("ROLLBACK").await {
-                            tracing::debug!(%error, "rolling back an abandoned transaction");
-                        }
-                    }
-                    Ok(true)
-                })
-            }),
-        // SQLite has one writer at a time anyway; a few connections let reads overlap a write.
-        (Backend::Sqlite, false) => options
-            .max_connections(4)
-            .after_connect(|connection, _| Box::pin(sqlite_pragmas(connection))),
-        (Backend::Postgres, _) => {
-            let url_sets_its_own = target.url.contains("statement_timeout");
-            options
-                .max_connections(10)
-                .after_connect(move |connection, _| {
-                    Box::pin(async move {
-                        if !url_sets_its_own {
-                            connection.execute(POSTGRES_SESSION).await?;
-                        }
-                        Ok(())
-                    })
-                })
-        }
-    }
-}
-
-async fn sqlite_pragmas(connection: &mut AnyConnection) -> Result<(), sqlx::Error> {
-    connection.execute(SQLITE_PRAGMAS).await.map(drop)
+fn postgres_pool(target: &Target) -> PgPoolOptions {
+    let url_sets_its_own = target.url.contains("statement_timeout");
+    PgPoolOptions::new()
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .max_connections(10)
+        .after_connect(move |connection, _| {
+            Box::pin(async move {
+                if !url_sets_its_own {
+                    connection.execute(POSTGRES_SESSION).await?;
+                }
+                Ok(())
+            })
+        })
 }
 
 /// Applies the migrations the database lacks; returns them as `"<version> <description>"`.
 pub(crate) async fn apply_migrations(db: &Db) -> Result<Vec<String>, StoreError> {
-    let migrator = match db.backend {
-        Backend::Sqlite => &SQLITE_MIGRATIONS,
-        Backend::Postgres => &POSTGRES_MIGRATIONS,
+    let pool = match &db.engine {
+        Engine::Sqlite(lite) => {
+            let connection = db.sqlite(lite).await?;
+            return crate::migrate_sqlite::run(&connection, &SQLITE_MIGRATIONS, MIGRATIONS_TABLE)
+                .map_err(|error| error.into_store_error(&db.location));
+        }
+        Engine::Postgres(pool) => pool,
     };
-    let mut connection = db.pool.acquire().await.map_err(|error| db.error(error))?;
-    if db.backend == Backend::Postgres {
-        // A migration may rewrite a large table, or wait for another process's migration.
-        // The connection is closed afterwards, taking this setting with it.
-        connection
-            .execute("SET statement_timeout = 0")
-            .await
-            .map_err(|error| db.error(error))?;
-        connection.close_on_drop();
-    }
-    let applied = migrate_locked(migrator, &mut connection)
+    let mut connection = pool.acquire().await.map_err(|error| db.error(error))?;
+    // A migration may rewrite a large table, or wait for another process's migration. The
+    // connection is closed afterwards, taking this setting with it.
+    connection
+        .execute("SET statement_timeout = 0")
         .await
-        .map_err(|error| from_migrate(error, &db.location));
-    if applied.is_err() {
-        // It may still hold PostgreSQL's advisory migration lock, which would block every
-        // later migration if the connection went back to the pool.
-        connection.close_on_drop();
-    }
-    applied
+        .map_err(|error| db.error(error))?;
+    connection.close_on_drop();
+    migrate_locked(&POSTGRES_MIGRATIONS, &mut connection)
+        .await
+        .map_err(|error| from_migrate(error, &db.location))
 }
 
 async fn migrate_locked(
     migrator: &Migrator,
-    connection: &mut AnyConnection,
+    connection: &mut PgConnection,
 ) -> Result<Vec<String>, sqlx::migrate::MigrateError> {
     // Locked around the listing too, so that two processes starting on an empty database do
     // not both create the migrations table. The lock is reentrant; `run` takes it again.
@@ -372,19 +334,19 @@ mod tests {
     #[test]
     fn sqlite_files_are_created_when_missing() {
         let target = sqlite_target("sqlite://data/agentloop.db", IfMissing::Create);
-        assert_eq!(target.url, "sqlite://data/agentloop.db?mode=rwc");
+        assert_eq!(target.url, "file:data/agentloop.db?mode=rwc");
         assert_eq!(target.location, "data/agentloop.db");
         assert!(!target.in_memory);
         let target = sqlite_target("sqlite:x.db?cache=shared", IfMissing::Create);
-        assert_eq!(target.url, "sqlite:x.db?cache=shared&mode=rwc");
+        assert_eq!(target.url, "file:x.db?cache=shared&mode=rwc");
     }
 
     #[test]
     fn readers_never_create_a_sqlite_file() {
         let target = sqlite_target("sqlite://data/agentloop.db", IfMissing::Fail);
-        assert_eq!(target.url, "sqlite://data/agentloop.db?mode=rw");
+        assert_eq!(target.url, "file:data/agentloop.db?mode=rw");
         let target = sqlite_target("sqlite:x.db?cache=shared", IfMissing::Fail);
-        assert_eq!(target.url, "sqlite:x.db?cache=shared&mode=rw");
+        assert_eq!(target.url, "file:x.db?cache=shared&mode=rw");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("none.db");
         let url = format!("sqlite://{}", path.display());
@@ -397,7 +359,7 @@ mod tests {
     }
 
     #[test]
-    fn the_file_is_the_one_sqlx_opens() {
+    fn the_file_is_the_one_sqlite_opens() {
         let target = sqlite_target("sqlite://data/a%3Fb%20c.db?mode=rwc", IfMissing::Create);
         let file = target.file.unwrap();
         assert!(file.is_absolute(), "{file:?}");
@@ -413,7 +375,7 @@ mod tests {
     #[test]
     fn an_explicit_sqlite_mode_is_kept() {
         let target = sqlite_target("sqlite:///var/lib/a.db?mode=ro", IfMissing::Create);
-        assert_eq!(target.url, "sqlite:///var/lib/a.db?mode=ro");
+        assert_eq!(target.url, "file:/var/lib/a.db?mode=ro");
         assert_eq!(target.location, "/var/lib/a.db");
     }
 
@@ -421,10 +383,6 @@ mod tests {
     fn memory_databases_are_recognised() {
         assert!(sqlite_target("sqlite::memory:", IfMissing::Create).in_memory);
         assert!(sqlite_target("sqlite://?mode=memory", IfMissing::Create).in_memory);
-        assert_eq!(
-            sqlite_target("sqlite::memory:", IfMissing::Create).url,
-            "sqlite::memory:"
-        );
     }
 
     #[test]

@@ -1,29 +1,31 @@
-//! The pool with what every query needs beside it: the dialect, and where the database is, so
-//! that an error can say which database failed.
+//! The database with what every query needs beside it: the dialect, and where the database
+//! is, so that an error can say which database failed.
 
 use std::fs::Metadata;
 use std::io;
-use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentloop_core::StoreError;
-use sqlx::any::AnyRow;
+use rusqlite::Connection;
 use sqlx::pool::PoolConnection;
-use sqlx::{
-    Any, AnyConnection, AnyPool, AssertSqlSafe, Executor, any::AnyArguments, any::AnyQueryResult,
-    query::Query,
-};
+use sqlx::{Executor, PgPool, Postgres};
+use tokio::sync::MappedMutexGuard;
 
 use crate::columns::Cells;
 use crate::dialect::Backend;
+use crate::sql::{Query, Row};
+use crate::sqlite::{self, Lite};
 use crate::text;
 
-pub(crate) type AnyQuery = Query<'static, Any, AnyArguments>;
+/// What runs the statements.
+pub(crate) enum Engine {
+    /// One connection, used in the calling task (see `sqlite.rs`).
+    Sqlite(Lite),
+    Postgres(PgPool),
+}
 
 pub(crate) struct Db {
-    pub(crate) pool: AnyPool,
+    pub(crate) engine: Engine,
     /// PostgreSQL: where a listener connects for the news of runs (`notices.rs`).
     pub(crate) listen_url: Option<String>,
     pub(crate) backend: Backend,
@@ -31,19 +33,14 @@ pub(crate) struct Db {
     pub(crate) location: String,
     /// The file of a SQLite store as it was when opened, to notice it deleted or replaced.
     pub(crate) file: Option<DbFile>,
-    /// For `sqlite::memory:`, whose only connection is the database and cannot be closed: set
-    /// when a transaction was dropped unfinished; the pool rolls it back before the next use.
-    pub(crate) rollback_on_acquire: Option<Arc<AtomicBool>>,
     /// The SQLite file did not exist before this store opened it.
     pub(crate) created: bool,
 }
 
 impl Db {
     /// A query written with `$N` placeholders, in this database's dialect.
-    pub(crate) fn query(&self, sql: &str) -> AnyQuery {
-        let sql = self.backend.placeholders(sql).into_owned();
-        // Safe: only our own constant SQL gets here; every value is bound.
-        sqlx::query(AssertSqlSafe(sql))
+    pub(crate) fn query(&self, sql: &str) -> Query {
+        Query::new(self.backend.placeholders(sql).into_owned())
     }
 
     /// Free text (from a user, the model or a tool) as this database stores it: see `text`.
@@ -56,45 +53,59 @@ impl Db {
     }
 
     /// The cells of one row of `table`.
-    pub(crate) fn cells<'r>(&self, row: &'r AnyRow, table: &'static str) -> Cells<'r> {
+    pub(crate) fn cells<'r>(&self, row: &'r Row, table: &'static str) -> Cells<'r> {
         Cells::of(row, table, self.backend)
     }
 
-    /// A transaction on a connection of its own, holding SQLite's write lock from its first
-    /// statement: SQLite fails at once with SQLITE_BUSY, without waiting for `busy_timeout`,
-    /// when a deferred transaction that has read must upgrade to write while another
-    /// connection writes.
+    /// A transaction, holding SQLite's write lock from its first statement (see
+    /// `sqlite::begin`); on PostgreSQL, on a connection of its own.
     ///
-    /// The transaction is begun with a plain `BEGIN` rather than sqlx's `begin_with`: sqlx
-    /// counts transactions per connection and never resets its count when the database ended
-    /// the transaction by itself (SQLite does on a full disk or an I/O error), so its ROLLBACK
-    /// fails, the connection goes back to the pool "inside" a transaction, and every later
-    /// `begin_with` on it fails. [`Tx`] owns the end of the transaction instead.
+    /// The PostgreSQL transaction is begun with a plain `BEGIN` rather than sqlx's
+    /// `begin_with`: sqlx counts transactions per connection and never resets its count when
+    /// the database ended the transaction by itself, so its ROLLBACK fails and the connection
+    /// goes back to the pool "inside" a transaction. [`Tx`] owns the end of the transaction.
     pub(crate) async fn begin(&self) -> Result<Tx<'_>, StoreError> {
-        let connection = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|error| self.error(error))?;
-        let mut tx = Tx {
+        let connection = match &self.engine {
+            Engine::Sqlite(lite) => {
+                let connection = self.sqlite(lite).await?;
+                sqlite::begin(&connection).map_err(|error| self.sqlite_error(error))?;
+                TxConnection::Sqlite(connection)
+            }
+            Engine::Postgres(pool) => {
+                let mut connection = pool.acquire().await.map_err(|error| self.error(error))?;
+                if let Err(error) = connection.execute("BEGIN").await {
+                    connection.close_on_drop();
+                    return Err(self.error(error));
+                }
+                TxConnection::Postgres(connection)
+            }
+        };
+        Ok(Tx {
             db: self,
             connection,
             open: true,
-        };
-        let begin = match self.backend {
-            Backend::Sqlite => "BEGIN IMMEDIATE",
-            Backend::Postgres => "BEGIN",
-        };
-        // On failure `tx` is dropped open, and its connection closed.
-        tx.connection
-            .execute(begin)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(tx)
+        })
+    }
+
+    /// The connection of a SQLite store, or the error that it was closed.
+    pub(crate) async fn sqlite<'l>(
+        &self,
+        lite: &'l Lite,
+    ) -> Result<MappedMutexGuard<'l, Connection>, StoreError> {
+        lite.lock().await.ok_or_else(|| {
+            StoreError::unavailable(format!(
+                "the database at {} is unavailable: the store was closed (agentloop is stopping)",
+                self.location
+            ))
+        })
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
         crate::errors::from_sqlx(error, &self.location)
+    }
+
+    pub(crate) fn sqlite_error(&self, error: rusqlite::Error) -> StoreError {
+        crate::errors::from_sqlite(error, &self.location)
     }
 
     /// Whether the database answers, and for a SQLite file whether it is still the file this
@@ -104,72 +115,64 @@ impl Db {
             file.check()?;
         }
         match self.backend {
-            Backend::Postgres => self
-                .query("SELECT 1")
-                .execute(&self.pool)
-                .await
-                .map(drop)
-                .map_err(|error| self.error(error)),
-            Backend::Sqlite => {
-                // A write that changes nothing, committed: the header's user_version set to what
-                // it is. Only a write proves that the file still takes writes (not read-only, not
-                // on a disk too full for the WAL to grow); it costs one page in the WAL.
-                let mut tx = self.begin().await?;
-                let version: i64 = sqlx::query_scalar("PRAGMA user_version")
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(|error| self.error(error))?;
-                sqlx::query(AssertSqlSafe(format!("PRAGMA user_version = {version}")))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|error| self.error(error))?;
-                tx.commit().await
-            }
+            Backend::Postgres => self.query("SELECT 1").execute(self).await.map(drop),
+            Backend::Sqlite => match &self.engine {
+                Engine::Sqlite(lite) => {
+                    let connection = self.sqlite(lite).await?;
+                    sqlite::ping(&connection).map_err(|error| self.sqlite_error(error))
+                }
+                Engine::Postgres(_) => Ok(()),
+            },
+        }
+    }
+
+    /// Waits for the queries in flight and closes the connections; later calls fail.
+    pub(crate) async fn close(&self) {
+        match &self.engine {
+            Engine::Sqlite(lite) => lite.close().await,
+            Engine::Postgres(pool) => pool.close().await,
         }
     }
 }
 
 /// Whether a statement changed any row: a conditional UPDATE or a DELETE that found nothing.
-pub(crate) fn changed(result: &AnyQueryResult) -> bool {
-    result.rows_affected() > 0
+pub(crate) fn changed(count: &u64) -> bool {
+    *count > 0
 }
 
-/// A transaction begun by [`Db::begin`]. Statements run on it through `&mut *tx`; it ends with
+/// The connection a transaction holds.
+pub(crate) enum TxConnection<'d> {
+    Sqlite(MappedMutexGuard<'d, Connection>),
+    Postgres(PoolConnection<Postgres>),
+}
+
+/// A transaction begun by [`Db::begin`]. Statements run on it with `&mut tx`; it ends with
 /// [`Tx::commit`], or is dropped. Dropped unfinished (an error returned early, a failed
-/// COMMIT, a cancelled call), its connection is closed instead of going back to the pool:
-/// closing rolls back whatever the failure left behind, and that state never reaches the next
-/// caller; the pool opens a fresh connection when needed. The one connection of a memory
-/// database cannot be closed without losing the database: it is rolled back before its next
-/// use instead (`rollback_on_acquire`).
+/// COMMIT, a cancelled call), it is rolled back: on SQLite at once, before the connection is
+/// free again; on PostgreSQL by closing its connection instead of giving it back to the pool,
+/// so that what the failure left behind never reaches the next caller.
 pub(crate) struct Tx<'d> {
-    db: &'d Db,
-    connection: PoolConnection<Any>,
+    pub(crate) db: &'d Db,
+    pub(crate) connection: TxConnection<'d>,
     /// Until COMMIT succeeded.
     open: bool,
 }
 
 impl Tx<'_> {
     pub(crate) async fn commit(mut self) -> Result<(), StoreError> {
-        self.connection
-            .execute("COMMIT")
-            .await
-            .map_err(|error| self.db.error(error))?;
+        match &mut self.connection {
+            TxConnection::Sqlite(connection) => {
+                sqlite::commit(connection).map_err(|error| self.db.sqlite_error(error))?;
+            }
+            TxConnection::Postgres(connection) => {
+                connection
+                    .execute("COMMIT")
+                    .await
+                    .map_err(|error| self.db.error(error))?;
+            }
+        }
         self.open = false;
         Ok(())
-    }
-}
-
-impl Deref for Tx<'_> {
-    type Target = AnyConnection;
-
-    fn deref(&self) -> &AnyConnection {
-        &self.connection
-    }
-}
-
-impl DerefMut for Tx<'_> {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
-        &mut self.connection
     }
 }
 
@@ -178,10 +181,9 @@ impl Drop for Tx<'_> {
         if !self.open {
             return;
         }
-        match &self.db.rollback_on_acquire {
-            // Set before the connection goes back to the pool, so that no one uses it first.
-            Some(flag) => flag.store(true, Ordering::Release),
-            None => self.connection.close_on_drop(),
+        match &mut self.connection {
+            TxConnection::Sqlite(connection) => sqlite::rollback(connection),
+            TxConnection::Postgres(connection) => connection.close_on_drop(),
         }
     }
 }

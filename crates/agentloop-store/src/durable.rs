@@ -6,18 +6,17 @@ use std::time::Duration;
 
 use agentloop_core::protocol::{RunStatus, SessionMessage};
 use agentloop_core::{Checkpoint, Instance, OrphanRun, SavedRun, StoreError};
-use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::columns::{millis, now, to_json};
-use crate::db::{Db, changed};
+use crate::db::{Db, Tx, changed};
 use crate::{messages, records};
 
 /// Writes what a checkpoint adds besides its head (which goes with the run's row): the run's
 /// input with its first step, and the messages of a run that does not keep them in a session.
 pub(crate) async fn write_checkpoint(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     run_id: &str,
     input: Option<&str>,
     turn: &[(i64, String)],
@@ -26,18 +25,16 @@ pub(crate) async fn write_checkpoint(
         db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2)")
             .bind(run_id)
             .bind(input)
-            .execute(&mut *connection)
-            .await
-            .map_err(|error| db.error(error))?;
+            .execute(&mut *tx)
+            .await?;
     }
     for (position, message) in turn {
         db.query("INSERT INTO run_turn (run_id, position, message) VALUES ($1, $2, $3)")
             .bind(run_id)
             .bind(*position)
             .bind(message.as_str())
-            .execute(&mut *connection)
-            .await
-            .map_err(|error| db.error(error))?;
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(())
 }
@@ -82,9 +79,8 @@ pub(crate) async fn saved_run(db: &Db, id: Uuid) -> Result<Option<SavedRun>, Sto
              FROM runs r LEFT JOIN run_inputs i ON i.run_id = r.id WHERE r.id = $1",
         )
         .bind(id.to_string())
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     let Some(row) = row else {
         return Ok(None);
     };
@@ -123,9 +119,8 @@ async fn own_turn(db: &Db, run_id: Uuid) -> Result<Vec<SessionMessage>, StoreErr
     let rows = db
         .query("SELECT message FROM run_turn WHERE run_id = $1 ORDER BY position")
         .bind(run_id.to_string())
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter()
         .map(|row| db.cells(row, "run_turn").json("message"))
         .collect()
@@ -141,9 +136,8 @@ pub(crate) async fn register(db: &Db, instance: &Instance) -> Result<(), StoreEr
     .bind(instance.kind.as_str())
     .bind(db.text(&instance.name))
     .bind(at)
-    .execute(&db.pool)
-    .await
-    .map_err(|error| db.error(error))?;
+    .execute(db)
+    .await?;
     Ok(())
 }
 
@@ -152,9 +146,8 @@ pub(crate) async fn heartbeat(db: &Db, instance_id: &str) -> Result<(), StoreErr
         .query("UPDATE instances SET heartbeat_at = $2 WHERE id = $1 AND stopped_at IS NULL")
         .bind(instance_id)
         .bind(millis(now()))
-        .execute(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(db)
+        .await?;
     match changed(&done) {
         true => Ok(()),
         false => Err(StoreError::NotFound(format!(
@@ -167,9 +160,8 @@ pub(crate) async fn retire(db: &Db, instance_id: &str) -> Result<(), StoreError>
     db.query("UPDATE instances SET stopped_at = $2 WHERE id = $1")
         .bind(instance_id)
         .bind(millis(now()))
-        .execute(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(db)
+        .await?;
     Ok(())
 }
 
@@ -188,9 +180,8 @@ pub(crate) async fn orphaned(
         )
         .bind(cutoff)
         .bind(i64::from(limit))
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter()
         .map(|row| {
             let cells = db.cells(row, "runs");
@@ -221,9 +212,8 @@ pub(crate) async fn adopt(
         .bind(run_id.to_string())
         .bind(to)
         .bind(cutoff(silent_for))
-        .execute(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(db)
+        .await?;
     Ok(changed(&adopted))
 }
 
@@ -237,9 +227,8 @@ pub(crate) async fn request_cancel(db: &Db, run_id: Uuid) -> Result<bool, StoreE
     let asked = db
         .query("UPDATE runs SET cancel_requested = 1 WHERE id = $1 AND status = 'running'")
         .bind(run_id.to_string())
-        .execute(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(db)
+        .await?;
     Ok(changed(&asked))
 }
 
@@ -249,9 +238,8 @@ pub(crate) async fn cancel_requests(db: &Db, owner: &str) -> Result<Vec<Uuid>, S
             "SELECT id FROM runs WHERE owner = $1 AND status = 'running' AND cancel_requested = 1",
         )
         .bind(owner)
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter()
         .map(|row| db.cells(row, "runs").uuid("id"))
         .collect()

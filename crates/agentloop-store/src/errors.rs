@@ -1,4 +1,4 @@
-//! Turning sqlx's errors into `StoreError`s that tell the user what to fix.
+//! Turning sqlx's and rusqlite's errors into `StoreError`s that tell the user what to fix.
 //!
 //! `Unavailable` means "not now": the database cannot be reached, or cannot take a write for a
 //! reason outside the statement (a full disk, an I/O error, a lock held elsewhere, a server
@@ -50,29 +50,28 @@ fn unavailable_advice(error: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// The error of a statement on a SQLite store (rusqlite), keeping it as the cause.
+pub(crate) fn from_sqlite(error: rusqlite::Error, location: &str) -> StoreError {
+    if let Some(advice) = crate::sqlite::primary_code(&error).and_then(sqlite_advice) {
+        let message = format!("the database at {location} is unavailable: {error}; {advice}");
+        return StoreError::unavailable(message).caused_by(error);
+    }
+    match error {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::Utf8Error(..)
+        | rusqlite::Error::InvalidColumnType(..) => {
+            StoreError::corrupt(error.to_string()).caused_by(error)
+        }
+        _ => StoreError::query(error.to_string()).caused_by(error),
+    }
+}
+
 fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
     let code = error.code()?;
     if error.try_downcast_ref::<SqliteError>().is_some() {
         // Extended result codes: the primary code is the low byte.
-        let primary = code.parse::<i32>().ok()? & 0xff;
-        return match primary {
-            // SQLITE_BUSY, SQLITE_LOCKED
-            5 | 6 => Some(
-                "another connection or process held the database locked for too long; check \
-                 for another agentloop (or a tool) using the same file",
-            ),
-            // SQLITE_READONLY
-            8 => Some(
-                "the file cannot be written; check its permissions and those of its directory, \
-                 and that the file was not deleted or replaced",
-            ),
-            // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
-            10 | 13 | 14 => Some(
-                "check free disk space, that the file and its directory are still there and \
-                 writable, and the system log for disk errors",
-            ),
-            _ => None,
-        };
+        return sqlite_advice(code.parse::<i32>().ok()? & 0xff);
     }
     // PostgreSQL SQLSTATE classes: 08 connection exception, 53 insufficient resources (disk,
     // memory, connections), 57 operator intervention (shutdown, statement timeout), 58 system
@@ -82,6 +81,29 @@ fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
         "53" | "58" => {
             Some("check the server's free disk space, memory and connection limit, and its log")
         }
+        _ => None,
+    }
+}
+
+/// What to check after a SQLite failure with this primary result code; `None` when the
+/// statement itself was refused.
+fn sqlite_advice(primary: i32) -> Option<&'static str> {
+    match primary {
+        // SQLITE_BUSY, SQLITE_LOCKED
+        5 | 6 => Some(
+            "another connection or process held the database locked for too long; check \
+                 for another agentloop (or a tool) using the same file",
+        ),
+        // SQLITE_READONLY
+        8 => Some(
+            "the file cannot be written; check its permissions and those of its directory, \
+                 and that the file was not deleted or replaced",
+        ),
+        // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
+        10 | 13 | 14 => Some(
+            "check free disk space, that the file and its directory are still there and \
+                 writable, and the system log for disk errors",
+        ),
         _ => None,
     }
 }

@@ -2,12 +2,11 @@
 
 use agentloop_core::StoreError;
 use agentloop_core::protocol::Event;
-use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{count, millis, now, to_json};
-use crate::db::Db;
+use crate::db::{Db, Tx};
 
 const WIDTH: usize = 5;
 
@@ -35,7 +34,7 @@ pub(crate) fn encode(events: &[Event]) -> Result<Vec<EventRow>, StoreError> {
 /// retry after a lost acknowledgement) changes nothing.
 pub(crate) async fn insert(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     run_id: &str,
     rows: &[EventRow],
 ) -> Result<(), StoreError> {
@@ -52,10 +51,7 @@ pub(crate) async fn insert(
                 .bind(row.payload.as_str())
                 .bind(created_at);
         }
-        query
-            .execute(&mut *connection)
-            .await
-            .map_err(|error| db.error(error))?;
+        query.execute(&mut *tx).await?;
     }
     Ok(())
 }
@@ -65,9 +61,8 @@ pub(crate) async fn after(db: &Db, run_id: Uuid, after_seq: u64) -> Result<Vec<E
         .query("SELECT payload FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq")
         .bind(run_id.to_string())
         .bind(count(after_seq))
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter()
         .map(|row| db.cells(row, "run_events").json("payload"))
         .collect()

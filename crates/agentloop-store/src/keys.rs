@@ -1,9 +1,9 @@
 //! API keys of the HTTP server: made here, shown once to whoever creates them, and kept only as
 //! a hash.
 
+use crate::sql::Row;
 use agentloop_core::{ApiKeyInfo, NewApiKey, StoreError};
 use sha2::{Digest, Sha256};
-use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::columns::{millis, now};
@@ -42,9 +42,8 @@ pub(crate) async fn create(db: &Db, user_id: &str) -> Result<NewApiKey, StoreErr
     .bind(hash(&secret))
     .bind(info.prefix.as_str())
     .bind(millis(info.created_at))
-    .execute(&mut *tx)
-    .await
-    .map_err(|error| db.error(error))?;
+    .execute(&mut tx)
+    .await?;
     tx.commit().await?;
     Ok(NewApiKey { info, secret })
 }
@@ -58,9 +57,8 @@ pub(crate) async fn authenticate(db: &Db, secret: &str) -> Result<Option<String>
     let row = db
         .query("SELECT user_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL")
         .bind(hash(secret))
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     row.map(|row| db.cells(&row, "api_keys").free_text("user_id"))
         .transpose()
 }
@@ -80,9 +78,8 @@ pub(crate) async fn revoke(db: &Db, id_or_secret: &str) -> Result<Option<ApiKeyI
         ))
         .bind(value)
         .bind(millis(now()))
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     row.as_ref().map(|row| key_info(db, row)).transpose()
 }
 
@@ -95,14 +92,11 @@ pub(crate) async fn list(db: &Db, user_id: Option<&str>) -> Result<Vec<ApiKeyInf
             .bind(db.text(user_id)),
         None => db.query(&format!("{SELECT_KEY} {order}")),
     };
-    let rows = query
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+    let rows = query.fetch_all(db).await?;
     rows.iter().map(|row| key_info(db, row)).collect()
 }
 
-fn key_info(db: &Db, row: &AnyRow) -> Result<ApiKeyInfo, StoreError> {
+fn key_info(db: &Db, row: &Row) -> Result<ApiKeyInfo, StoreError> {
     let cells = db.cells(row, "api_keys");
     Ok(ApiKeyInfo {
         id: cells.text("id")?,

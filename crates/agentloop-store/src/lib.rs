@@ -1,9 +1,10 @@
 //! agentloop-store: the [`Store`](agentloop_core::Store) of agentloop on SQLite or PostgreSQL,
 //! and its [`KeyStore`](agentloop_core::KeyStore) of API keys (kept as SHA-256 hashes only).
 //!
-//! One implementation, [`SqlStore`], over sqlx's `Any` driver. The schema is portable (ids as
-//! text, times as milliseconds, JSON as text) so that every query serves both databases; only
-//! the DDL of the migrations differs per backend.
+//! One implementation, [`SqlStore`]: SQLite through rusqlite, in the calling task (`sqlite.rs`),
+//! PostgreSQL through sqlx (`postgres.rs`). The schema is portable (ids as text, times as
+//! milliseconds, JSON as text) so that every query (`sql.rs`) serves both databases; only the
+//! DDL of the migrations differs per backend.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), agentloop_core::StoreError> {
@@ -26,11 +27,15 @@ mod events;
 mod keys;
 mod locks;
 mod messages;
+mod migrate_sqlite;
 mod notices;
 mod outputs;
+mod postgres;
 mod records;
 mod runs;
 mod sessions;
+mod sql;
+mod sqlite;
 mod step;
 mod store;
 mod text;

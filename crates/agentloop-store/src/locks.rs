@@ -4,11 +4,10 @@
 use std::time::Duration;
 
 use agentloop_core::{SessionLock, StoreError};
-use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::columns::{millis, now};
-use crate::db::{Db, changed};
+use crate::db::{Db, Tx, changed};
 
 /// A take fails, then the holder releases before we read who holds it: try again, a few times.
 const ATTEMPTS: usize = 3;
@@ -33,18 +32,16 @@ pub(crate) async fn lock(
             .bind(run.as_str())
             .bind(expiry(now, lease))
             .bind(now)
-            .execute(&db.pool)
-            .await
-            .map_err(|error| db.error(error))?;
+            .execute(db)
+            .await?;
         if changed(&taken) {
             return Ok(SessionLock::Acquired);
         }
         let holder = db
             .query("SELECT active_run_id FROM sessions WHERE id = $1")
             .bind(session.as_str())
-            .fetch_optional(&db.pool)
-            .await
-            .map_err(|error| db.error(error))?;
+            .fetch_optional(db)
+            .await?;
         let Some(holder) = holder else {
             // No row: a run that does not save the chat, on a session nobody else can join.
             return Ok(SessionLock::Acquired);
@@ -72,9 +69,8 @@ pub(crate) async fn renew(
         .bind(session_id.to_string())
         .bind(run_id.to_string())
         .bind(expiry(millis(now()), lease))
-        .execute(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(db)
+        .await?;
     if !changed(&renewed) {
         // Not an error: the run has no session row, or its lease expired and another run took
         // the session; that run's own writes are what counts from now on.
@@ -86,7 +82,7 @@ pub(crate) async fn renew(
 /// Releases the session if `run_id` still holds it, inside the transaction of the last step.
 pub(crate) async fn release(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     session_id: &str,
     run_id: &str,
 ) -> Result<(), StoreError> {
@@ -96,16 +92,15 @@ pub(crate) async fn release(
     )
     .bind(session_id)
     .bind(run_id)
-    .execute(&mut *connection)
-    .await
-    .map_err(|error| db.error(error))?;
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 
 /// Keeps the session for a paused run with no expiry: a human may answer tomorrow.
 pub(crate) async fn hold(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     session_id: &str,
     run_id: &str,
 ) -> Result<(), StoreError> {
@@ -113,9 +108,8 @@ pub(crate) async fn hold(
         .bind(session_id)
         .bind(run_id)
         .bind(i64::MAX)
-        .execute(&mut *connection)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 

@@ -1,15 +1,14 @@
 //! The messages of sessions, in the order they were written.
 
+use crate::sql::Row;
 use agentloop_core::StoreError;
 use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCall};
 use serde_json::Value;
-use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{Cells, json_text, millis, to_json};
-use crate::db::Db;
+use crate::db::{Db, Tx};
 use crate::outputs::{SharedOutputs, Stored};
 
 const COLUMNS: &str = "id, session_id, run_id, kind, role, content, content_hash, tool_calls, \
@@ -83,7 +82,7 @@ impl MessageRow {
 /// Inserts in the order given: the autoincremented `position` is the order of the session.
 pub(crate) async fn insert(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     rows: &[MessageRow],
 ) -> Result<(), StoreError> {
     let head = format!("INSERT INTO messages ({COLUMNS})");
@@ -103,10 +102,7 @@ pub(crate) async fn insert(
                 .bind(row.metadata.as_deref())
                 .bind(row.created_at);
         }
-        query
-            .execute(&mut *connection)
-            .await
-            .map_err(|error| db.error(error))?;
+        query.execute(&mut *tx).await?;
     }
     Ok(())
 }
@@ -117,9 +113,8 @@ pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>
             "{SELECT} WHERE m.session_id = $1 ORDER BY m.position"
         ))
         .bind(session_id.to_string())
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
@@ -133,9 +128,8 @@ pub(crate) async fn one(
         .query(&format!("{SELECT} WHERE m.session_id = $1 AND m.id = $2"))
         .bind(session_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     row.as_ref().map(|row| decode(db, row)).transpose()
 }
 
@@ -151,9 +145,8 @@ pub(crate) async fn of_run(
         ))
         .bind(session_id.to_string())
         .bind(run_id.to_string())
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
@@ -190,13 +183,12 @@ pub(crate) async fn history(
         .bind(session_id.to_string())
         .bind(i64::try_from(skipped).unwrap_or(i64::MAX))
         .bind(before_run.map(|run| run.to_string()))
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
-fn decode(db: &Db, row: &AnyRow) -> Result<SessionMessage, StoreError> {
+fn decode(db: &Db, row: &Row) -> Result<SessionMessage, StoreError> {
     let cells = db.cells(row, "messages");
     let tool_calls: Option<Vec<ToolCall>> = cells.optional_json("tool_calls")?;
     Ok(SessionMessage {

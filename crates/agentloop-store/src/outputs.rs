@@ -15,9 +15,8 @@ use std::collections::BTreeMap;
 
 use agentloop_core::StoreError;
 use sha2::{Digest, Sha256};
-use sqlx::AnyConnection;
 
-use crate::db::Db;
+use crate::db::{Db, Tx};
 use crate::keys::lower_hex;
 
 /// Texts at least this long (in UTF-8 bytes) are stored in `tool_outputs`.
@@ -54,7 +53,7 @@ impl SharedOutputs {
     pub(crate) async fn insert(
         &self,
         db: &Db,
-        connection: &mut AnyConnection,
+        tx: &mut Tx<'_>,
         run_id: &str,
     ) -> Result<(), StoreError> {
         for (hash, text) in &self.by_hash {
@@ -62,9 +61,8 @@ impl SharedOutputs {
                 .query("SELECT 1 FROM tool_outputs WHERE run_id = $1 AND hash = $2")
                 .bind(run_id)
                 .bind(hash.as_str())
-                .fetch_optional(&mut *connection)
-                .await
-                .map_err(|error| db.error(error))?;
+                .fetch_optional(&mut *tx)
+                .await?;
             if held.is_some() {
                 continue;
             }
@@ -75,9 +73,8 @@ impl SharedOutputs {
             .bind(run_id)
             .bind(hash.as_str())
             .bind(text.as_str())
-            .execute(&mut *connection)
-            .await
-            .map_err(|error| db.error(error))?;
+            .execute(&mut *tx)
+            .await?;
         }
         Ok(())
     }

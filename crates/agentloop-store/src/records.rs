@@ -1,15 +1,14 @@
 //! The full account of each tool call of a run.
 
+use crate::sql::Row;
 use agentloop_core::StoreError;
 use agentloop_core::protocol::ToolExecutionRecord;
 use serde_json::Value;
-use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{Cells, count, json_text, millis, to_json};
-use crate::db::Db;
+use crate::db::{Db, Tx};
 use crate::outputs::{SharedOutputs, Stored};
 
 const COLUMNS: &str = "call_id, iteration, tool, arguments, started_at, duration_ms, status, \
@@ -102,7 +101,7 @@ pub(crate) fn encode(
 /// in place, so its `position` stays.
 pub(crate) async fn upsert(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     run_id: &str,
     rows: &[RecordRow],
 ) -> Result<(), StoreError> {
@@ -132,10 +131,7 @@ pub(crate) async fn upsert(
                 .bind(row.error.as_deref())
                 .bind(row.cost_usd);
         }
-        query
-            .execute(&mut *connection)
-            .await
-            .map_err(|error| db.error(error))?;
+        query.execute(&mut *tx).await?;
     }
     Ok(())
 }
@@ -144,9 +140,8 @@ pub(crate) async fn of_run(db: &Db, run_id: Uuid) -> Result<Vec<ToolExecutionRec
     let rows = db
         .query(&format!("{SELECT} WHERE t.run_id = $1 ORDER BY t.position"))
         .bind(run_id.to_string())
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
@@ -159,9 +154,8 @@ pub(crate) async fn of_call(
         .query(&format!("{SELECT} WHERE t.run_id = $1 AND t.call_id = $2"))
         .bind(run_id.to_string())
         .bind(db.text(call_id))
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     row.as_ref().map(|row| decode(db, row)).transpose()
 }
 
@@ -175,7 +169,7 @@ fn parses_to(result: &str, json: &str) -> bool {
         .is_some_and(|text| text == json)
 }
 
-fn decode(db: &Db, row: &AnyRow) -> Result<ToolExecutionRecord, StoreError> {
+fn decode(db: &Db, row: &Row) -> Result<ToolExecutionRecord, StoreError> {
     let cells = db.cells(row, "tool_executions");
     let result = result(&cells)?;
     let structured_result = match (cells.flag("structured_is_result")?, &result) {

@@ -1,13 +1,12 @@
 //! Runs: their start, their counters as they go, and how they ended.
 
+use crate::sql::Row;
 use agentloop_core::protocol::{RunInfo, RunStatus, Usage};
 use agentloop_core::{NewRun, RunEnd, RunProgress, StoreError};
-use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::columns::{count, json_text, millis};
-use crate::db::{Db, changed};
+use crate::db::{Db, Tx, changed};
 
 const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
     tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
@@ -31,9 +30,8 @@ pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     .bind(millis(run.started_at))
     .bind(run.owner.as_deref())
     .bind(run.traceparent.as_deref())
-    .execute(&db.pool)
-    .await
-    .map_err(|error| db.error(error))?;
+    .execute(db)
+    .await?;
     Ok(())
 }
 
@@ -50,7 +48,7 @@ pub(crate) struct Progress<'a> {
 /// Writes the counters of a step, its checkpoint's head, and with `end` how the run ended.
 pub(crate) async fn record_progress(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     run_id: &str,
     step: Progress<'_>,
 ) -> Result<(), StoreError> {
@@ -96,19 +94,15 @@ pub(crate) async fn record_progress(
             .bind(db.optional_text(failure.map(|failure| failure.message.as_str())))
             .bind(end.finalize_reason.map(|reason| reason.as_str()));
     }
-    let updated = query
-        .execute(&mut *connection)
-        .await
-        .map_err(|error| db.error(error))?;
+    let updated = query.execute(&mut *tx).await?;
     if changed(&updated) {
         return Ok(());
     }
     let exists = db
         .query("SELECT owner FROM runs WHERE id = $1")
         .bind(run_id)
-        .fetch_optional(&mut *connection)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(&mut *tx)
+        .await?;
     match exists {
         None => Err(StoreError::NotFound(format!(
             "run {run_id} (save_step before start_run?)"
@@ -132,9 +126,8 @@ pub(crate) async fn claim_paused(
         )
         .bind(id.to_string())
         .bind(owner)
-        .execute(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(db)
+        .await?;
     Ok(crate::db::changed(&claimed))
 }
 
@@ -142,9 +135,8 @@ pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<RunInfo>, StoreError
     let row = db
         .query(&format!("SELECT {COLUMNS} FROM runs WHERE id = $1"))
         .bind(id.to_string())
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     row.as_ref().map(|row| decode(db, row)).transpose()
 }
 
@@ -154,9 +146,8 @@ pub(crate) async fn of_session(db: &Db, session_id: Uuid) -> Result<Vec<RunInfo>
             "SELECT {COLUMNS} FROM runs WHERE session_id = $1 ORDER BY started_at, id"
         ))
         .bind(session_id.to_string())
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_all(db)
+        .await?;
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
@@ -177,9 +168,8 @@ pub(crate) async fn user_usage_since(
         )
         .bind(db.text(user_id))
         .bind(millis(since))
-        .fetch_one(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_one(db)
+        .await?;
     let cells = db.cells(&row, "runs");
     Ok(Usage {
         prompt_tokens: cells.counter("prompt_tokens")?,
@@ -190,7 +180,7 @@ pub(crate) async fn user_usage_since(
     })
 }
 
-fn decode(db: &Db, row: &AnyRow) -> Result<RunInfo, StoreError> {
+fn decode(db: &Db, row: &Row) -> Result<RunInfo, StoreError> {
     let cells = db.cells(row, "runs");
     Ok(RunInfo {
         id: cells.uuid("id")?,

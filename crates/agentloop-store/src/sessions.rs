@@ -1,14 +1,13 @@
 //! Sessions and their users.
 
+use crate::sql::Row;
 use agentloop_core::protocol::SessionInfo;
 use agentloop_core::{NewSession, SessionCursor, StoreError};
 use chrono::{DateTime, Utc};
-use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::columns::{millis, now};
-use crate::db::{Db, changed};
+use crate::db::{Db, Tx, changed};
 
 const SELECT_SESSION: &str = "SELECT s.id, s.user_id, s.title, s.created_at, s.updated_at, \
     s.active_run_id, s.lock_expires_at, \
@@ -27,9 +26,8 @@ pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo,
     .bind(db.text(&session.user_id))
     .bind(db.text(&session.title))
     .bind(millis(created_at))
-    .execute(&mut *tx)
-    .await
-    .map_err(|error| db.error(error))?;
+    .execute(&mut tx)
+    .await?;
     tx.commit().await?;
     Ok(SessionInfo {
         id: session.id,
@@ -45,16 +43,15 @@ pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo,
 /// Adds the user unless it exists: users come into being with their first session or key.
 pub(crate) async fn add_user(
     db: &Db,
-    connection: &mut AnyConnection,
+    tx: &mut Tx<'_>,
     user_id: &str,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     db.query("INSERT INTO users (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
         .bind(db.text(user_id))
         .bind(millis(at))
-        .execute(connection)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 
@@ -62,9 +59,8 @@ pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<SessionInfo>, StoreE
     let row = db
         .query(&format!("{SELECT_SESSION} WHERE s.id = $1"))
         .bind(id.to_string())
-        .fetch_optional(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+        .fetch_optional(db)
+        .await?;
     row.as_ref().map(|row| session_info(db, row)).transpose()
 }
 
@@ -109,11 +105,7 @@ pub(crate) async fn list(
             .bind(millis(after.updated_at))
             .bind(after.id.to_string());
     }
-    let rows = query
-        .bind(i64::from(limit))
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|error| db.error(error))?;
+    let rows = query.bind(i64::from(limit)).fetch_all(db).await?;
     rows.iter().map(|row| session_info(db, row)).collect()
 }
 
@@ -126,20 +118,18 @@ pub(crate) async fn delete(db: &Db, id: Uuid) -> Result<bool, StoreError> {
     let runs = db
         .query("DELETE FROM runs WHERE session_id = $1")
         .bind(id.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(&mut tx)
+        .await?;
     let session = db
         .query("DELETE FROM sessions WHERE id = $1")
         .bind(id.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(&mut tx)
+        .await?;
     tx.commit().await?;
     Ok(changed(&session) || changed(&runs))
 }
 
-fn session_info(db: &Db, row: &AnyRow) -> Result<SessionInfo, StoreError> {
+fn session_info(db: &Db, row: &Row) -> Result<SessionInfo, StoreError> {
     let cells = db.cells(row, "sessions");
     // A holder whose lease ran out holds nothing any more, even before another run takes over.
     let lease_is_live = cells

@@ -55,9 +55,8 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         )
         .bind(session_id.as_str())
         .bind(millis(now()))
-        .execute(&mut *tx)
-        .await
-        .map_err(|error| db.error(error))?;
+        .execute(&mut tx)
+        .await?;
     }
     records::upsert(db, &mut tx, &run_id, &record_rows).await?;
     events::insert(db, &mut tx, &run_id, &event_rows).await?;
@@ -66,9 +65,8 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         db.query("SELECT pg_notify($1, $2)")
             .bind(crate::notices::CHANNEL)
             .bind(run_id.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(|error| db.error(error))?;
+            .execute(&mut tx)
+            .await?;
     }
     match &step.end {
         Some(end) if end.status.is_final() => {

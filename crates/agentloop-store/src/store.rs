@@ -123,7 +123,7 @@ impl SqlStore {
     pub async fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
         let db = connect::open(url, IfMissing::Create).await?;
         let applied = connect::apply_migrations(&db).await;
-        db.pool.close().await;
+        db.close().await;
         applied
     }
 
@@ -168,7 +168,7 @@ impl SqlStore {
 
     /// Waits for the queries in flight and closes every connection.
     pub async fn close(&self) {
-        self.db.pool.close().await;
+        self.db.close().await;
     }
 }
 
@@ -273,19 +273,15 @@ impl Store for SqlStore {
 
     async fn unlock_session(&self, session_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
         let unlock = async {
-            let mut connection = self
-                .db
-                .pool
-                .acquire()
-                .await
-                .map_err(|error| self.db.error(error))?;
+            let mut tx = self.db.begin().await?;
             locks::release(
                 &self.db,
-                &mut connection,
+                &mut tx,
                 &session_id.to_string(),
                 &run_id.to_string(),
             )
-            .await
+            .await?;
+            tx.commit().await
         };
         self.bounded(CALL_TIMEOUT, unlock).await
     }

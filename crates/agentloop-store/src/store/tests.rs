@@ -1,45 +1,54 @@
-//! Failures that need the store's own connections: a per-connection limit set on every one of
-//! them makes SQLite fail mid-transaction exactly as a full disk does.
+//! Failures that need the store's own connections: a per-connection limit set on SQLite's
+//! connection makes it fail mid-transaction exactly as a full disk does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use agentloop_core::protocol::{ChatMessage, MessageKind, RunStatus, SessionMessage};
 use agentloop_core::{NewRun, NewSession, RunEnd, RunProgress, StepRecord, Store, StoreError};
 use sqlx::pool::PoolConnection;
-use sqlx::{Any, AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, Postgres, Row};
 use uuid::Uuid;
 
 use super::SqlStore;
 use crate::columns::now;
+use crate::db::Engine;
 
-/// Every connection the pool may hold, checked out at once so that a per-connection PRAGMA
-/// reaches all of them.
-async fn every_connection(store: &SqlStore) -> Vec<PoolConnection<Any>> {
+/// Every connection the PostgreSQL pool may hold, checked out at once so that a check reaches
+/// all of them.
+async fn every_connection(store: &SqlStore) -> Vec<PoolConnection<Postgres>> {
+    let Engine::Postgres(pool) = &store.db.engine else {
+        panic!("a PostgreSQL store");
+    };
     let mut connections = Vec::new();
-    for _ in 0..store.db.pool.options().get_max_connections() {
-        connections.push(store.db.pool.acquire().await.unwrap());
+    for _ in 0..pool.options().get_max_connections() {
+        connections.push(pool.acquire().await.unwrap());
     }
     connections
 }
 
-/// `PRAGMA max_page_count` on every connection: SQLite refuses to grow the file past it with
-/// SQLITE_FULL, and rolls the whole transaction back, as on a full disk.
+/// `PRAGMA max_page_count` on the store's connection: SQLite refuses to grow the file past it
+/// with SQLITE_FULL, and rolls the whole transaction back, as on a full disk.
 async fn limit_pages(store: &SqlStore, pages: Option<i64>) {
-    for mut connection in every_connection(store).await {
-        let pages = pages.unwrap_or(1 << 30);
-        sqlx::query(AssertSqlSafe(format!("PRAGMA max_page_count = {pages}")))
-            .fetch_optional(&mut *connection)
-            .await
-            .unwrap();
-    }
+    let pages = pages.unwrap_or(1 << 30);
+    store
+        .db
+        .query(&format!("PRAGMA max_page_count = {pages}"))
+        .fetch_optional(&store.db)
+        .await
+        .unwrap();
 }
 
 async fn page_count(store: &SqlStore) -> i64 {
-    sqlx::query("PRAGMA page_count")
-        .fetch_one(&store.db.pool)
+    let row = store
+        .db
+        .query("PRAGMA page_count")
+        .fetch_one(&store.db)
         .await
-        .unwrap()
-        .try_get::<i64, _>(0)
+        .unwrap();
+    store
+        .db
+        .cells(&row, "pragma")
+        .integer("page_count")
         .unwrap()
 }
 
@@ -212,8 +221,11 @@ async fn a_failed_transaction_on_a_memory_database_is_rolled_back_before_the_nex
 }
 
 async fn setting(store: &SqlStore, name: &str) -> String {
+    let Engine::Postgres(pool) = &store.db.engine else {
+        panic!("a PostgreSQL store");
+    };
     sqlx::query(AssertSqlSafe(format!("SELECT current_setting('{name}')")))
-        .fetch_one(&store.db.pool)
+        .fetch_one(pool)
         .await
         .unwrap()
         .try_get::<String, _>(0)

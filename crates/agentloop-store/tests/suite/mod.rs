@@ -134,6 +134,8 @@ impl Fixture {
             .await
             .unwrap_or_else(|error| panic!("cannot open the test store at {url}: {error}"))
             .with_clock(clock.clone());
+        // The raw pool pokes at the database behind the store's back, through sqlx's `Any`.
+        sqlx::any::install_default_drivers();
         let raw = AnyPoolOptions::new()
             .max_connections(1)
             .connect(&url)

@@ -1,0 +1,275 @@
+//! SQLite through rusqlite, in the calling task.
+//!
+//! The store holds one connection per SQLite database, behind an async mutex; a statement, or
+//! a whole transaction, runs on it synchronously, in the task that asked. SQLite answers one of
+//! our statements in microseconds (WAL, `synchronous = NORMAL`: a commit writes to the WAL
+//! without waiting for the disk), far less than handing each statement to a worker thread and
+//! waking the task when it is done, which is what a run spent most of its CPU on with sqlx's
+//! SQLite driver. SQLite takes one writer at a time anyway, so one connection costs no
+//! concurrency on writes; reads wait for the write in progress (microseconds) instead of
+//! running beside it. Prepared statements are cached per connection.
+//!
+//! The cost: a statement that waits (another process holding the write lock, up to
+//! `busy_timeout`; a disk that stalls) blocks its tokio worker thread while it waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+
+use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
+
+/// How long a statement waits for another process's write lock before it fails with
+/// SQLITE_BUSY. WAL lets readers proceed while a run writes; NORMAL is durable enough under WAL
+/// (a power cut may lose the last steps, never corrupt the file).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const PRAGMAS: &str =
+    "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;";
+
+/// A health check waits this long for another process's write lock, and answers within its
+/// 2 s even then.
+const PING_BUSY_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// Statements kept prepared: every statement the store runs, with room for the multi-row
+/// INSERTs of each size a step uses.
+const PREPARED_STATEMENTS: usize = 256;
+
+/// The connection of a SQLite store; `None` once the store is closed.
+pub(crate) struct Lite {
+    connection: Mutex<Option<Connection>>,
+}
+
+impl Lite {
+    pub(crate) fn new(connection: Connection) -> Self {
+        Self {
+            connection: Mutex::new(Some(connection)),
+        }
+    }
+
+    /// The connection, once no other task uses it; `None` when the store was closed. Nothing
+    /// awaits while it is held: every statement runs synchronously.
+    pub(crate) async fn lock(&self) -> Option<MappedMutexGuard<'_, Connection>> {
+        MutexGuard::try_map(self.connection.lock().await, Option::as_mut).ok()
+    }
+
+    /// Closes the connection once the statement in progress is done (SQLite checkpoints the
+    /// WAL into the file as its last connection closes); later calls fail.
+    pub(crate) async fn close(&self) {
+        if let Some(connection) = self.connection.lock().await.take()
+            && let Err((_, error)) = connection.close()
+        {
+            tracing::warn!(%error, "closing the SQLite database failed");
+        }
+    }
+}
+
+/// Where to open, as SQLite's own URI (`file:PATH?mode=rwc`), or the memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Open {
+    Memory,
+    Uri(String),
+}
+
+/// Opens a connection and sets it up: busy timeout, foreign keys, WAL.
+pub(crate) fn open(target: &Open) -> rusqlite::Result<Connection> {
+    let connection = match target {
+        Open::Memory => Connection::open_in_memory()?,
+        Open::Uri(uri) => Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?,
+    };
+    // busy_timeout first, so that switching to WAL waits for a concurrent opener.
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.execute_batch(PRAGMAS)?;
+    connection.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
+    Ok(connection)
+}
+
+/// Runs one statement. The SQL is already in SQLite's dialect (`?N` placeholders).
+pub(crate) fn run(
+    connection: &Connection,
+    query: &Query,
+    fetch: Fetch,
+) -> rusqlite::Result<Outcome> {
+    let mut statement = connection.prepare_cached(&query.sql)?;
+    for (index, param) in query.params.iter().enumerate() {
+        let index = index + 1;
+        match param {
+            Param::Int(value) => statement.raw_bind_parameter(index, value)?,
+            Param::Real(value) => statement.raw_bind_parameter(index, value)?,
+            Param::Text(value) => statement.raw_bind_parameter(index, value)?,
+        }
+    }
+    let returns_rows = statement.column_count() > 0;
+    if fetch == Fetch::Count && !returns_rows {
+        return statement
+            .raw_execute()
+            .map(|count| Outcome::Count(count as u64));
+    }
+    let names: Arc<[String]> = statement
+        .column_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let limit = match fetch {
+        Fetch::Rows(limit) => limit,
+        Fetch::Count => None,
+    };
+    let mut rows = statement.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let cells = (0..names.len())
+            .map(|index| row.get_ref(index).map(cell))
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        out.push(Row::new(names.clone(), cells));
+        if limit.is_some_and(|limit| out.len() >= limit) {
+            break;
+        }
+    }
+    Ok(match fetch {
+        Fetch::Count => Outcome::Count(out.len() as u64),
+        Fetch::Rows(_) => Outcome::Rows(out),
+    })
+}
+
+fn cell(value: ValueRef<'_>) -> Cell {
+    match value {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(value) => Cell::Int(value),
+        ValueRef::Real(value) => Cell::Real(value),
+        ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => Cell::Text(text.to_owned()),
+            // Not text the store wrote: reported as corrupt by the column that reads it.
+            Err(_) => Cell::Blob(bytes.to_vec()),
+        },
+        ValueRef::Blob(bytes) => Cell::Blob(bytes.to_vec()),
+    }
+}
+
+/// Begins a transaction that holds the write lock from its first statement: a deferred one
+/// that read first could fail at once with SQLITE_BUSY when it upgrades while another process
+/// writes. A transaction left open by a failure SQLite did not roll back itself is rolled back
+/// first.
+pub(crate) fn begin(connection: &Connection) -> rusqlite::Result<()> {
+    if !connection.is_autocommit() {
+        rollback(connection);
+    }
+    connection.execute_batch("BEGIN IMMEDIATE")
+}
+
+pub(crate) fn commit(connection: &Connection) -> rusqlite::Result<()> {
+    connection.execute_batch("COMMIT")
+}
+
+/// Rolls back what is open; SQLite may already have (a full disk, an I/O error).
+pub(crate) fn rollback(connection: &Connection) {
+    if connection.is_autocommit() {
+        return;
+    }
+    if let Err(error) = connection.execute_batch("ROLLBACK") {
+        tracing::debug!(%error, "rolling back an abandoned transaction");
+    }
+}
+
+/// Whether the database takes a write: one that changes nothing, committed (the header's
+/// user_version set to what it is). Only a write proves that the file still takes writes (not
+/// read-only, not on a disk too full for the WAL to grow); it costs one page in the WAL.
+pub(crate) fn ping(connection: &Connection) -> rusqlite::Result<()> {
+    connection.busy_timeout(PING_BUSY_TIMEOUT)?;
+    let written = begin(connection).and_then(|()| {
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        connection.execute_batch(&format!("PRAGMA user_version = {version}"))?;
+        commit(connection)
+    });
+    if written.is_err() {
+        rollback(connection);
+    }
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    written
+}
+
+/// SQLite's primary result code of a failed call (the low byte of the extended code).
+pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
+    error
+        .sqlite_error()
+        .map(|failure| failure.extended_code & 0xff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(sql: &str) -> Query {
+        Query::new(sql.to_owned())
+    }
+
+    #[test]
+    fn statements_bind_by_number_and_read_back_every_kind() {
+        let connection = open(&Open::Memory).unwrap();
+        connection
+            .execute_batch("CREATE TABLE t (a BIGINT, b TEXT, c DOUBLE PRECISION)")
+            .unwrap();
+        let insert = query("INSERT INTO t (a, b, c) VALUES (?2, ?1, ?3)")
+            .bind("x")
+            .bind(7_i64)
+            .bind(Option::<f64>::None);
+        let Outcome::Count(changed) = run(&connection, &insert, Fetch::Count).unwrap() else {
+            panic!("an INSERT counts rows");
+        };
+        assert_eq!(changed, 1);
+        let Outcome::Rows(rows) = run(
+            &connection,
+            &query("SELECT a, b, c FROM t"),
+            Fetch::Rows(None),
+        )
+        .unwrap() else {
+            panic!("a SELECT returns rows");
+        };
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].get("a"), Some(&Cell::Int(7)));
+        assert_eq!(rows[0].get("b"), Some(&Cell::Text("x".into())));
+        assert_eq!(rows[0].get("c"), Some(&Cell::Null));
+        assert_eq!(rows[0].get("d"), None);
+    }
+
+    #[test]
+    fn a_transaction_dropped_open_is_rolled_back_before_the_next() {
+        let connection = open(&Open::Memory).unwrap();
+        connection
+            .execute_batch("CREATE TABLE t (a BIGINT)")
+            .unwrap();
+        begin(&connection).unwrap();
+        connection
+            .execute_batch("INSERT INTO t VALUES (1)")
+            .unwrap();
+        // Never committed: the next transaction starts clean.
+        begin(&connection).unwrap();
+        commit(&connection).unwrap();
+        let count: i64 = connection
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(count, 0);
+    }
+
+    #[test]
+    fn failures_keep_sqlite_codes() {
+        let connection = open(&Open::Memory).unwrap();
+        connection
+            .execute_batch("CREATE TABLE t (a BIGINT PRIMARY KEY)")
+            .unwrap();
+        connection
+            .execute_batch("INSERT INTO t VALUES (1)")
+            .unwrap();
+        let error = connection
+            .execute_batch("INSERT INTO t VALUES (1)")
+            .unwrap_err();
+        // SQLITE_CONSTRAINT
+        assert_eq!(primary_code(&error), Some(19));
+    }
+}
