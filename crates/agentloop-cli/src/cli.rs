@@ -29,7 +29,7 @@ macro_rules! env_listen {
 }
 macro_rules! env_log {
     () => {
-        "  AGENTLOOP_LOG     what is logged on stderr (e.g. debug; debug,sqlx=debug adds SQL)"
+        "  AGENTLOOP_LOG     what is logged on stderr (e.g. debug; debug,sql=debug adds SQL)"
     };
 }
 macro_rules! environment {

@@ -52,19 +52,22 @@ fn main() -> ExitCode {
 
 /// Logs go to stderr, quiet by default; `AGENTLOOP_LOG=debug` shows the internals.
 ///
-/// Colours only on a terminal: a log file or a CI log would get escape codes. sqlx logs every
-/// statement at debug level, which drowns what `debug` is asked for; it stays at `warn` (slow
-/// statements, errors) unless the filter names `sqlx` itself (`AGENTLOOP_LOG=debug,sqlx=debug`).
+/// Colours only on a terminal: a log file or a CI log would get escape codes. The store logs
+/// every SQL statement at debug level (target `sql`; sqlx too on PostgreSQL), which drowns what
+/// `debug` is asked for; they stay at `warn` unless the filter names them
+/// (`AGENTLOOP_LOG=debug,sql=debug`).
 fn init_logging() {
     let asked = std::env::var("AGENTLOOP_LOG").unwrap_or_default();
     let mut filter = tracing_subscriber::EnvFilter::try_new(&asked)
         .ok()
         .filter(|_| !asked.trim().is_empty())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
-    if !asked.contains("sqlx")
-        && let Ok(quiet_sql) = "sqlx=warn".parse()
-    {
-        filter = filter.add_directive(quiet_sql);
+    if !asked.contains("sql") {
+        for quiet in ["sql=warn", "sqlx=warn"] {
+            if let Ok(quiet) = quiet.parse() {
+                filter = filter.add_directive(quiet);
+            }
+        }
     }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

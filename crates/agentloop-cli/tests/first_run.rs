@@ -254,7 +254,7 @@ async fn the_debug_log_has_no_colour_off_a_terminal_and_sql_only_when_asked() {
 
     let debug = stderr(&listing("debug").await.unwrap());
     assert!(!debug.contains("SELECT"), "{debug}");
-    let with_sql = stderr(&listing("debug,sqlx=debug").await.unwrap());
+    let with_sql = stderr(&listing("debug,sql=debug").await.unwrap());
     assert!(with_sql.contains("SELECT"), "{with_sql}");
     assert!(!with_sql.contains('\u{1b}'), "colour codes in {with_sql:?}");
 }

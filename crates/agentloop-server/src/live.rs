@@ -151,10 +151,11 @@ impl LiveRun {
     /// Records the end; then, once the store is seen to have it (and with it every event),
     /// lets go of the events. A run that never started, or whose store went away, is not in
     /// the store (yet): its events stay for the followers.
-    async fn finish(&self, outcome: RunOutcome) {
+    async fn finish(&self, outcome: RunOutcome, active: Active) {
         let status = outcome.status;
         self.ended.send_replace(Some(Arc::new(outcome)));
         self.progress.send_modify(|p| p.finished = true);
+        drop(active);
         let Some(store) = &self.store else {
             return;
         };
@@ -279,9 +280,25 @@ impl Drop for Follower {
     }
 }
 
+/// A run being driven: counted as active until dropped.
+struct Active {
+    registry: Arc<LiveRuns>,
+    user: String,
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.registry.ended(&self.user);
+    }
+}
+
 /// The runs of this server.
 pub struct LiveRuns {
     runs: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
+    /// Runs admitted and not finished yet, per user: kept as runs are admitted and end, so
+    /// that neither admitting a run nor counting them walks every run (ended ones linger in
+    /// `runs` for a minute).
+    active: Mutex<HashMap<String, usize>>,
     tasks: TaskTracker,
     max_per_user: usize,
     daily: DailyLimit,
@@ -296,6 +313,7 @@ impl LiveRuns {
     pub fn with_daily_limit(max_per_user: usize, daily: DailyLimit) -> Arc<Self> {
         Arc::new(Self {
             runs: Mutex::new(HashMap::new()),
+            active: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             max_per_user,
             daily,
@@ -338,13 +356,16 @@ impl LiveRuns {
 
     /// Forgets a run that was admitted but never began.
     fn discard(&self, run: &Arc<LiveRun>) {
-        let mut runs = self.lock_runs();
-        if runs
-            .get(&run.id)
-            .is_some_and(|current| Arc::ptr_eq(current, run))
         {
-            runs.remove(&run.id);
+            let mut runs = self.lock_runs();
+            if runs
+                .get(&run.id)
+                .is_some_and(|current| Arc::ptr_eq(current, run))
+            {
+                runs.remove(&run.id);
+            }
         }
+        self.ended(&run.user_id);
     }
 
     /// Drives a paused run that got its answer, like a new run (same limits).
@@ -423,10 +444,8 @@ impl LiveRuns {
         });
         {
             let mut runs = self.lock_runs();
-            let active = runs
-                .values()
-                .filter(|run| run.user_id == user && !run.is_finished())
-                .count();
+            let mut active_per_user = lock(&self.active);
+            let active = active_per_user.get(user).copied().unwrap_or(0);
             if limited && active >= self.max_per_user {
                 let mut error = ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -440,8 +459,20 @@ impl LiveRuns {
                 return Err(error);
             }
             runs.insert(run_id, run.clone());
+            *active_per_user.entry(user.to_owned()).or_default() += 1;
         }
         Ok(run)
+    }
+
+    /// An admitted run has ended (or never began): it no longer counts as active.
+    fn ended(&self, user: &str) {
+        let mut active = lock(&self.active);
+        if let Some(count) = active.get_mut(user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                active.remove(user);
+            }
+        }
     }
 
     /// Runs `drive` for `run` in a tracked task, then keeps the ended run registered a little.
@@ -452,9 +483,14 @@ impl LiveRuns {
     {
         let registry = self.clone();
         self.tasks.spawn(async move {
+            // Counted as ended once marked finished, or should the task end otherwise.
+            let active = Active {
+                registry: registry.clone(),
+                user: run.user_id.clone(),
+            };
             let sink: Arc<dyn EventSink> = run.clone();
             let outcome = drive(run.clone(), sink).await;
-            run.finish(outcome).await;
+            run.finish(outcome, active).await;
             // Not tracked: shutdown need not wait for it.
             tokio::spawn(async move {
                 let linger = tokio::time::sleep(LINGER);
@@ -478,10 +514,7 @@ impl LiveRuns {
 
     /// Runs in progress.
     pub fn active(&self) -> usize {
-        self.lock_runs()
-            .values()
-            .filter(|run| !run.is_finished())
-            .count()
+        lock(&self.active).values().sum()
     }
 
     /// The events all runs hold in memory.

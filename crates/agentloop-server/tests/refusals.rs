@@ -158,6 +158,7 @@ async fn too_many_runs_of_one_user_get_429_with_retry_after() {
         vec![
             Reply::text("slow").with_delay(Duration::from_millis(1500)),
             Reply::text("other user"),
+            Reply::text("again"),
         ],
         "[server]\nmax_runs_per_user = 1\n",
     )
@@ -197,6 +198,23 @@ async fn too_many_runs_of_one_user_get_429_with_retry_after() {
     assert_eq!(other.status(), 200);
     let events = read_sse(first).await;
     assert_eq!(events.last().unwrap().data["status"], "completed");
+    // Once the first run ended, it no longer counts (retried: it is counted out just after
+    // its last event).
+    let again = agentloop_test_support::wait::eventually(
+        "a new run of ann",
+        Duration::from_secs(5),
+        || async {
+            let answer = server
+                .post("/v1/runs", &ann)
+                .json(&json!({"query": "four", "stream": false}))
+                .send()
+                .await
+                .unwrap();
+            (answer.status() != 429).then_some(answer)
+        },
+    )
+    .await;
+    assert_eq!(again.status(), 200);
     server.shutdown().await;
 }
 

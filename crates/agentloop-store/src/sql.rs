@@ -218,6 +218,9 @@ impl Query {
     }
 
     async fn run(self, on: On<'_, '_>, fetch: Fetch) -> Result<Outcome, StoreError> {
+        // `AGENTLOOP_LOG=debug,sql=debug` shows every statement (the CLI keeps it quiet unless
+        // the filter names it).
+        tracing::debug!(target: "sql", parameters = self.params.len(), "{}", self.sql);
         match on {
             On::Db(db) => match &db.engine {
                 // Run at once on the store's connection: no thread to hand the statement to.
