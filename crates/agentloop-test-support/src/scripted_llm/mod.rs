@@ -303,7 +303,8 @@ async fn chat_completions(
             "scripted LLM: the script has no reply left for this request",
         );
     };
-    if let Some(delay) = reply.delay {
+    // A zero delay is no delay: tokio's timer would still wait for its next tick (up to 1 ms).
+    if let Some(delay) = reply.delay.filter(|delay| !delay.is_zero()) {
         tokio::time::sleep(delay).await;
     }
     let answer = Answer {
