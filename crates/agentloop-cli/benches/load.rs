@@ -29,7 +29,8 @@
 //! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 1000 --runs 200
 //! ```
 //!
-//! Without `--bench` (`cargo test --benches`) it runs one small wave, to check that it works.
+//! Without `--bench` (under `cargo test`, which runs this bench as a test: `test = true`) it
+//! runs one small wave of that work, 20 runs at once at 50 ms, to check that it works.
 //!
 //! `--soak SECONDS [--concurrency C]` keeps one server under steady load for that long (see
 //! `load/soak.rs`): throughput, latency, RSS and CPU every 30 s, and the server must end healthy.
@@ -160,6 +161,8 @@ fn options() -> Options {
             sequential: false,
         }
     } else {
+        // Under `cargo test`: the performance issue's work (2 tool calls, JSON answers, the
+        // LLM not streaming), one small wave, to prove the bench runs; figures printed only.
         Options {
             waves: vec![20],
             latency: Duration::from_millis(50),
@@ -168,7 +171,10 @@ fn options() -> Options {
             memory: None,
             soak: None,
             chaos: None,
-            work: Work::default(),
+            work: Work {
+                tool_calls: 2,
+                stream: false,
+            },
             sequential: false,
         }
     };
@@ -234,6 +240,8 @@ fn options() -> Options {
                 chaos.kill_every = Duration::from_secs_f64(seconds);
             }
             "--bench" => {}
+            // Under `cargo test`, what is meant for the test harness (a filter, --nocapture).
+            other if !benchmarking => eprintln!("load bench: ignoring {other:?}"),
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
                  sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential, \
