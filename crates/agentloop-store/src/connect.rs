@@ -13,7 +13,7 @@ use crate::config::unsupported_url_message;
 use crate::db::{Db, DbFile, Engine};
 use crate::dialect::Backend;
 use crate::errors::from_migrate;
-use crate::sqlite::{self, Lite, Open};
+use crate::sqlite::{self, Checkpointer, Lite, Open};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -205,7 +205,11 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
                 Open::Uri(target.url.clone())
             };
             let connection = sqlite::open(&open).map_err(|error| target.cannot_connect(error))?;
-            Engine::Sqlite(Lite::new(connection))
+            let checkpointer = match &open {
+                Open::Memory => None,
+                Open::Uri(uri) => Checkpointer::start(uri),
+            };
+            Engine::Sqlite(Lite::new(connection, checkpointer))
         }
         Backend::Postgres => {
             probe(&target).await?;
