@@ -1,6 +1,7 @@
 //! One step of a run, written in one transaction: a reader sees all of it or none of it, and the
 //! step's events are emitted only once it is stored.
 
+use agentloop_core::protocol::Role;
 use agentloop_core::{StepRecord, StoreError};
 
 use crate::columns::{millis, now};
@@ -8,6 +9,19 @@ use crate::db::Db;
 use crate::messages::MessageRow;
 use crate::outputs::SharedOutputs;
 use crate::{durable, events, locks, messages, records, runs};
+
+/// Whether a step moves its session's `updated_at`: when it brings a user's message (the
+/// question, a steering message) or ends or pauses its run with messages. The steps between
+/// (replies, tool results) leave it: the session row and its two indexes on `updated_at` would
+/// otherwise be written again in every step, a third of the pages a step writes.
+fn touches_session(step: &StepRecord) -> bool {
+    !step.messages.is_empty()
+        && (step.end.is_some()
+            || step
+                .messages
+                .iter()
+                .any(|message| message.message.role == Role::User))
+}
 
 pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
@@ -48,6 +62,8 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     shared.insert(db, &mut tx, &run_id).await?;
     if !message_rows.is_empty() {
         messages::insert(db, &mut tx, &message_rows).await?;
+    }
+    if touches_session(step) {
         // Never backwards, should another process's clock be behind ours.
         db.query(
             "UPDATE sessions SET updated_at = CASE WHEN updated_at < $2 THEN $2 \

@@ -44,6 +44,7 @@ macro_rules! suite_tests {
             lists_sessions_newest_first_filtered_and_limited,
             pages_of_sessions_hold_every_session_once,
             counts_the_messages_of_a_session,
+            a_session_is_updated_by_its_questions_and_the_end_of_its_runs,
             deletes_a_session_with_everything_it_owns,
             deleting_an_unknown_session_reports_false,
             messages_keep_their_order_and_every_field,

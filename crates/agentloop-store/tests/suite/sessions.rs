@@ -211,3 +211,68 @@ pub async fn deleting_an_unknown_session_reports_false(fixture: &Fixture) {
     assert!(fixture.store.delete_session(session_id).await.unwrap());
     assert!(!fixture.store.delete_session(session_id).await.unwrap());
 }
+
+/// A session's `updated_at` moves with a user's message and with the end of its run, not with
+/// every step between (each would write the session row and its two indexes again).
+pub async fn a_session_is_updated_by_its_questions_and_the_end_of_its_runs(fixture: &Fixture) {
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let updated = || async {
+        fixture
+            .store
+            .session(session_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .updated_at
+    };
+    let created = updated().await;
+
+    fixture.clock.advance(std::time::Duration::from_secs(10));
+    save_messages(
+        fixture,
+        run_id,
+        session_id,
+        &[question(session_id, run_id, "Why?")],
+    )
+    .await;
+    let asked = updated().await;
+    assert!(asked > created, "{asked} after {created}");
+
+    fixture.clock.advance(std::time::Duration::from_secs(10));
+    save_messages(
+        fixture,
+        run_id,
+        session_id,
+        &[
+            tool_call(session_id, run_id, "call_1"),
+            tool_result(session_id, run_id, "call_1"),
+        ],
+    )
+    .await;
+    assert_eq!(updated().await, asked);
+
+    fixture.clock.advance(std::time::Duration::from_secs(10));
+    let reply = answer(session_id, run_id, "Because.");
+    let last = StepRecord {
+        end: Some(completed(Some(reply.id))),
+        messages: vec![reply],
+        ..step(run_id, session_id)
+    };
+    fixture.store.save_step(&last).await.unwrap();
+    let ended = updated().await;
+    assert!(ended > asked, "{ended} after {asked}");
+    // Listed first among alice's sessions from then on.
+    let other = session(fixture, "alice").await;
+    fixture
+        .execute(&format!(
+            "UPDATE sessions SET updated_at = 0 WHERE id = '{other}'"
+        ))
+        .await;
+    let listed = fixture
+        .store
+        .list_sessions(Some("alice"), 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.first().map(|info| info.id), Some(session_id));
+}
