@@ -8,7 +8,6 @@
 use agentloop_core::StoreError;
 use sqlx::error::DatabaseError;
 use sqlx::migrate::MigrateError;
-use sqlx::sqlite::SqliteError;
 
 use crate::connect::ACQUIRE_TIMEOUT;
 
@@ -67,12 +66,9 @@ pub(crate) fn from_sqlite(error: rusqlite::Error, location: &str) -> StoreError 
     }
 }
 
+/// sqlx serves PostgreSQL only (SQLite's errors come from rusqlite: [`from_sqlite`]).
 fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
     let code = error.code()?;
-    if error.try_downcast_ref::<SqliteError>().is_some() {
-        // Extended result codes: the primary code is the low byte.
-        return sqlite_advice(code.parse::<i32>().ok()? & 0xff);
-    }
     // PostgreSQL SQLSTATE classes: 08 connection exception, 53 insufficient resources (disk,
     // memory, connections), 57 operator intervention (shutdown, statement timeout), 58 system
     // error (I/O).

@@ -15,7 +15,7 @@ use tokio::sync::broadcast;
 use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
-/// The PostgreSQL channel of the news.
+/// The PostgreSQL channel of the news (the trigger of migration 10 notifies on it).
 pub(crate) const CHANNEL: &str = "agentloop_runs";
 
 /// News kept for a follower that lags; one that falls further behind reads the store anyway.

@@ -75,15 +75,9 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         .await?;
     }
     records::upsert(db, &mut tx, &run_id, &record_rows).await?;
+    // On PostgreSQL, inserting events also notifies the followers of every instance, when the
+    // step commits (a trigger: migration 10).
     events::insert(db, &mut tx, &run_id, &event_rows).await?;
-    if db.backend == crate::dialect::Backend::Postgres && !event_rows.is_empty() {
-        // Delivered when the step commits, to the followers of every instance.
-        db.query("SELECT pg_notify($1, $2)")
-            .bind(crate::notices::CHANNEL)
-            .bind(run_id.as_str())
-            .execute(&mut tx)
-            .await?;
-    }
     match &step.end {
         Some(end) if end.status.is_final() => {
             locks::release(db, &mut tx, &session_id, &run_id).await?;

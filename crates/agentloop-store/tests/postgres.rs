@@ -40,7 +40,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "6 durable runs",
             "7 run costs",
             "8 run trace",
-            "9 tool costs"
+            "9 tool costs",
+            "10 notify by trigger"
         ]
     );
     let name = schema.name().to_string();
@@ -342,7 +343,8 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
 }
 
 /// A step saved through one store (one instance) is news to a follower of another store on the
-/// same database: `NOTIFY` in the step's transaction, `LISTEN` in the follower's store.
+/// same database: `NOTIFY` by the trigger on `run_events`, in the step's transaction; `LISTEN`
+/// in the follower's store.
 #[tokio::test]
 async fn a_step_saved_by_another_instance_is_news_to_this_one() {
     let schema = TestSchema::create().await;
