@@ -36,6 +36,7 @@ mod runs;
 mod sessions;
 mod sql;
 mod sqlite;
+mod sqlite_tx;
 mod step;
 mod store;
 mod text;

@@ -252,3 +252,91 @@ async fn postgres_statements_are_bounded_unless_the_url_says_otherwise() {
     store.close().await;
     schema.drop_schema().await;
 }
+
+/// Steps saved while others wait for the connection share one transaction and one COMMIT, and
+/// one step that fails in the group undoes only its own work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_saved_at_once_share_a_commit_and_a_failure_stays_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
+    let store = std::sync::Arc::new(SqlStore::connect(&url).await.unwrap());
+    let mut runs = Vec::new();
+    for n in 0..9 {
+        let session_id = Uuid::new_v4();
+        store
+            .create_session(&NewSession {
+                id: session_id,
+                user_id: "alice".into(),
+                title: format!("group {n}"),
+            })
+            .await
+            .unwrap();
+        let run_id = Uuid::new_v4();
+        store.start_run(&new_run(session_id, run_id)).await.unwrap();
+        runs.push((session_id, run_id));
+    }
+    let crate::db::Engine::Sqlite(lite) = &store.db.engine else {
+        panic!("a SQLite store");
+    };
+    let groups_before = lite.groups_opened().await;
+
+    // Every step waits for the connection, held here, so that they all queue.
+    let held = lite.acquire().await;
+    let mut saves = Vec::new();
+    for (n, &(session_id, run_id)) in runs.iter().enumerate() {
+        let store = store.clone();
+        let texts = vec![format!("step of run {n}")];
+        saves.push(tokio::spawn(async move {
+            store.save_step(&step(session_id, run_id, 1, texts)).await
+        }));
+    }
+    let waiting = |count: usize| {
+        agentloop_test_support::wait::eventually(
+            "the steps waiting",
+            std::time::Duration::from_secs(10),
+            move || async move { (lite.waiting() == count).then_some(()) },
+        )
+    };
+    waiting(9).await;
+    // And, last in line, a step of a run that does not exist: it fails inside the group.
+    let stray = {
+        let store = store.clone();
+        let (session_id, _) = runs[0];
+        tokio::spawn(async move {
+            store
+                .save_step(&step(session_id, Uuid::new_v4(), 1, vec!["lost".into()]))
+                .await
+        })
+    };
+    waiting(10).await;
+    drop(held);
+
+    for save in saves {
+        save.await.unwrap().unwrap();
+    }
+    let error = stray.await.unwrap().unwrap_err();
+    assert!(matches!(error, StoreError::NotFound(_)), "{error:?}");
+    for &(session_id, run_id) in &runs {
+        assert_eq!(store.run(run_id).await.unwrap().unwrap().iterations, 1);
+        assert_eq!(store.messages(session_id).await.unwrap().len(), 1);
+    }
+    // One group for the ten steps (tokio's mutex serves waiters in order: each step joins the
+    // transaction the first one opened, and the first commits it for all when its turn comes
+    // again).
+    assert_eq!(lite.groups_opened().await - groups_before, 1);
+}
+
+fn new_run(session_id: Uuid, run_id: Uuid) -> NewRun {
+    NewRun {
+        id: run_id,
+        session_id,
+        user_id: "alice".into(),
+        query: "q".into(),
+        model: None,
+        save_chat: true,
+        context: serde_json::Value::Null,
+        started_at: now(),
+        owner: None,
+        traceparent: None,
+    }
+}
