@@ -209,7 +209,7 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
                 Open::Memory => None,
                 Open::Uri(uri) => Checkpointer::start(uri),
             };
-            Engine::Sqlite(Box::new(Lite::new(connection, checkpointer)))
+            Engine::Sqlite(Lite::new(connection, checkpointer))
         }
         Backend::Postgres => {
             probe(&target).await?;

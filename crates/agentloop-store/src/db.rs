@@ -11,8 +11,6 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Executor, PgPool, Postgres};
 use tokio::sync::MappedMutexGuard;
 
-use crate::sqlite_tx::{CommitError, SqliteTx};
-
 use crate::columns::Cells;
 use crate::dialect::Backend;
 use crate::sql::{Query, Row};
@@ -22,7 +20,7 @@ use crate::text;
 /// What runs the statements.
 pub(crate) enum Engine {
     /// One connection, used in the calling task (see `sqlite.rs`).
-    Sqlite(Box<Lite>),
+    Sqlite(Lite),
     Postgres(PgPool),
 }
 
@@ -67,25 +65,11 @@ impl Db {
     /// the database ended the transaction by itself, so its ROLLBACK fails and the connection
     /// goes back to the pool "inside" a transaction. [`Tx`] owns the end of the transaction.
     pub(crate) async fn begin(&self) -> Result<Tx<'_>, StoreError> {
-        self.begin_as(false).await
-    }
-
-    /// The transaction of a run's step: on SQLite it may share one COMMIT with the steps of
-    /// other runs saved at the same moment (`sqlite_tx.rs`); it is committed when
-    /// [`Tx::commit`] returns, as any other.
-    pub(crate) async fn begin_step(&self) -> Result<Tx<'_>, StoreError> {
-        self.begin_as(true).await
-    }
-
-    async fn begin_as(&self, step: bool) -> Result<Tx<'_>, StoreError> {
         let connection = match &self.engine {
             Engine::Sqlite(lite) => {
-                let begun = if step {
-                    SqliteTx::begin_step(lite).await
-                } else {
-                    SqliteTx::begin(lite).await
-                };
-                TxConnection::Sqlite(begun.map_err(|error| self.commit_error(error))?)
+                let connection = self.sqlite(lite).await?;
+                sqlite::begin(&connection).map_err(|error| self.sqlite_error(error))?;
+                TxConnection::Sqlite(connection)
             }
             Engine::Postgres(pool) => {
                 let mut connection = pool.acquire().await.map_err(|error| self.error(error))?;
@@ -103,31 +87,17 @@ impl Db {
         })
     }
 
-    pub(crate) fn commit_error(&self, error: CommitError) -> StoreError {
-        match error {
-            CommitError::Sqlite(error) => self.sqlite_error(error),
-            CommitError::Group(failure) => StoreError::unavailable(format!(
-                "the database at {} is unavailable: {failure}; check free disk space and the \
-                 system log for disk errors",
-                self.location
-            )),
-            CommitError::Closed => self.closed(),
-        }
-    }
-
-    fn closed(&self) -> StoreError {
-        StoreError::unavailable(format!(
-            "the database at {} is unavailable: the store was closed (agentloop is stopping)",
-            self.location
-        ))
-    }
-
     /// The connection of a SQLite store, or the error that it was closed.
     pub(crate) async fn sqlite<'l>(
         &self,
         lite: &'l Lite,
     ) -> Result<MappedMutexGuard<'l, Connection>, StoreError> {
-        lite.lock().await.ok_or_else(|| self.closed())
+        lite.lock().await.ok_or_else(|| {
+            StoreError::unavailable(format!(
+                "the database at {} is unavailable: the store was closed (agentloop is stopping)",
+                self.location
+            ))
+        })
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
@@ -172,10 +142,8 @@ pub(crate) fn changed(count: &u64) -> bool {
 
 /// The connection a transaction holds.
 pub(crate) enum TxConnection<'d> {
-    Sqlite(SqliteTx<'d>),
+    Sqlite(MappedMutexGuard<'d, Connection>),
     Postgres(PoolConnection<Postgres>),
-    /// Committed.
-    Ended,
 }
 
 /// A transaction begun by [`Db::begin`]. Statements run on it with `&mut tx`; it ends with
@@ -192,22 +160,19 @@ pub(crate) struct Tx<'d> {
 
 impl Tx<'_> {
     pub(crate) async fn commit(mut self) -> Result<(), StoreError> {
-        let db = self.db;
-        // Whatever happens now, the transaction ends here (on SQLite its own Drop undoes what
-        // a failed commit left).
-        self.open = false;
-        let connection = std::mem::replace(&mut self.connection, TxConnection::Ended);
-        match connection {
-            TxConnection::Sqlite(tx) => tx.commit().await.map_err(|error| db.commit_error(error)),
-            TxConnection::Postgres(mut connection) => {
-                if let Err(error) = connection.execute("COMMIT").await {
-                    connection.close_on_drop();
-                    return Err(db.error(error));
-                }
-                Ok(())
+        match &mut self.connection {
+            TxConnection::Sqlite(connection) => {
+                sqlite::commit(connection).map_err(|error| self.db.sqlite_error(error))?;
             }
-            TxConnection::Ended => Err(db.closed()),
+            TxConnection::Postgres(connection) => {
+                connection
+                    .execute("COMMIT")
+                    .await
+                    .map_err(|error| self.db.error(error))?;
+            }
         }
+        self.open = false;
+        Ok(())
     }
 }
 
@@ -216,9 +181,9 @@ impl Drop for Tx<'_> {
         if !self.open {
             return;
         }
-        // SQLite's transaction undoes its own work when dropped.
-        if let TxConnection::Postgres(connection) = &mut self.connection {
-            connection.close_on_drop();
+        match &mut self.connection {
+            TxConnection::Sqlite(connection) => sqlite::rollback(connection),
+            TxConnection::Postgres(connection) => connection.close_on_drop(),
         }
     }
 }

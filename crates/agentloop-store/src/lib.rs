@@ -36,7 +36,6 @@ mod runs;
 mod sessions;
 mod sql;
 mod sqlite;
-mod sqlite_tx;
 mod step;
 mod store;
 mod text;

@@ -235,19 +235,13 @@ impl Query {
             On::Tx(tx) => {
                 let db = tx.db;
                 match &mut tx.connection {
-                    TxConnection::Sqlite(tx) => {
-                        let connection = tx.connection().map_err(|error| db.commit_error(error))?;
-                        sqlite::run(connection, &self, fetch)
-                            .map_err(|error| db.sqlite_error(error))
-                    }
+                    TxConnection::Sqlite(connection) => sqlite::run(connection, &self, fetch)
+                        .map_err(|error| db.sqlite_error(error)),
                     TxConnection::Postgres(connection) => {
                         postgres::run(&self, fetch, &mut **connection)
                             .await
                             .map_err(|error| db.error(error))
                     }
-                    TxConnection::Ended => Err(StoreError::query(
-                        "a statement after its transaction was committed",
-                    )),
                 }
             }
         }

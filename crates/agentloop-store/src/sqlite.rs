@@ -12,7 +12,6 @@
 //! The cost: a statement that waits (another process holding the write lock, up to
 //! `busy_timeout`; a disk that stalls) blocks its tokio worker thread while it waits.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -21,7 +20,6 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
-use crate::sqlite_tx::Inner;
 
 /// How long a statement waits for another process's write lock before it fails with
 /// SQLITE_BUSY. WAL lets readers proceed while a run writes; NORMAL is durable enough under WAL
@@ -45,11 +43,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 /// (64 MiB), should the checkpointer fall behind; SQLite's default is 1,000 pages.
 const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 
-/// The connection of a SQLite store, and the transaction its steps share (see `sqlite_tx.rs`).
+/// The connection of a SQLite store; `None` once the store is closed.
 pub(crate) struct Lite {
-    inner: Mutex<Inner>,
-    /// Tasks waiting for `inner`: a step commits at once only when nobody waits.
-    queued: AtomicUsize,
+    connection: Mutex<Option<Connection>>,
     checkpointer: std::sync::Mutex<Option<Checkpointer>>,
 }
 
@@ -64,49 +60,15 @@ impl Lite {
             tracing::debug!(%error, "cannot raise wal_autocheckpoint");
         }
         Self {
-            inner: Mutex::new(Inner::new(connection)),
-            queued: AtomicUsize::new(0),
+            connection: Mutex::new(Some(connection)),
             checkpointer: std::sync::Mutex::new(checkpointer),
         }
     }
 
-    /// `inner`, once no other task holds it; counted in `queued` while waiting (a dropped wait
-    /// too).
-    pub(crate) async fn acquire(&self) -> MutexGuard<'_, Inner> {
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.queued.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(&self.queued);
-        self.inner.lock().await
-    }
-
-    /// Whether another task waits for the connection.
-    pub(crate) fn contended(&self) -> bool {
-        self.waiting() > 0
-    }
-
-    /// How many tasks wait for the connection.
-    pub(crate) fn waiting(&self) -> usize {
-        self.queued.load(Ordering::SeqCst)
-    }
-
-    /// How many groups of steps were opened so far (see `sqlite_tx.rs`).
-    #[cfg(test)]
-    pub(crate) async fn groups_opened(&self) -> u64 {
-        self.inner.lock().await.groups_opened()
-    }
-
-    /// The connection for anything but a step, once no other task uses it, with the steps'
-    /// shared transaction committed first; `None` when the store was closed. Nothing awaits
-    /// while it is held: every statement runs synchronously.
+    /// The connection, once no other task uses it; `None` when the store was closed. Nothing
+    /// awaits while it is held: every statement runs synchronously.
     pub(crate) async fn lock(&self) -> Option<MappedMutexGuard<'_, Connection>> {
-        let mut inner = self.acquire().await;
-        inner.commit_group();
-        MutexGuard::try_map(inner, |inner| inner.connection.as_mut()).ok()
+        MutexGuard::try_map(self.connection.lock().await, Option::as_mut).ok()
     }
 
     /// Closes the connection once the statement in progress is done (SQLite checkpoints the
@@ -115,9 +77,7 @@ impl Lite {
         if let Ok(mut checkpointer) = self.checkpointer.lock() {
             checkpointer.take();
         }
-        let mut inner = self.acquire().await;
-        inner.commit_group();
-        if let Some(connection) = inner.connection.take()
+        if let Some(connection) = self.connection.lock().await.take()
             && let Err((_, error)) = connection.close()
         {
             tracing::warn!(%error, "closing the SQLite database failed");
@@ -370,8 +330,8 @@ mod tests {
         let size = || std::fs::metadata(&path).unwrap().len();
         let before = size();
         {
-            let inner = lite.inner.try_lock().unwrap();
-            let connection = inner.connection.as_ref().unwrap();
+            let connection = lite.connection.try_lock().unwrap();
+            let connection = connection.as_ref().unwrap();
             let pages: i64 = connection
                 .query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))
                 .unwrap();

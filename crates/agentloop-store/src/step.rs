@@ -38,7 +38,7 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     let run_id = step.run_id.to_string();
     let session_id = step.session_id.to_string();
 
-    let mut tx = db.begin_step().await?;
+    let mut tx = db.begin().await?;
     // The run first: a step of an unknown run fails with NotFound before anything is written.
     let progress = runs::Progress {
         progress: &step.progress,
