@@ -114,15 +114,12 @@ impl Db {
         if let Some(file) = &self.file {
             file.check()?;
         }
-        match self.backend {
-            Backend::Postgres => self.query("SELECT 1").execute(self).await.map(drop),
-            Backend::Sqlite => match &self.engine {
-                Engine::Sqlite(lite) => {
-                    let connection = self.sqlite(lite).await?;
-                    sqlite::ping(&connection).map_err(|error| self.sqlite_error(error))
-                }
-                Engine::Postgres(_) => Ok(()),
-            },
+        match &self.engine {
+            Engine::Postgres(_) => self.query("SELECT 1").execute(self).await.map(drop),
+            Engine::Sqlite(lite) => {
+                let connection = self.sqlite(lite).await?;
+                sqlite::ping(&connection).map_err(|error| self.sqlite_error(error))
+            }
         }
     }
 

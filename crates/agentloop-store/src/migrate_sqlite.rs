@@ -7,7 +7,7 @@
 //! (dirty), an applied migration this build does not know means a newer agentloop, and one
 //! whose checksum differs means another release's schema.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use agentloop_core::StoreError;
@@ -57,8 +57,7 @@ pub(crate) fn run(
 ) -> Result<Vec<String>, Failure> {
     // The write lock is taken by the first transaction, so two processes opening an empty
     // database at once do not both create the table.
-    crate::sqlite::begin(connection)?;
-    let applied = (|| {
+    let applied = crate::sqlite::transaction(connection, || {
         connection.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (\
                  version BIGINT PRIMARY KEY, \
@@ -78,15 +77,7 @@ pub(crate) fn run(
             ))
         })?;
         rows.collect::<Result<Vec<_>, _>>()
-    })();
-    let applied = match applied {
-        Ok(applied) => applied,
-        Err(error) => {
-            crate::sqlite::rollback(connection);
-            return Err(error.into());
-        }
-    };
-    crate::sqlite::commit(connection)?;
+    })?;
 
     if let Some((version, ..)) = applied.iter().filter(|(.., success)| !success).min() {
         return Err(Failure::Refused(MigrateError::Dirty(*version)));
@@ -96,49 +87,38 @@ pub(crate) fn run(
         .filter(|migration| !migration.migration_type.is_down_migration())
         .map(|migration| (migration.version, migration.checksum.as_ref()))
         .collect();
-    let mut done = HashMap::new();
     for (version, checksum, _) in &applied {
         match known.get(version) {
             None => return Err(Failure::Refused(MigrateError::VersionMissing(*version))),
             Some(known) if *known != checksum.as_slice() => {
                 return Err(Failure::Refused(MigrateError::VersionMismatch(*version)));
             }
-            Some(_) => {
-                done.insert(*version, ());
-            }
+            Some(_) => {}
         }
     }
+    let done: HashSet<i64> = applied.iter().map(|(version, ..)| *version).collect();
 
     let mut now_applied = Vec::new();
     for migration in migrator.iter() {
-        if migration.migration_type.is_down_migration() || done.contains_key(&migration.version) {
+        if migration.migration_type.is_down_migration() || done.contains(&migration.version) {
             continue;
         }
         let started = Instant::now();
-        crate::sqlite::begin(connection)?;
-        let applied = connection
-            .execute_batch(migration.sql.as_str())
-            .and_then(|()| {
-                connection.execute(
-                    &format!(
-                        "INSERT INTO {table} (version, description, success, checksum, \
-                         execution_time) VALUES (?1, ?2, TRUE, ?3, ?4)"
-                    ),
-                    params![
-                        migration.version,
-                        migration.description.as_ref(),
-                        migration.checksum.as_ref(),
-                        i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX),
-                    ],
-                )
-            });
-        match applied {
-            Ok(_) => crate::sqlite::commit(connection)?,
-            Err(error) => {
-                crate::sqlite::rollback(connection);
-                return Err(error.into());
-            }
-        }
+        crate::sqlite::transaction(connection, || {
+            connection.execute_batch(migration.sql.as_str())?;
+            connection.execute(
+                &format!(
+                    "INSERT INTO {table} (version, description, success, checksum, \
+                     execution_time) VALUES (?1, ?2, TRUE, ?3, ?4)"
+                ),
+                params![
+                    migration.version,
+                    migration.description.as_ref(),
+                    migration.checksum.as_ref(),
+                    i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX),
+                ],
+            )
+        })?;
         now_applied.push(format!("{} {}", migration.version, migration.description));
     }
     Ok(now_applied)

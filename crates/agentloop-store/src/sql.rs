@@ -200,10 +200,7 @@ impl Query {
         self,
         on: impl Into<On<'a, 'd>>,
     ) -> Result<Option<Row>, StoreError> {
-        match self.run(on.into(), Fetch::Rows(Some(1))).await? {
-            Outcome::Rows(rows) => Ok(rows.into_iter().next()),
-            Outcome::Count(_) => Ok(None),
-        }
+        self.first(on.into()).await
     }
 
     /// The one row a statement such as `SELECT COUNT(*)` always returns.
@@ -211,13 +208,19 @@ impl Query {
         self,
         on: impl Into<On<'a, 'd>>,
     ) -> Result<Row, StoreError> {
-        let sql = self.sql.clone();
-        self.fetch_optional(on)
+        self.first(on.into())
             .await?
-            .ok_or_else(|| StoreError::query(format!("no row came back from {sql}")))
+            .ok_or_else(|| StoreError::query(format!("no row came back from {}", self.sql)))
     }
 
-    async fn run(self, on: On<'_, '_>, fetch: Fetch) -> Result<Outcome, StoreError> {
+    async fn first(&self, on: On<'_, '_>) -> Result<Option<Row>, StoreError> {
+        match self.run(on, Fetch::Rows(Some(1))).await? {
+            Outcome::Rows(rows) => Ok(rows.into_iter().next()),
+            Outcome::Count(_) => Ok(None),
+        }
+    }
+
+    async fn run(&self, on: On<'_, '_>, fetch: Fetch) -> Result<Outcome, StoreError> {
         // `AGENTLOOP_LOG=debug,sql=debug` shows every statement (the CLI keeps it quiet unless
         // the filter names it).
         tracing::debug!(target: "sql", parameters = self.params.len(), "{}", self.sql);
@@ -226,19 +229,20 @@ impl Query {
                 // Run at once on the store's connection: no thread to hand the statement to.
                 Engine::Sqlite(lite) => {
                     let connection = db.sqlite(lite).await?;
-                    sqlite::run(&connection, &self, fetch).map_err(|error| db.sqlite_error(error))
+                    sqlite::run(&connection, self, fetch).map_err(|error| db.sqlite_error(error))
                 }
-                Engine::Postgres(pool) => postgres::run(&self, fetch, pool)
+                Engine::Postgres(pool) => postgres::run(self, fetch, pool)
                     .await
                     .map_err(|error| db.error(error)),
             },
             On::Tx(tx) => {
                 let db = tx.db;
                 match &mut tx.connection {
-                    TxConnection::Sqlite(connection) => sqlite::run(connection, &self, fetch)
-                        .map_err(|error| db.sqlite_error(error)),
+                    TxConnection::Sqlite(connection) => {
+                        sqlite::run(connection, self, fetch).map_err(|error| db.sqlite_error(error))
+                    }
                     TxConnection::Postgres(connection) => {
-                        postgres::run(&self, fetch, &mut **connection)
+                        postgres::run(self, fetch, &mut **connection)
                             .await
                             .map_err(|error| db.error(error))
                     }

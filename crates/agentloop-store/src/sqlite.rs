@@ -230,6 +230,20 @@ pub(crate) fn commit(connection: &Connection) -> rusqlite::Result<()> {
     connection.execute_batch("COMMIT")
 }
 
+/// Runs `work` in a transaction of its own (see [`begin`]): committed when it succeeds, rolled
+/// back when it or the commit fails.
+pub(crate) fn transaction<T>(
+    connection: &Connection,
+    work: impl FnOnce() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    begin(connection)?;
+    let done = work().and_then(|value| commit(connection).map(|()| value));
+    if done.is_err() {
+        rollback(connection);
+    }
+    done
+}
+
 /// Rolls back what is open; SQLite may already have (a full disk, an I/O error).
 pub(crate) fn rollback(connection: &Connection) {
     if connection.is_autocommit() {
@@ -245,14 +259,10 @@ pub(crate) fn rollback(connection: &Connection) {
 /// read-only, not on a disk too full for the WAL to grow); it costs one page in the WAL.
 pub(crate) fn ping(connection: &Connection) -> rusqlite::Result<()> {
     connection.busy_timeout(PING_BUSY_TIMEOUT)?;
-    let written = begin(connection).and_then(|()| {
+    let written = transaction(connection, || {
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        connection.execute_batch(&format!("PRAGMA user_version = {version}"))?;
-        commit(connection)
+        connection.execute_batch(&format!("PRAGMA user_version = {version}"))
     });
-    if written.is_err() {
-        rollback(connection);
-    }
     connection.busy_timeout(BUSY_TIMEOUT)?;
     written
 }
