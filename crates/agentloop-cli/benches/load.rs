@@ -834,7 +834,8 @@ async fn main() {
         .trim()
         .to_string();
     if let Some(settings) = &options.soak {
-        let (failed, healthy) = soak::soak(settings, dir.path(), &key, options.latency).await;
+        let (failed, healthy) =
+            soak::soak(settings, dir.path(), &key, options.latency, options.work).await;
         drop(llm);
         if failed > 0 || !healthy {
             eprintln!("{failed} runs failed; the server ended healthy: {healthy}");

@@ -14,13 +14,21 @@ pub struct Settings {
 }
 
 /// Runs the soak; returns how many runs failed, and whether the server ended healthy.
-pub async fn soak(settings: &Settings, dir: &Path, key: &str, latency: Duration) -> (usize, bool) {
+/// `work` is what the scripted LLM was started for (`--tool-calls`, `--no-stream`).
+pub async fn soak(
+    settings: &Settings,
+    dir: &Path,
+    key: &str,
+    latency: Duration,
+    work: Work,
+) -> (usize, bool) {
     println!(
         "agentloop serve, soak: {} s of steady load, {} runs in flight at all times, LLM latency \
-         {} per call, one MCP tool call per run",
+         {} per call, {} MCP tool call(s) per run",
         settings.duration.as_secs(),
         settings.concurrency,
-        millis(latency)
+        millis(latency),
+        work.tool_calls
     );
     let server = Server::start(dir);
     let client = http_client();
@@ -48,7 +56,7 @@ pub async fn soak(settings: &Settings, dir: &Path, key: &str, latency: Duration)
                 address.clone(),
                 key.to_string(),
                 next,
-                Work::default(),
+                work,
             ));
         }
         let Some(report) = tokio::time::timeout(Duration::from_millis(200), in_flight.next())
