@@ -78,9 +78,9 @@ pub use settings::{
 pub use steering::{SteerError, SteeringBoard};
 pub use step_writer::Persistence;
 pub use store::{
-    ApiKeyInfo, Checkpoint, ErrorSource, Instance, InstanceKind, KeyStore, NewApiKey, NewRun,
-    NewSession, OrphanRun, RunEnd, SESSION_LEASE, SavedRun, SessionCursor, SessionLock, StepRecord,
-    Store, StoreError,
+    ApiKeyInfo, Checkpoint, ErrorSource, Instance, InstanceKind, KeyStore, MissingSession,
+    NewApiKey, NewRun, NewSession, OrphanRun, RunBegin, RunEnd, RunStart, SESSION_LEASE, SavedRun,
+    SessionCursor, SessionLock, StepRecord, Store, StoreError,
 };
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};

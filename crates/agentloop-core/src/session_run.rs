@@ -16,7 +16,9 @@ use crate::{
     machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState},
     policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::Persistence,
-    store::{NewRun, NewSession, SESSION_LEASE, SessionLock, Store, StoreError},
+    store::{
+        MissingSession, NewRun, NewSession, RunBegin, RunStart, SESSION_LEASE, Store, StoreError,
+    },
     trace::RunTrace,
 };
 
@@ -137,48 +139,70 @@ impl Agent {
             .user_id
             .get_or_insert_with(|| DEFAULT_USER.to_string())
             .clone();
-        let hold = take_session(store.clone(), &request, session_id, run_id, &user_id).await?;
-        // From here on, an error gives the session back (through `hold`).
-        let history = if request.include_history {
-            let limit = self.settings().history_messages;
-            store
-                .history(session_id, limit)
-                .await?
-                .into_iter()
-                .map(|stored| stored.message)
-                .collect()
-        } else {
-            Vec::new()
-        };
         // Started before the run is saved, so that the run is saved with it: after a restart,
         // the run goes on in this trace.
         let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
-        let run = NewRun {
-            id: run_id,
-            session_id,
-            user_id,
-            query: request.query.clone(),
-            model: request.model.clone(),
-            save_chat: request.save_chat,
-            context: json!({
-                "entity_id": request.context.entity_id,
-                "workflow": request.context.workflow,
-                "read_only": request.context.read_only,
-            }),
-            started_at: crate::clock::now(),
-            owner: self.instance_id().map(str::to_string),
-            traceparent: trace.traceparent(),
+        let start = RunStart {
+            run: NewRun {
+                id: run_id,
+                session_id,
+                user_id: user_id.clone(),
+                query: request.query.clone(),
+                model: request.model.clone(),
+                save_chat: request.save_chat,
+                context: json!({
+                    "entity_id": request.context.entity_id,
+                    "workflow": request.context.workflow,
+                    "read_only": request.context.read_only,
+                }),
+                started_at: crate::clock::now(),
+                owner: self.instance_id().map(str::to_string),
+                traceparent: trace.traceparent(),
+            },
+            if_missing: if request.existing_session {
+                MissingSession::Refuse
+            } else if request.save_chat {
+                MissingSession::Create(NewSession {
+                    id: session_id,
+                    user_id,
+                    title: title(&request.query),
+                })
+            } else {
+                MissingSession::Ignore
+            },
+            lease: SESSION_LEASE,
+            history: request
+                .include_history
+                .then(|| self.settings().history_messages),
         };
-        store.start_run(&run).await?;
+        let begun = match store.begin_run(&start).await {
+            Ok(RunBegin::Begun { history }) => Ok(history),
+            Ok(RunBegin::SessionNotFound) => Err(StartError::SessionNotFound(session_id)),
+            Ok(RunBegin::SessionBusy { run_id: holder }) => Err(StartError::SessionBusy {
+                session_id,
+                run_id: holder,
+            }),
+            Err(error) => Err(StartError::Store(error)),
+        };
+        let history = match begun {
+            Ok(history) => history,
+            Err(error) => {
+                trace.refused(error.code().as_str(), &error.to_string());
+                return Err(error);
+            }
+        };
+        // From here on, dropping the begun run gives the session back.
+        let hold = SessionHold {
+            store: store.clone(),
+            session_id,
+            run_id,
+        };
         if request.include_history {
-            request.history = history;
+            request.history = history.into_iter().map(|stored| stored.message).collect();
         }
-        let history_window = request
-            .include_history
-            .then(|| self.settings().history_messages);
         Ok(BegunRun {
             request,
-            history_window,
+            history_window: start.history,
             store: Some(store),
             hold: Some(hold),
             trace,
@@ -304,48 +328,6 @@ pub(crate) async fn run_with_store(
             let services = agent.services().clone();
             drive(machine, services, emitter, CancellationToken::new(), None).await
         }
-    }
-}
-
-/// Creates the session if new and takes it for `run_id`.
-async fn take_session(
-    store: Arc<dyn Store>,
-    request: &RunRequest,
-    session_id: Uuid,
-    run_id: Uuid,
-    user_id: &str,
-) -> Result<SessionHold, StartError> {
-    match store.session(session_id).await? {
-        Some(session) if session.user_id != user_id => {
-            return Err(StartError::SessionNotFound(session_id));
-        }
-        Some(_) => {}
-        None if request.existing_session => {
-            return Err(StartError::SessionNotFound(session_id));
-        }
-        None if request.save_chat => {
-            let session = NewSession {
-                id: session_id,
-                user_id: user_id.to_string(),
-                title: title(&request.query),
-            };
-            store.create_session(&session).await?;
-        }
-        None => {}
-    }
-    match store
-        .lock_session(session_id, run_id, SESSION_LEASE)
-        .await?
-    {
-        SessionLock::Acquired => Ok(SessionHold {
-            store,
-            session_id,
-            run_id,
-        }),
-        SessionLock::Busy { run_id: holder } => Err(StartError::SessionBusy {
-            session_id,
-            run_id: holder,
-        }),
     }
 }
 

@@ -145,6 +145,41 @@ pub struct NewRun {
     pub traceparent: Option<String>,
 }
 
+/// A run's beginning, written at once by [`Store::begin_run`]: its session found (or created),
+/// taken for the run, its history read, and the run recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStart {
+    pub run: NewRun,
+    /// What to do when the run's session does not exist.
+    pub if_missing: MissingSession,
+    /// How long the session is the run's before its lease must be renewed.
+    pub lease: Duration,
+    /// Read the history the run sees ([`Store::history`] with this many dialogue messages).
+    pub history: Option<usize>,
+}
+
+/// What a run does when its session does not exist.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MissingSession {
+    /// The run was meant for an existing session: it is refused.
+    Refuse,
+    /// The session is created with it (a run that saves its chat).
+    Create(NewSession),
+    /// The run goes on without a session row (it saves nothing to the session).
+    Ignore,
+}
+
+/// How [`Store::begin_run`] went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunBegin {
+    /// The run is recorded and holds its session; with the history it asked for.
+    Begun { history: Vec<SessionMessage> },
+    /// No such session for the run's user (missing, or another user's): nothing was written.
+    SessionNotFound,
+    /// Another run holds the session: nothing was written.
+    SessionBusy { run_id: Uuid },
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
@@ -363,6 +398,52 @@ pub trait Store: Send + Sync {
 
     /// Records the start of a run (status `running`).
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError>;
+
+    /// Begins a run: finds its session (or creates it, or refuses the run, as `start` says),
+    /// takes it for the run, reads its history and records the run (status `running`). A
+    /// store may do all of it at once (`SqlStore` does, in one transaction); this default does
+    /// it step by step, and gives the session back when a later step fails.
+    async fn begin_run(&self, start: &RunStart) -> Result<RunBegin, StoreError> {
+        let run = &start.run;
+        match self.session(run.session_id).await? {
+            Some(session) if session.user_id != run.user_id => {
+                return Ok(RunBegin::SessionNotFound);
+            }
+            Some(_) => {}
+            None => match &start.if_missing {
+                MissingSession::Refuse => return Ok(RunBegin::SessionNotFound),
+                MissingSession::Create(session) => {
+                    self.create_session(session).await?;
+                }
+                MissingSession::Ignore => {}
+            },
+        }
+        match self
+            .lock_session(run.session_id, run.id, start.lease)
+            .await?
+        {
+            SessionLock::Acquired => {}
+            SessionLock::Busy { run_id } => return Ok(RunBegin::SessionBusy { run_id }),
+        }
+        let begun = async {
+            let history = match start.history {
+                Some(limit) => self.history(run.session_id, limit).await?,
+                None => Vec::new(),
+            };
+            self.start_run(run).await?;
+            Ok(history)
+        };
+        match begun.await {
+            Ok(history) => Ok(RunBegin::Begun { history }),
+            Err(error) => {
+                if let Err(unlock) = self.unlock_session(run.session_id, run.id).await {
+                    tracing::warn!(session_id = %run.session_id, run_id = %run.id,
+                        error = %unlock, "cannot give the session back");
+                }
+                Err(error)
+            }
+        }
+    }
 
     /// Writes one step atomically; with `end`, also the final status, and releases the session
     /// (a paused run keeps it, and its snapshot is stored). A step without `end` marks the run

@@ -42,6 +42,9 @@ pub trait RunSpan: Send + Sync {
     fn tool(&self, call: &ToolInvocation) -> Box<dyn ToolSpan>;
     /// The run stops being driven here (it ended, paused or was handed over).
     fn end(&self, outcome: &RunOutcome);
+    /// The run could not begin (its session busy or unknown, the store unavailable): the span
+    /// ends as an error of this code.
+    fn refused(&self, code: &str, message: &str);
 }
 
 /// One LLM call's span.
@@ -94,6 +97,12 @@ impl RunTrace {
     pub(crate) fn end(&self, outcome: &RunOutcome) {
         if let Some(span) = &self.0 {
             span.end(outcome);
+        }
+    }
+
+    pub(crate) fn refused(&self, code: &str, message: &str) {
+        if let Some(span) = &self.0 {
+            span.refused(code, message);
         }
     }
 }

@@ -231,9 +231,13 @@ tokio::task_local! {
     static CLOCK: Arc<dyn Clock>;
 }
 
-/// Runs `call` with `clock` as the time [`now`] reads.
-pub(crate) async fn with_clock<F: Future>(clock: Arc<dyn Clock>, call: F) -> F::Output {
-    CLOCK.scope(clock, call).await
+/// Runs `call` with `clock` as the time [`now`] reads. (A plain function: an `async fn` would
+/// hold a second copy of `call`'s state.)
+pub(crate) fn with_clock<F: Future>(
+    clock: Arc<dyn Clock>,
+    call: F,
+) -> tokio::task::futures::TaskLocalFuture<Arc<dyn Clock>, F> {
+    CLOCK.scope(clock, call)
 }
 
 /// Now, by the store's clock, truncated to what the database keeps, so that what a method

@@ -71,14 +71,11 @@ impl Db {
                 sqlite::begin(&connection).map_err(|error| self.sqlite_error(error))?;
                 TxConnection::Sqlite(connection)
             }
-            Engine::Postgres(pool) => {
-                let mut connection = pool.acquire().await.map_err(|error| self.error(error))?;
-                if let Err(error) = connection.execute("BEGIN").await {
-                    connection.close_on_drop();
-                    return Err(self.error(error));
-                }
-                TxConnection::Postgres(connection)
-            }
+            // Boxed: sqlx's futures are kilobytes (see `Query::run`).
+            Engine::Postgres(pool) => Box::pin(begin_postgres(pool))
+                .await
+                .map(TxConnection::Postgres)
+                .map_err(|error| self.error(error))?,
         };
         Ok(Tx {
             db: self,
@@ -162,8 +159,7 @@ impl Tx<'_> {
                 sqlite::commit(connection).map_err(|error| self.db.sqlite_error(error))?;
             }
             TxConnection::Postgres(connection) => {
-                connection
-                    .execute("COMMIT")
+                Box::pin(connection.execute("COMMIT"))
                     .await
                     .map_err(|error| self.db.error(error))?;
             }
@@ -183,6 +179,16 @@ impl Drop for Tx<'_> {
             TxConnection::Postgres(connection) => connection.close_on_drop(),
         }
     }
+}
+
+/// A pooled PostgreSQL connection with a transaction begun on it.
+async fn begin_postgres(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    let mut connection = pool.acquire().await?;
+    if let Err(error) = connection.execute("BEGIN").await {
+        connection.close_on_drop();
+        return Err(error);
+    }
+    Ok(connection)
 }
 
 /// The file of a SQLite store.

@@ -39,12 +39,18 @@ impl Backend {
 }
 
 fn numbered_question_marks(sql: &str) -> String {
+    // Copies the text between parameters whole: `$` is ASCII, so every cut is a char boundary.
+    let bytes = sql.as_bytes();
     let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        let starts_parameter = c == '$' && chars.peek().is_some_and(char::is_ascii_digit);
-        out.push(if starts_parameter { '?' } else { c });
+    let mut copied = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        if byte == b'$' && bytes.get(at + 1).is_some_and(u8::is_ascii_digit) {
+            out.push_str(&sql[copied..at]);
+            out.push('?');
+            copied = at + 1;
+        }
     }
+    out.push_str(&sql[copied..]);
     out
 }
 
@@ -67,6 +73,11 @@ mod tests {
         assert_eq!(
             Backend::Sqlite.placeholders("SELECT '$' || $1, $x"),
             "SELECT '$' || ?1, $x"
+        );
+        // Text around the parameters is kept whole, whatever its characters, to the last one.
+        assert_eq!(
+            Backend::Sqlite.placeholders("SELECT 'ü€', $1 || '€$' || $23$"),
+            "SELECT 'ü€', ?1 || '€$' || ?23$"
         );
     }
 

@@ -16,6 +16,7 @@
 //! ```
 
 mod batch;
+mod begin;
 mod columns;
 mod config;
 mod connect;

@@ -12,14 +12,16 @@ use crate::db::{Db, Tx, changed};
 /// A take fails, then the holder releases before we read who holds it: try again, a few times.
 const ATTEMPTS: usize = 3;
 
-pub(crate) async fn lock(
+/// Takes the session for `run_id` in `tx` unless another run holds it (a holder whose lease
+/// ran out has lost it). A session without a row is the run's: a run that does not save its
+/// chat, on a session nobody else can join.
+pub(crate) async fn take(
     db: &Db,
-    session_id: Uuid,
-    run_id: Uuid,
+    tx: &mut Tx<'_>,
+    session_id: &str,
+    run_id: &str,
     lease: Duration,
 ) -> Result<SessionLock, StoreError> {
-    let session = session_id.to_string();
-    let run = run_id.to_string();
     for _ in 0..ATTEMPTS {
         let now = millis(now());
         let taken = db
@@ -28,22 +30,21 @@ pub(crate) async fn lock(
                  WHERE id = $1 AND (active_run_id IS NULL OR active_run_id = $2 \
                      OR lock_expires_at IS NULL OR lock_expires_at <= $4)",
             )
-            .bind(session.as_str())
-            .bind(run.as_str())
+            .bind(session_id)
+            .bind(run_id)
             .bind(expiry(now, lease))
             .bind(now)
-            .execute(db)
+            .execute(&mut *tx)
             .await?;
         if changed(&taken) {
             return Ok(SessionLock::Acquired);
         }
         let holder = db
             .query("SELECT active_run_id FROM sessions WHERE id = $1")
-            .bind(session.as_str())
-            .fetch_optional(db)
+            .bind(session_id)
+            .fetch_optional(&mut *tx)
             .await?;
         let Some(holder) = holder else {
-            // No row: a run that does not save the chat, on a session nobody else can join.
             return Ok(SessionLock::Acquired);
         };
         if let Some(holder) = db
@@ -113,6 +114,6 @@ pub(crate) async fn hold(
     Ok(())
 }
 
-fn expiry(now: i64, lease: Duration) -> i64 {
+pub(crate) fn expiry(now: i64, lease: Duration) -> i64 {
     now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
 }

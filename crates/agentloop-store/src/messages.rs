@@ -1,6 +1,6 @@
 //! The messages of sessions, in the order they were written.
 
-use crate::sql::Row;
+use crate::sql::{On, Row};
 use agentloop_core::StoreError;
 use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCall};
 use serde_json::Value;
@@ -153,8 +153,9 @@ pub(crate) async fn of_run(
 /// From the `dialogue_messages`-th most recent dialogue message on, traces left out; everything
 /// but traces when the session has fewer dialogue messages than that.
 /// With `before_run`, the same as it was before that run's first message.
-pub(crate) async fn history(
+pub(crate) async fn history<'a, 'd: 'a>(
     db: &Db,
+    on: impl Into<On<'a, 'd>>,
     session_id: Uuid,
     dialogue_messages: usize,
     before_run: Option<Uuid>,
@@ -183,7 +184,7 @@ pub(crate) async fn history(
         .bind(session_id.to_string())
         .bind(i64::try_from(skipped).unwrap_or(i64::MAX))
         .bind(before_run.map(|run| run.to_string()))
-        .fetch_all(db)
+        .fetch_all(on)
         .await?;
     rows.iter().map(|row| decode(db, row)).collect()
 }

@@ -1,6 +1,6 @@
 //! Runs: their start, their counters as they go, and how they ended.
 
-use crate::sql::Row;
+use crate::sql::{On, Row};
 use agentloop_core::protocol::{RunInfo, RunStatus, Usage};
 use agentloop_core::{NewRun, RunEnd, RunProgress, StoreError};
 use uuid::Uuid;
@@ -12,7 +12,11 @@ const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat,
     tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
     answer_message_id, error_code, error_message, started_at, finished_at";
 
-pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
+pub(crate) async fn start<'a, 'd: 'a>(
+    db: &Db,
+    on: impl Into<On<'a, 'd>>,
+    run: &NewRun,
+) -> Result<(), StoreError> {
     db.query(
         "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
              iterations, tools_used, prompt_tokens, completion_tokens, started_at, owner, \
@@ -30,7 +34,7 @@ pub(crate) async fn start(db: &Db, run: &NewRun) -> Result<(), StoreError> {
     .bind(millis(run.started_at))
     .bind(run.owner.as_deref())
     .bind(run.traceparent.as_deref())
-    .execute(db)
+    .execute(on)
     .await?;
     Ok(())
 }

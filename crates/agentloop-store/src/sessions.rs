@@ -17,17 +17,7 @@ const SELECT_SESSION: &str = "SELECT s.id, s.user_id, s.title, s.created_at, s.u
 pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo, StoreError> {
     let created_at = now();
     let mut tx = db.begin().await?;
-    add_user(db, &mut tx, &session.user_id, created_at).await?;
-    db.query(
-        "INSERT INTO sessions (id, user_id, title, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $4)",
-    )
-    .bind(session.id.to_string())
-    .bind(db.text(&session.user_id))
-    .bind(db.text(&session.title))
-    .bind(millis(created_at))
-    .execute(&mut tx)
-    .await?;
+    insert(db, &mut tx, session, created_at, None).await?;
     tx.commit().await?;
     Ok(SessionInfo {
         id: session.id,
@@ -38,6 +28,32 @@ pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo,
         message_count: 0,
         active_run_id: None,
     })
+}
+
+/// Inserts the session (and its user, if new) in `tx`; with `held_by`, already taken by that
+/// run until the lease's expiry (milliseconds).
+pub(crate) async fn insert(
+    db: &Db,
+    tx: &mut Tx<'_>,
+    session: &NewSession,
+    created_at: DateTime<Utc>,
+    held_by: Option<(&str, i64)>,
+) -> Result<(), StoreError> {
+    add_user(db, tx, &session.user_id, created_at).await?;
+    db.query(
+        "INSERT INTO sessions (id, user_id, title, created_at, updated_at, active_run_id, \
+             lock_expires_at) \
+         VALUES ($1, $2, $3, $4, $4, $5, $6)",
+    )
+    .bind(session.id.to_string())
+    .bind(db.text(&session.user_id))
+    .bind(db.text(&session.title))
+    .bind(millis(created_at))
+    .bind(held_by.map(|(run_id, _)| run_id))
+    .bind(held_by.map(|(_, expires_at)| expires_at))
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// Adds the user unless it exists: users come into being with their first session or key.

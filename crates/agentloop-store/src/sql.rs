@@ -231,7 +231,9 @@ impl Query {
                     let connection = db.sqlite(lite).await?;
                     sqlite::run(&connection, self, fetch).map_err(|error| db.sqlite_error(error))
                 }
-                Engine::Postgres(pool) => postgres::run(self, fetch, pool)
+                // Boxed here and below: sqlx's futures are kilobytes, and inline they would
+                // make every store call's future as large on SQLite too.
+                Engine::Postgres(pool) => Box::pin(postgres::run(self, fetch, pool))
                     .await
                     .map_err(|error| db.error(error)),
             },
@@ -242,7 +244,7 @@ impl Query {
                         sqlite::run(connection, self, fetch).map_err(|error| db.sqlite_error(error))
                     }
                     TxConnection::Postgres(connection) => {
-                        postgres::run(self, fetch, &mut **connection)
+                        Box::pin(postgres::run(self, fetch, &mut **connection))
                             .await
                             .map_err(|error| db.error(error))
                     }

@@ -88,3 +88,4 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     }
     tx.commit().await
 }
+

@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
-    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OrphanRun, SavedRun,
-    SessionCursor, SessionLock, StepRecord, Store, StoreError, SystemClock,
+    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OrphanRun, RunBegin,
+    RunStart, SavedRun, SessionCursor, SessionLock, StepRecord, Store, StoreError, SystemClock,
 };
 use async_trait::async_trait;
+use futures::FutureExt;
 use uuid::Uuid;
 
 use crate::connect::IfMissing;
 use crate::db::Db;
 use crate::notices::Notices;
-use crate::{connect, durable, events, keys, locks, messages, records, runs, sessions, step};
+use crate::{begin, connect, durable, events, keys, locks, messages, records, runs, sessions, step};
 
 /// A call the database does not answer at all (a network that drops packets without closing the
 /// connection) fails after this long instead of hanging its run or request. PostgreSQL's own
@@ -149,13 +150,16 @@ impl SqlStore {
 
     /// `call`, failed with `Unavailable` after `limit`. The call is dropped then: a transaction
     /// it had begun is rolled back with its connection (see `Tx`).
-    async fn bounded<T>(
-        &self,
+    /// `call`, failing `Unavailable` after `limit`. Made of combinators rather than an `async fn`,
+    /// which would keep `call`'s state three times over (the argument, the timeout, the clock's
+    /// scope): every step's save is boxed with it, at every run in flight.
+    fn bounded<'s, T: 's>(
+        &'s self,
         limit: Duration,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let call = tokio::time::timeout(limit, call);
-        match crate::columns::with_clock(self.clock.clone(), call).await {
+        call: impl Future<Output = Result<T, StoreError>> + 's,
+    ) -> impl Future<Output = Result<T, StoreError>> + 's {
+        let call = crate::columns::with_clock(self.clock.clone(), tokio::time::timeout(limit, call));
+        call.map(move |result| match result {
             Ok(result) => result,
             Err(_) => Err(StoreError::unavailable(format!(
                 "the database at {} did not answer within {} s; check that it is running and \
@@ -163,7 +167,7 @@ impl SqlStore {
                 self.db.location,
                 limit.as_secs()
             ))),
-        }
+        })
     }
 
     /// Waits for the queries in flight and closes every connection.
@@ -227,7 +231,7 @@ impl Store for SqlStore {
     ) -> Result<Vec<SessionMessage>, StoreError> {
         self.bounded(
             CALL_TIMEOUT,
-            messages::history(&self.db, session_id, dialogue_messages, None),
+            messages::history(&self.db, &self.db, session_id, dialogue_messages, None),
         )
         .await
     }
@@ -240,7 +244,7 @@ impl Store for SqlStore {
     ) -> Result<Vec<SessionMessage>, StoreError> {
         self.bounded(
             CALL_TIMEOUT,
-            messages::history(&self.db, session_id, dialogue_messages, Some(run_id)),
+            messages::history(&self.db, &self.db, session_id, dialogue_messages, Some(run_id)),
         )
         .await
     }
@@ -251,11 +255,14 @@ impl Store for SqlStore {
         run_id: Uuid,
         lease: Duration,
     ) -> Result<SessionLock, StoreError> {
-        self.bounded(
-            CALL_TIMEOUT,
-            locks::lock(&self.db, session_id, run_id, lease),
-        )
-        .await
+        let lock = async {
+            let mut tx = self.db.begin().await?;
+            let (session, run) = (session_id.to_string(), run_id.to_string());
+            let lock = locks::take(&self.db, &mut tx, &session, &run, lease).await?;
+            tx.commit().await?;
+            Ok(lock)
+        };
+        self.bounded(CALL_TIMEOUT, lock).await
     }
 
     async fn renew_session_lock(
@@ -287,7 +294,13 @@ impl Store for SqlStore {
     }
 
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        self.bounded(CALL_TIMEOUT, runs::start(&self.db, run)).await
+        self.bounded(CALL_TIMEOUT, runs::start(&self.db, &self.db, run))
+            .await
+    }
+
+    async fn begin_run(&self, start: &RunStart) -> Result<RunBegin, StoreError> {
+        self.bounded(CALL_TIMEOUT, begin::begin(&self.db, start))
+            .await
     }
 
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {

@@ -549,3 +549,47 @@ async fn a_failed_tool_call_has_its_status_and_error_type() {
     );
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_run_refused_at_its_start_ends_its_span_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let llm = ScriptedLlm::start(vec![Reply::tool_call(
+        "test__record",
+        json!({"note": "write it"}),
+    )])
+    .await;
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let extra = format!(
+        "{}\n[tools.\"test.record\"]\nneeds_approval = true\n",
+        telemetry(&receiver, false)
+    );
+    let runtime = traced_runtime(config_with_store(&llm, None, &store_url, &extra)).await;
+    // A paused run keeps its session: the next run of that session is refused.
+    let (_, paused) = runtime
+        .agent()
+        .run(RunRequest::new("record it"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingInput);
+    let (_, refused) = runtime
+        .agent()
+        .run(RunRequest::new("and this").session(paused.session_id))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(refused.failure.as_ref().unwrap().code, "session_busy");
+    let spans = exported(&runtime, &receiver).await;
+
+    let agents = named(&spans, "invoke_agent ");
+    assert_eq!(agents.len(), 2, "{spans:#?}");
+    let refused_run = refused.run_id.to_string();
+    let span = agents
+        .iter()
+        .find(|span| span.text("agentloop.run_id") == Some(refused_run.as_str()))
+        .unwrap();
+    assert_eq!(span.text("error.type"), Some("session_busy"));
+    assert_eq!(span.status_code, STATUS_ERROR);
+    runtime.shutdown().await;
+}

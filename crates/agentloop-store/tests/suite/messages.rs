@@ -72,7 +72,7 @@ pub async fn messages_keep_their_order_and_every_field(fixture: &Fixture) {
 }
 
 /// d1 tc tr d2 trace note d3 tc tr d4 trace, where dN are dialogue messages.
-async fn conversation(fixture: &Fixture) -> (Uuid, Vec<SessionMessage>) {
+pub async fn conversation(fixture: &Fixture) -> (Uuid, Vec<SessionMessage>) {
     let session_id = session(fixture, "alice").await;
     let run_id = run(fixture, session_id).await;
     let messages = vec![

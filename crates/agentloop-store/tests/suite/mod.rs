@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of the helpers
 
+mod begin;
 mod data;
 mod durable;
 mod keys;
@@ -24,6 +25,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
 #[allow(unused_imports)] // the backend-specific tests of some binaries build data too
+pub use begin::*;
 pub use data::*;
 pub use durable::*;
 pub use keys::*;
@@ -92,6 +94,10 @@ macro_rules! suite_tests {
             a_retired_instance_leaves_its_runs_at_once_and_a_cli_keeps_its_own,
             a_cancel_request_reaches_the_owner_of_a_run_in_progress,
             a_run_keeps_its_trace_context,
+            a_run_begins_with_a_new_session_taken_for_it,
+            a_run_begins_on_its_session_with_its_history,
+            a_run_refused_at_its_beginning_writes_nothing,
+            a_run_that_cannot_be_recorded_leaves_its_session_free,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {

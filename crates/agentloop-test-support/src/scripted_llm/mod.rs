@@ -230,7 +230,10 @@ impl ScriptedLlm {
             .fallback(unknown_route)
             // Long conversations in benchmarks exceed axum's 2 MB default.
             .layer(DefaultBodyLimit::disable())
-            .with_state(Arc::clone(&shared));
+            .with_state(Arc::clone(&shared))
+            // Routes made once and shared by every connection (see agentloop-server's `serve`).
+            .with_state(())
+            .into_make_service();
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::error!(%error, "the scripted LLM stopped");

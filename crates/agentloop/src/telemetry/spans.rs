@@ -186,6 +186,13 @@ impl RunSpan for OtelRunSpan {
         }
         span.end();
     }
+
+    fn refused(&self, code: &str, message: &str) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new("error.type", code.to_string()));
+        span.set_status(Status::error(message.to_string()));
+        span.end();
+    }
 }
 
 fn purpose(purpose: CallPurpose) -> &'static str {

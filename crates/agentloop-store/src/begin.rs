@@ -1,0 +1,57 @@
+//! A run's beginning in one transaction: its session found (or created), taken for the run, its
+//! history read and its row written. One commit where the steps one by one took three, and
+//! nothing half done when one of them fails.
+
+use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError};
+
+use crate::columns::{millis, now};
+use crate::db::Db;
+use crate::{locks, messages, runs, sessions};
+
+pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
+    let run = &start.run;
+    let session_id = run.session_id.to_string();
+    let run_id = run.id.to_string();
+    let mut tx = db.begin().await?;
+    let session = db
+        .query("SELECT user_id FROM sessions WHERE id = $1")
+        .bind(session_id.as_str())
+        .fetch_optional(&mut tx)
+        .await?;
+    // An early return drops `tx`, which rolls it back: a refused run writes nothing.
+    let history = match session {
+        Some(session) => {
+            if db.cells(&session, "sessions").free_text("user_id")? != run.user_id {
+                return Ok(RunBegin::SessionNotFound);
+            }
+            let lock = locks::take(db, &mut tx, &session_id, &run_id, start.lease).await?;
+            if let SessionLock::Busy { run_id } = lock {
+                return Ok(RunBegin::SessionBusy { run_id });
+            }
+            match start.history {
+                Some(limit) => {
+                    messages::history(db, &mut tx, run.session_id, limit, None).await?
+                }
+                None => Vec::new(),
+            }
+        }
+        None => {
+            match &start.if_missing {
+                MissingSession::Refuse => return Ok(RunBegin::SessionNotFound),
+                MissingSession::Create(new) => {
+                    let created_at = now();
+                    let expires_at = locks::expiry(millis(created_at), start.lease);
+                    let held_by = Some((run_id.as_str(), expires_at));
+                    sessions::insert(db, &mut tx, new, created_at, held_by).await?;
+                }
+                // No row to take: nobody else can join a session that is not saved.
+                MissingSession::Ignore => {}
+            }
+            // A new session has no history.
+            Vec::new()
+        }
+    };
+    runs::start(db, &mut tx, run).await?;
+    tx.commit().await?;
+    Ok(RunBegin::Begun { history })
+}

@@ -1,0 +1,151 @@
+//! A run's beginning (`Store::begin_run`): `SqlStore`'s, in one transaction, and the trait's
+//! default, step by step (through `FaultyStore`, which keeps it), must agree on every case.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloop_core::protocol::RunStatus;
+use agentloop_core::{MissingSession, NewRun, NewSession, RunBegin, RunStart, Store};
+use agentloop_store::SqlStore;
+use agentloop_test_support::faulty_store::FaultyStore;
+use uuid::Uuid;
+
+use super::Fixture;
+use super::data::*;
+use super::messages::conversation;
+
+const LEASE: Duration = Duration::from_secs(60);
+
+/// The store under test, then the trait's default on a second connection to the same database.
+async fn both_ways(fixture: &Fixture) -> [Arc<dyn Store>; 2] {
+    let second = SqlStore::connect(&fixture.url).await.unwrap();
+    let step_by_step: Arc<dyn Store> = FaultyStore::new(Arc::new(second));
+    let own = SqlStore::connect(&fixture.url).await.unwrap();
+    [Arc::new(own), step_by_step]
+}
+
+fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> RunStart {
+    RunStart {
+        run,
+        if_missing,
+        lease: LEASE,
+        history,
+    }
+}
+
+fn create(run: &NewRun) -> MissingSession {
+    MissingSession::Create(NewSession {
+        id: run.session_id,
+        user_id: run.user_id.clone(),
+        title: "a new question".into(),
+    })
+}
+
+async fn holder(store: &dyn Store, session_id: Uuid) -> Option<Uuid> {
+    let session = store.session(session_id).await.unwrap().unwrap();
+    session.active_run_id
+}
+
+pub async fn a_run_begins_with_a_new_session_taken_for_it(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        let run = new_run(Uuid::new_v4(), true);
+        let begun = store
+            .begin_run(&start(run.clone(), create(&run), Some(10)))
+            .await
+            .unwrap();
+        assert_eq!(begun, RunBegin::Begun { history: vec![] });
+        let session = store.session(run.session_id).await.unwrap().unwrap();
+        assert_eq!(session.user_id, run.user_id);
+        assert_eq!(session.title, "a new question");
+        assert_eq!(session.active_run_id, Some(run.id));
+        let info = store.run(run.id).await.unwrap().unwrap();
+        assert_eq!(info.status, RunStatus::Running);
+        assert_eq!(info.query, run.query);
+
+        // A run that saves nothing needs no session row.
+        let unsaved = new_run(Uuid::new_v4(), false);
+        let begun = store
+            .begin_run(&start(unsaved.clone(), MissingSession::Ignore, None))
+            .await
+            .unwrap();
+        assert_eq!(begun, RunBegin::Begun { history: vec![] });
+        assert_eq!(store.session(unsaved.session_id).await.unwrap(), None);
+        assert!(store.run(unsaved.id).await.unwrap().is_some());
+    }
+}
+
+pub async fn a_run_begins_on_its_session_with_its_history(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        let (session_id, _) = conversation(fixture).await;
+        let expected = store.history(session_id, 2).await.unwrap();
+        assert!(!expected.is_empty());
+        let run = new_run(session_id, true);
+        let begun = store
+            .begin_run(&start(run.clone(), MissingSession::Refuse, Some(2)))
+            .await
+            .unwrap();
+        assert_eq!(begun, RunBegin::Begun { history: expected });
+        assert_eq!(holder(store.as_ref(), session_id).await, Some(run.id));
+    }
+}
+
+pub async fn a_run_refused_at_its_beginning_writes_nothing(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        // Another user's session is not found, and stays free.
+        let bobs = session(fixture, "bob").await;
+        let run = new_run(bobs, true);
+        let request = start(run.clone(), create(&run), None);
+        let begun = store.begin_run(&request);
+        assert_eq!(begun.await.unwrap(), RunBegin::SessionNotFound);
+        assert_eq!(holder(store.as_ref(), bobs).await, None);
+        assert_eq!(store.run(run.id).await.unwrap(), None);
+
+        // A run meant for an existing session does not create it.
+        let run = new_run(Uuid::new_v4(), true);
+        let request = start(run.clone(), MissingSession::Refuse, None);
+        let begun = store.begin_run(&request);
+        assert_eq!(begun.await.unwrap(), RunBegin::SessionNotFound);
+        assert_eq!(store.session(run.session_id).await.unwrap(), None);
+        assert_eq!(store.run(run.id).await.unwrap(), None);
+
+        // A session another run holds is busy.
+        let first = new_run(Uuid::new_v4(), true);
+        let request = start(first.clone(), create(&first), None);
+        let begun = store.begin_run(&request);
+        assert!(matches!(begun.await.unwrap(), RunBegin::Begun { .. }));
+        let second = new_run(first.session_id, true);
+        let request = start(second.clone(), create(&second), None);
+        let begun = store.begin_run(&request);
+        assert_eq!(
+            begun.await.unwrap(),
+            RunBegin::SessionBusy { run_id: first.id }
+        );
+        assert_eq!(holder(store.as_ref(), first.session_id).await, Some(first.id));
+        assert_eq!(store.run(second.id).await.unwrap(), None);
+    }
+}
+
+pub async fn a_run_that_cannot_be_recorded_leaves_its_session_free(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        let session_id = session(fixture, "alice").await;
+        // A run id that is taken: the run's row cannot be written, after the session was.
+        let taken = run(fixture, Uuid::new_v4()).await;
+        let run = NewRun {
+            id: taken,
+            ..new_run(session_id, true)
+        };
+        let failed = store
+            .begin_run(&start(run, MissingSession::Refuse, Some(5)))
+            .await;
+        assert!(failed.is_err(), "{failed:?}");
+        assert_eq!(
+            holder(store.as_ref(), session_id).await,
+            None,
+            "the session is given back"
+        );
+        let other = new_run(session_id, true);
+        let request = start(other.clone(), MissingSession::Refuse, None);
+        let begun = store.begin_run(&request);
+        assert!(matches!(begun.await.unwrap(), RunBegin::Begun { .. }));
+    }
+}
