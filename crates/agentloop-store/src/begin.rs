@@ -29,9 +29,7 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
                 return Ok(RunBegin::SessionBusy { run_id });
             }
             match start.history {
-                Some(limit) => {
-                    messages::history(db, &mut tx, run.session_id, limit, None).await?
-                }
+                Some(limit) => messages::history(db, &mut tx, run.session_id, limit, None).await?,
                 None => Vec::new(),
             }
         }

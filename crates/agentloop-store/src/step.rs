@@ -88,4 +88,3 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     }
     tx.commit().await
 }
-

@@ -17,7 +17,9 @@ use uuid::Uuid;
 use crate::connect::IfMissing;
 use crate::db::Db;
 use crate::notices::Notices;
-use crate::{begin, connect, durable, events, keys, locks, messages, records, runs, sessions, step};
+use crate::{
+    begin, connect, durable, events, keys, locks, messages, records, runs, sessions, step,
+};
 
 /// A call the database does not answer at all (a network that drops packets without closing the
 /// connection) fails after this long instead of hanging its run or request. PostgreSQL's own
@@ -158,7 +160,8 @@ impl SqlStore {
         limit: Duration,
         call: impl Future<Output = Result<T, StoreError>> + 's,
     ) -> impl Future<Output = Result<T, StoreError>> + 's {
-        let call = crate::columns::with_clock(self.clock.clone(), tokio::time::timeout(limit, call));
+        let call =
+            crate::columns::with_clock(self.clock.clone(), tokio::time::timeout(limit, call));
         call.map(move |result| match result {
             Ok(result) => result,
             Err(_) => Err(StoreError::unavailable(format!(
@@ -244,7 +247,13 @@ impl Store for SqlStore {
     ) -> Result<Vec<SessionMessage>, StoreError> {
         self.bounded(
             CALL_TIMEOUT,
-            messages::history(&self.db, &self.db, session_id, dialogue_messages, Some(run_id)),
+            messages::history(
+                &self.db,
+                &self.db,
+                session_id,
+                dialogue_messages,
+                Some(run_id),
+            ),
         )
         .await
     }

@@ -120,7 +120,10 @@ pub async fn a_run_refused_at_its_beginning_writes_nothing(fixture: &Fixture) {
             begun.await.unwrap(),
             RunBegin::SessionBusy { run_id: first.id }
         );
-        assert_eq!(holder(store.as_ref(), first.session_id).await, Some(first.id));
+        assert_eq!(
+            holder(store.as_ref(), first.session_id).await,
+            Some(first.id)
+        );
         assert_eq!(store.run(second.id).await.unwrap(), None);
     }
 }
