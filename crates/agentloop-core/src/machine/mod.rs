@@ -232,7 +232,9 @@ pub struct MachineChanges {
 /// One run of the loop: its state, what is derived from it, and what it changed since the
 /// driver last took the changes.
 pub struct RunMachine {
-    state: RunState,
+    /// Boxed: the machine is moved down the driver's calls, and each `async fn` that takes it
+    /// keeps a copy in its future (a run's task was 14 KB, mostly copies of an inline state).
+    state: Box<RunState>,
     settings: Arc<AgentSettings>,
     catalog: Arc<ToolCatalog>,
     counter: Arc<dyn TokenCounter>,
@@ -338,7 +340,7 @@ impl RunMachine {
             .collect();
         Self {
             taken_messages: state.turn.len(),
-            state,
+            state: Box::new(state),
             settings,
             catalog,
             counter,
