@@ -17,6 +17,21 @@ pub struct RunOutcome {
     pub replay_problem: Option<String>,
 }
 
+impl RunOutcome {
+    /// Recorded, then its instance was killed before the run's first step was saved: the
+    /// client never learned of it (it started the run again elsewhere), and the instance that
+    /// adopted it ended it failed, nothing of it having run. Known gap: the run's beginning
+    /// does not save what a restart from scratch would need (see the performance issue's note).
+    pub fn abandoned_before_its_first_step(&self) -> bool {
+        !self.acknowledged
+            && self.status == "failed"
+            && self
+                .error
+                .as_deref()
+                .is_some_and(|error| error.contains("before its first step was saved"))
+    }
+}
+
 /// An owner change seen by the poller.
 #[derive(Debug, Clone)]
 pub struct Adoption {
@@ -175,6 +190,14 @@ pub fn print(report: &Report) {
     );
     println!("| completed | {} |", report.completed());
     println!("| failed / cancelled | {} |", report.failed().len());
+    println!(
+        "| of which recorded, then killed before their first step (never acknowledged; ended failed, nothing ran) | {} |",
+        report
+            .runs
+            .iter()
+            .filter(|run| run.abandoned_before_its_first_step())
+            .count()
+    );
     println!(
         "| **lost** (not ended, missing, never started) | **{}** |",
         report.lost()
