@@ -252,6 +252,23 @@ impl Agent {
 
     /// The state machine of a run, for callers that drive runs themselves.
     pub fn prepare(&self, request: RunRequest) -> RunMachine {
+        let (input, refused) = self.run_input(request);
+        let mut machine = RunMachine::new(
+            input,
+            self.services.settings.clone(),
+            self.services.tools.catalog(),
+            self.services.counter.clone(),
+        );
+        if let Some(unknown) = refused {
+            // The run ends before it starts; driving it emits why.
+            let _ = machine.fail(ErrorCode::UnknownWorkflow, unknown.to_string());
+        }
+        machine
+    }
+
+    /// What `request` starts from, with this agent's settings; and the workflow it names, when
+    /// the agent does not have it.
+    pub(crate) fn run_input(&self, request: RunRequest) -> (RunInput, Option<UnknownWorkflow>) {
         let settings = &self.services.settings;
         let max_iterations = request
             .max_iterations
@@ -278,17 +295,7 @@ impl Agent {
             client_tools: request.client_tools,
             budget: settings.budget.lowered_by(request.budget),
         };
-        let mut machine = RunMachine::new(
-            input,
-            settings.clone(),
-            self.services.tools.catalog(),
-            self.services.counter.clone(),
-        );
-        if let Some(unknown) = refused {
-            // The run ends before it starts; driving it emits why.
-            let _ = machine.fail(ErrorCode::UnknownWorkflow, unknown.to_string());
-        }
-        machine
+        (input, refused)
     }
 
     /// The rules of a run with `context` (an error names an unknown workflow).

@@ -13,7 +13,10 @@ use crate::{
     agent::{Agent, RunRequest},
     driver::drive,
     emitter::{Emitter, EventSink},
-    machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState},
+    machine::{
+        Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState,
+        first_checkpoint,
+    },
     policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::Persistence,
     store::{
@@ -174,6 +177,20 @@ impl Agent {
             history: request
                 .include_history
                 .then(|| self.settings().history_messages),
+            checkpoint: None,
+        };
+        // Saved with the run's row: should this process stop before the run's first step is
+        // saved, the instance that adopts the run starts it from here.
+        let (input, _) = self.run_input(request.clone());
+        let start = match first_checkpoint(input, start.history) {
+            Ok(checkpoint) => RunStart {
+                checkpoint: Some(checkpoint),
+                ..start
+            },
+            Err(error) => {
+                tracing::warn!(%run_id, %error, "the run's beginning cannot be written; it is saved from its first step");
+                start
+            }
         };
         let begun = match store.begin_run(&start).await {
             Ok(RunBegin::Begun { history }) => Ok(history),
@@ -510,7 +527,14 @@ impl Agent {
         if restored.status != agentloop_protocol::RunStatus::Running {
             return Err(ResumeError::NotAdoptable(run_id));
         }
-        let input = Input::Resume { reason, instance };
+        // A run whose process stopped before its first step was saved starts from its beginning.
+        let input = match restored.machine.not_started() {
+            true => {
+                restored.machine.ask_question();
+                Input::Start
+            }
+            false => Input::Resume { reason, instance },
+        };
         let step = crate::driver::feed(
             &mut restored.machine,
             self.services().inputs.as_ref(),

@@ -156,6 +156,11 @@ pub struct RunStart {
     pub lease: Duration,
     /// Read the history the run sees ([`Store::history`] with this many dialogue messages).
     pub history: Option<usize>,
+    /// What the run starts from and its state before its first step (seq 0), saved with its
+    /// row: a run whose process stops before its first step is saved is started again from it
+    /// by the instance that adopts it. A store that cannot write it with the row leaves it out
+    /// (the trait's default does); such a run then ends failed when adopted.
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// What a run does when its session does not exist.

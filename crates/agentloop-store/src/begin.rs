@@ -4,12 +4,14 @@
 
 use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError};
 
-use crate::columns::{millis, now};
+use crate::columns::{count, millis, now};
 use crate::db::Db;
-use crate::{locks, messages, runs, sessions};
+use crate::{durable, locks, messages, runs, sessions};
 
 pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
     let run = &start.run;
+    // Encoded first, so that nothing but the database runs while the transaction holds locks.
+    let checkpoint = start.checkpoint.as_ref().map(durable::encode).transpose()?;
     let session_id = run.session_id.to_string();
     let run_id = run.id.to_string();
     let mut tx = db.begin().await?;
@@ -50,6 +52,15 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
         }
     };
     runs::start(db, &mut tx, run).await?;
+    if let Some(checkpoint) = &checkpoint {
+        durable::write_checkpoint(db, &mut tx, &run_id, checkpoint.input.as_deref(), &[]).await?;
+        db.query("UPDATE runs SET state_head = $2, state_seq = $3 WHERE id = $1")
+            .bind(run_id.as_str())
+            .bind(checkpoint.head.as_str())
+            .bind(count(checkpoint.last_seq))
+            .execute(&mut tx)
+            .await?;
+    }
     tx.commit().await?;
     Ok(RunBegin::Begun { history })
 }

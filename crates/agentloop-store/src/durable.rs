@@ -22,7 +22,8 @@ pub(crate) async fn write_checkpoint(
     turn: &[(i64, String)],
 ) -> Result<(), StoreError> {
     if let Some(input) = input {
-        db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2)")
+        // The run's beginning may have saved it already (`begin_run`): it never changes.
+        db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING")
             .bind(run_id)
             .bind(input)
             .execute(&mut *tx)

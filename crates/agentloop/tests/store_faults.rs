@@ -244,3 +244,83 @@ async fn a_run_adopted_elsewhere_stops_here_without_writing_or_sending_more() {
         "no LLM call after the run went elsewhere"
     );
 }
+
+/// The process died between recording a run and saving its first step (the narrowest window of
+/// a crash): the instance that adopts it starts it from what the run's beginning saved, and it
+/// completes, its events numbered from `run_started`.
+#[tokio::test]
+async fn a_run_whose_instance_died_before_its_first_step_is_started_again_by_its_adopter() {
+    use agentloop::core::{InstanceKind, durability};
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let llm = ScriptedLlm::start(vec![Reply::text("Started again, and answered.")]).await;
+    let runtime = Runtime::start(&common::config_with_store(&llm, None, &store_url, ""))
+        .await
+        .unwrap();
+    let store = runtime.store().clone();
+    let first = durability::register(store.as_ref(), InstanceKind::Server)
+        .await
+        .unwrap();
+    let dying = runtime.agent().clone().owned_by(first.id.clone());
+    let begun = dying.begin(RunRequest::new("anyone there?")).await.unwrap();
+    let run_id = begun.run_id();
+    // The process stops here: nothing of the run is driven, nothing given back.
+    std::mem::forget(begun);
+    store.retire_instance(&first.id).await.unwrap();
+    assert!(llm.requests().is_empty());
+
+    let second = durability::register(store.as_ref(), InstanceKind::Server)
+        .await
+        .unwrap();
+    let adopter = runtime.agent().clone().owned_by(second.id.clone());
+    let mut adopted = durability::adopt_orphans(
+        &adopter,
+        Duration::from_secs(60),
+        agentloop::core::protocol::ResumeReason::Adopted,
+    )
+    .await;
+    assert_eq!(adopted.len(), 1, "the run is adopted, not ended failed");
+    let resumed = adopted.pop().unwrap();
+    assert_eq!(resumed.run_id(), run_id);
+    let (sink, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = adopter
+        .run_resumed(resumed, Arc::new(sink), Default::default())
+        .await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(
+        outcome.answer.as_deref(),
+        Some("Started again, and answered.")
+    );
+    let mut events = Vec::new();
+    while let Ok(event) = received.try_recv() {
+        events.push(event);
+    }
+    let types = common::types(&events);
+    assert_eq!(types.first(), Some(&"run_started"), "{types:?}");
+    assert_eq!(types.last(), Some(&"done"), "{types:?}");
+    let stored = store.events(run_id, 0).await.unwrap();
+    let seqs: Vec<u64> = stored.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs, (1..=stored.len() as u64).collect::<Vec<_>>());
+    let session_id = store.run(run_id).await.unwrap().unwrap().session_id;
+    let messages = store.messages(session_id).await.unwrap();
+    let said: Vec<_> = messages
+        .iter()
+        .map(|message| {
+            (
+                message.message.role.as_str(),
+                message.message.content.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("user", Some("anyone there?".to_string())),
+            (
+                "assistant",
+                Some("Started again, and answered.".to_string())
+            )
+        ],
+        "the question and the answer, once each"
+    );
+}

@@ -18,10 +18,10 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
-    /// Recorded, then its instance was killed before the run's first step was saved: the
-    /// client never learned of it (it started the run again elsewhere), and the instance that
-    /// adopted it ended it failed, nothing of it having run. Known gap: the run's beginning
-    /// does not save what a restart from scratch would need (see the performance issue's note).
+    /// Recorded, then its instance was killed before the run's first step was saved, and the
+    /// instance that adopted it ended it failed, nothing of it having run. (Until a run's
+    /// beginning saved what it starts from with its row, this is what such a run came to; now
+    /// the adopter starts it from there, and this count must be 0.)
     pub fn abandoned_before_its_first_step(&self) -> bool {
         !self.acknowledged
             && self.status == "failed"
@@ -191,7 +191,7 @@ pub fn print(report: &Report) {
     println!("| completed | {} |", report.completed());
     println!("| failed / cancelled | {} |", report.failed().len());
     println!(
-        "| of which recorded, then killed before their first step (never acknowledged; ended failed, nothing ran) | {} |",
+        "| of which ended failed for want of their first step (must be 0) | {} |",
         report
             .runs
             .iter()

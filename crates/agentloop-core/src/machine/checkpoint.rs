@@ -318,4 +318,27 @@ impl RunMachine {
     pub fn awaits_input(&self) -> bool {
         self.state.phase.is_paused()
     }
+
+    /// Whether the run has not started yet: restored from the checkpoint of its beginning
+    /// ([`first_checkpoint`]), it starts rather than resumes.
+    pub fn not_started(&self) -> bool {
+        matches!(self.state.phase, super::state::Phase::Created)
+    }
+}
+
+/// The checkpoint of a run before its first step (seq 0): what it starts from and the head of
+/// its state, saved with the run's row so that a run whose process stops before its first step
+/// is saved can be started again from it.
+pub fn first_checkpoint(
+    input: super::RunInput,
+    history_window: Option<usize>,
+) -> Result<crate::store::Checkpoint, serde_json::Error> {
+    let started_at = input.started_at;
+    let mut state = RunState::new(input, started_at);
+    Ok(crate::store::Checkpoint {
+        input: Some(state.fixed_input(history_window)),
+        head: state.head()?,
+        last_seq: 0,
+        turn: Vec::new(),
+    })
 }

@@ -36,7 +36,7 @@ use uuid::Uuid;
 /// A human's answer to a paused run (the body of `POST /v1/runs/{id}/input` without `stream`).
 pub use agentloop_protocol::InputAnswer;
 pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
-pub use checkpoint::{OtherStateVersion, UnreadableState};
+pub use checkpoint::{OtherStateVersion, UnreadableState, first_checkpoint};
 pub use pipeline::recheck;
 pub use recovery::OUTCOME_UNKNOWN;
 pub use state::RunState;
@@ -266,9 +266,18 @@ impl RunMachine {
     ) -> Self {
         let now = input.started_at;
         let mut machine = Self::from_state(RunState::new(input, now), settings, catalog, counter);
-        let question = ChatMessage::user(machine.state.input.query.clone());
-        machine.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
+        machine.ask_question();
         machine
+    }
+
+    /// The run's question as its first message: a new run's, or that of a run restored from
+    /// the checkpoint of its beginning (the question is saved with the first step, which that
+    /// run never saved).
+    pub fn ask_question(&mut self) {
+        if self.state.turn.is_empty() {
+            let question = ChatMessage::user(self.state.input.query.clone());
+            self.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
+        }
     }
 
     /// The machine of `state` (a new run, or one restored from the store), with what is

@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop_core::protocol::RunStatus;
-use agentloop_core::{MissingSession, NewRun, NewSession, RunBegin, RunStart, Store};
+use agentloop_core::{
+    Checkpoint, MissingSession, NewRun, NewSession, RunBegin, RunStart, StepRecord, Store,
+};
 use agentloop_store::SqlStore;
 use agentloop_test_support::faulty_store::FaultyStore;
+use serde_json::json;
 use uuid::Uuid;
 
 use super::Fixture;
@@ -30,6 +33,7 @@ fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> Run
         if_missing,
         lease: LEASE,
         history,
+        checkpoint: None,
     }
 }
 
@@ -151,4 +155,45 @@ pub async fn a_run_that_cannot_be_recorded_leaves_its_session_free(fixture: &Fix
         let begun = store.begin_run(&request);
         assert!(matches!(begun.await.unwrap(), RunBegin::Begun { .. }));
     }
+}
+
+/// A run's beginning saved with its row: what it starts from and its state at seq 0, so that an
+/// instance adopting it before its first step can start it; its first step then keeps that input.
+pub async fn a_run_begins_with_its_first_checkpoint(fixture: &Fixture) {
+    let store = &fixture.store;
+    let run = new_run(Uuid::new_v4(), true);
+    let request = RunStart {
+        checkpoint: Some(Checkpoint {
+            input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
+            head: json!({"phase": "created", "version": 4}),
+            last_seq: 0,
+            turn: vec![],
+        }),
+        ..start(run.clone(), create(&run), Some(10))
+    };
+    let begun = store.begin_run(&request).await.unwrap();
+    assert_eq!(begun, RunBegin::Begun { history: vec![] });
+    let saved = store.saved_run(run.id).await.unwrap().unwrap();
+    assert_eq!(saved.input, request.checkpoint.as_ref().unwrap().input);
+    assert_eq!(saved.head, Some(json!({"phase": "created", "version": 4})));
+    assert_eq!(saved.last_seq, 0);
+
+    // The first step brings the input again (it does not know it was saved): it is kept once.
+    let first = StepRecord {
+        checkpoint: Some(Checkpoint {
+            input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
+            head: json!({"phase": "awaiting_step", "version": 4}),
+            last_seq: 1,
+            turn: vec![],
+        }),
+        ..step(run.id, run.session_id)
+    };
+    store.save_step(&first).await.unwrap();
+    let saved = store.saved_run(run.id).await.unwrap().unwrap();
+    assert_eq!(saved.input, request.checkpoint.as_ref().unwrap().input);
+    assert_eq!(
+        saved.head,
+        Some(json!({"phase": "awaiting_step", "version": 4}))
+    );
+    assert_eq!(saved.last_seq, 1);
 }
