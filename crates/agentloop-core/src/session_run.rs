@@ -20,7 +20,8 @@ use crate::{
     policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::Persistence,
     store::{
-        MissingSession, NewRun, NewSession, RunBegin, RunStart, SESSION_LEASE, Store, StoreError,
+        Checkpoint, MissingSession, NewRun, NewSession, RunBegin, RunStart, SESSION_LEASE, Store,
+        StoreError,
     },
     trace::RunTrace,
 };
@@ -183,8 +184,13 @@ impl Agent {
         // saved, the instance that adopts the run starts it from here.
         let (input, _) = self.run_input(request.clone());
         let start = match first_checkpoint(input, start.history) {
-            Ok(checkpoint) => RunStart {
-                checkpoint: Some(checkpoint),
+            Ok((input, head)) => RunStart {
+                checkpoint: Some(Checkpoint {
+                    input: Some(input),
+                    head,
+                    last_seq: 0,
+                    turn: Vec::new(),
+                }),
                 ..start
             },
             Err(error) => {

@@ -326,19 +326,14 @@ impl RunMachine {
     }
 }
 
-/// The checkpoint of a run before its first step (seq 0): what it starts from and the head of
-/// its state, saved with the run's row so that a run whose process stops before its first step
-/// is saved can be started again from it.
+/// The state of a run before its first step (seq 0), as a checkpoint holds it: what it starts
+/// from ([`RunState::fixed_input`]) and the head of its state. Saved with the run's row, so that
+/// a run whose process stops before its first step is saved can be started again from it.
 pub fn first_checkpoint(
     input: super::RunInput,
     history_window: Option<usize>,
-) -> Result<crate::store::Checkpoint, serde_json::Error> {
+) -> Result<(Value, Value), serde_json::Error> {
     let started_at = input.started_at;
     let mut state = RunState::new(input, started_at);
-    Ok(crate::store::Checkpoint {
-        input: Some(state.fixed_input(history_window)),
-        head: state.head()?,
-        last_seq: 0,
-        turn: Vec::new(),
-    })
+    Ok((state.fixed_input(history_window), state.head()?))
 }
