@@ -68,6 +68,8 @@ pub struct BegunRun {
     store: Option<Arc<dyn Store>>,
     /// Holds the session until the run is driven (or this is dropped).
     hold: Option<SessionHold>,
+    /// What the run starts from was saved with its beginning.
+    input_saved: bool,
     trace: RunTrace,
 }
 
@@ -86,6 +88,9 @@ struct Saving {
     store: Arc<dyn Store>,
     save_chat: bool,
     history_window: Option<usize>,
+    /// What the run starts from is in the store already (saved with its beginning, or by an
+    /// earlier step): its first step does not send it again.
+    input_saved: bool,
     trace: RunTrace,
 }
 
@@ -135,6 +140,7 @@ impl Agent {
                 history_window: None,
                 store: None,
                 hold: None,
+                input_saved: false,
                 trace,
             });
         };
@@ -199,7 +205,10 @@ impl Agent {
             }
         };
         let begun = match store.begin_run(&start).await {
-            Ok(RunBegin::Begun { history }) => Ok(history),
+            Ok(RunBegin::Begun {
+                history,
+                checkpoint_saved,
+            }) => Ok((history, checkpoint_saved)),
             Ok(RunBegin::SessionNotFound) => Err(StartError::SessionNotFound(session_id)),
             Ok(RunBegin::SessionBusy { run_id: holder }) => Err(StartError::SessionBusy {
                 session_id,
@@ -207,8 +216,8 @@ impl Agent {
             }),
             Err(error) => Err(StartError::Store(error)),
         };
-        let history = match begun {
-            Ok(history) => history,
+        let (history, input_saved) = match begun {
+            Ok(begun) => begun,
             Err(error) => {
                 trace.refused(error.code().as_str(), &error.to_string());
                 return Err(error);
@@ -228,6 +237,7 @@ impl Agent {
             history_window: start.history,
             store: Some(store),
             hold: Some(hold),
+            input_saved,
             trace,
         })
     }
@@ -245,6 +255,7 @@ impl Agent {
             history_window,
             store,
             hold,
+            input_saved,
             trace,
         } = begun;
         let mut emitter = Emitter::new(request.run_id.unwrap_or_default(), sink);
@@ -261,6 +272,7 @@ impl Agent {
             store,
             save_chat,
             history_window,
+            input_saved,
             trace,
         };
         self.drive_saved(machine, None, saving, &mut emitter, cancel)
@@ -281,6 +293,7 @@ impl Agent {
             store,
             save_chat,
             history_window,
+            input_saved,
             trace,
         } = saving;
         let _renewal =
@@ -291,8 +304,7 @@ impl Agent {
             history_window,
             retry: self.settings().store_retry(),
             owner: self.instance_id().map(str::to_string),
-            // A run that goes on from the store has its input there.
-            input_saved: step.is_some(),
+            input_saved,
             handover: self.handover_signal(),
         });
         let services = self.services_traced(trace);
@@ -571,6 +583,8 @@ impl Agent {
             store,
             save_chat,
             history_window: None,
+            // A run that goes on from the store has its input there.
+            input_saved: true,
             trace,
         };
         self.drive_saved(machine, Some(step), saving, &mut emitter, cancel)

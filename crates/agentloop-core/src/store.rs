@@ -177,8 +177,12 @@ pub enum MissingSession {
 /// How [`Store::begin_run`] went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunBegin {
-    /// The run is recorded and holds its session; with the history it asked for.
-    Begun { history: Vec<SessionMessage> },
+    /// The run is recorded and holds its session; with the history it asked for, and whether
+    /// the checkpoint of its beginning ([`RunStart::checkpoint`]) was saved with it.
+    Begun {
+        history: Vec<SessionMessage>,
+        checkpoint_saved: bool,
+    },
     /// No such session for the run's user (missing, or another user's): nothing was written.
     SessionNotFound,
     /// Another run holds the session: nothing was written.
@@ -439,7 +443,10 @@ pub trait Store: Send + Sync {
             Ok(history)
         };
         match begun.await {
-            Ok(history) => Ok(RunBegin::Begun { history }),
+            Ok(history) => Ok(RunBegin::Begun {
+                history,
+                checkpoint_saved: false,
+            }),
             Err(error) => {
                 if let Err(unlock) = self.unlock_session(run.session_id, run.id).await {
                     tracing::warn!(session_id = %run.session_id, run_id = %run.id,

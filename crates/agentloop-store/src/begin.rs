@@ -62,5 +62,8 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
             .await?;
     }
     tx.commit().await?;
-    Ok(RunBegin::Begun { history })
+    Ok(RunBegin::Begun {
+        history,
+        checkpoint_saved: checkpoint.is_some(),
+    })
 }

@@ -22,8 +22,7 @@ pub(crate) async fn write_checkpoint(
     turn: &[(i64, String)],
 ) -> Result<(), StoreError> {
     if let Some(input) = input {
-        // The run's beginning may have saved it already (`begin_run`): it never changes.
-        db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING")
+        db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2)")
             .bind(run_id)
             .bind(input)
             .execute(&mut *tx)

@@ -57,7 +57,13 @@ pub async fn a_run_begins_with_a_new_session_taken_for_it(fixture: &Fixture) {
             .begin_run(&start(run.clone(), create(&run), Some(10)))
             .await
             .unwrap();
-        assert_eq!(begun, RunBegin::Begun { history: vec![] });
+        assert_eq!(
+            begun,
+            RunBegin::Begun {
+                history: vec![],
+                checkpoint_saved: false
+            }
+        );
         let session = store.session(run.session_id).await.unwrap().unwrap();
         assert_eq!(session.user_id, run.user_id);
         assert_eq!(session.title, "a new question");
@@ -72,7 +78,13 @@ pub async fn a_run_begins_with_a_new_session_taken_for_it(fixture: &Fixture) {
             .begin_run(&start(unsaved.clone(), MissingSession::Ignore, None))
             .await
             .unwrap();
-        assert_eq!(begun, RunBegin::Begun { history: vec![] });
+        assert_eq!(
+            begun,
+            RunBegin::Begun {
+                history: vec![],
+                checkpoint_saved: false
+            }
+        );
         assert_eq!(store.session(unsaved.session_id).await.unwrap(), None);
         assert!(store.run(unsaved.id).await.unwrap().is_some());
     }
@@ -88,7 +100,13 @@ pub async fn a_run_begins_on_its_session_with_its_history(fixture: &Fixture) {
             .begin_run(&start(run.clone(), MissingSession::Refuse, Some(2)))
             .await
             .unwrap();
-        assert_eq!(begun, RunBegin::Begun { history: expected });
+        assert_eq!(
+            begun,
+            RunBegin::Begun {
+                history: expected,
+                checkpoint_saved: false
+            }
+        );
         assert_eq!(holder(store.as_ref(), session_id).await, Some(run.id));
     }
 }
@@ -172,16 +190,22 @@ pub async fn a_run_begins_with_its_first_checkpoint(fixture: &Fixture) {
         ..start(run.clone(), create(&run), Some(10))
     };
     let begun = store.begin_run(&request).await.unwrap();
-    assert_eq!(begun, RunBegin::Begun { history: vec![] });
+    assert_eq!(
+        begun,
+        RunBegin::Begun {
+            history: vec![],
+            checkpoint_saved: true
+        }
+    );
     let saved = store.saved_run(run.id).await.unwrap().unwrap();
     assert_eq!(saved.input, request.checkpoint.as_ref().unwrap().input);
     assert_eq!(saved.head, Some(json!({"phase": "created", "version": 4})));
     assert_eq!(saved.last_seq, 0);
 
-    // The first step brings the input again (it does not know it was saved): it is kept once.
+    // The first step, told the input is saved, brings only its head.
     let first = StepRecord {
         checkpoint: Some(Checkpoint {
-            input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
+            input: None,
             head: json!({"phase": "awaiting_step", "version": 4}),
             last_seq: 1,
             turn: vec![],
