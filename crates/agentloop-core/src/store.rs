@@ -228,8 +228,9 @@ pub struct StepRecord {
 pub struct Checkpoint {
     /// What the run started from (its question, history, settings): with the first step only.
     pub input: Option<Value>,
-    /// The rest of the state: phase, counters, the batch in progress, plan.
-    pub head: Value,
+    /// The rest of the state, as JSON text (an object): phase, counters, the batch in
+    /// progress, plan.
+    pub head: String,
     /// The seq of the step's last event: a run that goes on numbers its events after it.
     pub last_seq: u64,
     /// New messages of a run that does not keep them in its session (`save_chat: false`),

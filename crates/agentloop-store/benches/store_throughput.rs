@@ -187,7 +187,8 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
                 "seen_calls": (0..iteration).map(|i| (format!("{i:032x}"), format!("call_{i}")))
                     .collect::<std::collections::BTreeMap<_, _>>(),
                 "guidance": {"plan": null, "clarified": false, "calls_since_review": 0},
-            }),
+            })
+            .to_string(),
             last_seq: u64::from(iteration) * 4,
             turn: Vec::new(),
         }),

@@ -11,6 +11,7 @@ pub(crate) fn rows_per_statement(width: usize) -> usize {
 
 /// `"{head} VALUES ($1, $2), ($3, $4) {tail}"` for `rows` rows of `width` values.
 pub(crate) fn values_sql(head: &str, width: usize, rows: usize, tail: &str) -> String {
+    use std::fmt::Write as _;
     let mut sql = String::with_capacity(head.len() + tail.len() + rows * width * 6 + 8);
     sql.push_str(head);
     sql.push_str(" VALUES ");
@@ -25,8 +26,8 @@ pub(crate) fn values_sql(head: &str, width: usize, rows: usize, tail: &str) -> S
                 sql.push_str(", ");
             }
             parameter += 1;
-            sql.push('$');
-            sql.push_str(&parameter.to_string());
+            // Written in place: a `to_string` per placeholder was a tenth of a run's allocations.
+            let _ = write!(sql, "${parameter}");
         }
         sql.push(')');
     }

@@ -4,7 +4,7 @@
 
 use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError};
 
-use crate::columns::{count, millis, now};
+use crate::columns::{millis, now};
 use crate::db::Db;
 use crate::{durable, locks, messages, runs, sessions};
 
@@ -51,15 +51,12 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
             Vec::new()
         }
     };
-    runs::start(db, &mut tx, run).await?;
+    let head = checkpoint
+        .as_ref()
+        .map(|checkpoint| (checkpoint.head, checkpoint.last_seq));
+    runs::start(db, &mut tx, run, head).await?;
     if let Some(checkpoint) = &checkpoint {
         durable::write_checkpoint(db, &mut tx, &run_id, checkpoint.input.as_deref(), &[]).await?;
-        db.query("UPDATE runs SET state_head = $2, state_seq = $3 WHERE id = $1")
-            .bind(run_id.as_str())
-            .bind(checkpoint.head.as_str())
-            .bind(count(checkpoint.last_seq))
-            .execute(&mut tx)
-            .await?;
     }
     tx.commit().await?;
     Ok(RunBegin::Begun {

@@ -40,15 +40,16 @@ pub(crate) async fn write_checkpoint(
 }
 
 /// The checkpoint's parts encoded before the transaction opens.
-pub(crate) struct EncodedCheckpoint {
+pub(crate) struct EncodedCheckpoint<'c> {
     pub input: Option<String>,
-    pub head: String,
+    /// JSON text already ([`Checkpoint::head`]).
+    pub head: &'c str,
     pub last_seq: u64,
     /// (position, message) of the run's own messages; positions continue after `turn_before`.
     pub turn: Vec<(i64, String)>,
 }
 
-pub(crate) fn encode(checkpoint: &Checkpoint) -> Result<EncodedCheckpoint, StoreError> {
+pub(crate) fn encode(checkpoint: &Checkpoint) -> Result<EncodedCheckpoint<'_>, StoreError> {
     let input = checkpoint
         .input
         .as_ref()
@@ -65,7 +66,7 @@ pub(crate) fn encode(checkpoint: &Checkpoint) -> Result<EncodedCheckpoint, Store
         .collect::<Result<Vec<_>, StoreError>>()?;
     Ok(EncodedCheckpoint {
         input,
-        head: to_json(&checkpoint.head, "the state of a run")?,
+        head: &checkpoint.head,
         last_seq: checkpoint.last_seq,
         turn,
     })

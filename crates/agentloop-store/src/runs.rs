@@ -12,16 +12,19 @@ const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat,
     tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
     answer_message_id, error_code, error_message, started_at, finished_at";
 
+/// Records `run`, with the head of its state at its start and that head's seq when it has one.
 pub(crate) async fn start<'a, 'd: 'a>(
     db: &Db,
     on: impl Into<On<'a, 'd>>,
     run: &NewRun,
+    head: Option<(&str, u64)>,
 ) -> Result<(), StoreError> {
+    let (head, seq) = head.unzip();
     db.query(
         "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
              iterations, tools_used, prompt_tokens, completion_tokens, started_at, owner, \
-             traceparent) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9, $10, $11)",
+             traceparent, state_head, state_seq) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9, $10, $11, $12, $13)",
     )
     .bind(run.id.to_string())
     .bind(run.session_id.to_string())
@@ -34,6 +37,8 @@ pub(crate) async fn start<'a, 'd: 'a>(
     .bind(millis(run.started_at))
     .bind(run.owner.as_deref())
     .bind(run.traceparent.as_deref())
+    .bind(head)
+    .bind(seq.map(count))
     .execute(on)
     .await?;
     Ok(())
@@ -44,7 +49,7 @@ pub(crate) struct Progress<'a> {
     pub progress: &'a RunProgress,
     pub end: Option<&'a RunEnd>,
     /// The head of the run's checkpoint, encoded, and the seq it was taken at.
-    pub head: Option<(String, u64)>,
+    pub head: Option<(&'a str, u64)>,
     /// When set, the row is written only if the run still belongs to this instance.
     pub owner: Option<&'a str>,
 }
@@ -62,10 +67,11 @@ pub(crate) async fn record_progress(
     // A run adopted elsewhere is not written by its former owner.
     let fence = " AND (CAST($8 AS TEXT) IS NULL OR owner = $8)";
     let query = match step.end {
-        // A step of a run that goes on: also the step after a pause.
-        None => db.query(&format!(
-            "UPDATE runs SET {counters}, status = 'running' WHERE id = $1{fence}"
-        )),
+        // A step of a run that goes on leaves its status alone: `running` since it started,
+        // or since a paused run was claimed again (`claim_paused`). Writing it would rewrite
+        // the `runs_in_progress` index (its condition is on `status`) in every step: one page
+        // of the step's few.
+        None => db.query(&format!("UPDATE runs SET {counters} WHERE id = $1{fence}")),
         Some(_) => db.query(&format!(
             "UPDATE runs SET {counters}, status = $11, finished_at = $12, answer_message_id = $13, \
                  error_code = $14, error_message = $15, finalize_reason = $16 \

@@ -45,7 +45,7 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         end: step.end.as_ref(),
         head: checkpoint
             .as_ref()
-            .map(|checkpoint| (checkpoint.head.clone(), checkpoint.last_seq)),
+            .map(|checkpoint| (checkpoint.head, checkpoint.last_seq)),
         owner: step.owner.as_deref(),
     };
     runs::record_progress(db, &mut tx, &run_id, progress).await?;

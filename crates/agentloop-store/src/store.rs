@@ -303,7 +303,7 @@ impl Store for SqlStore {
     }
 
     async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        self.bounded(CALL_TIMEOUT, runs::start(&self.db, &self.db, run))
+        self.bounded(CALL_TIMEOUT, runs::start(&self.db, &self.db, run, None))
             .await
     }
 

@@ -100,7 +100,14 @@ pub(crate) enum SlotState {
     /// Ended, with the tool message the model will read.
     Resolved {
         record: Box<ToolExecutionRecord>,
+        /// Written as `null` when empty: a checkpoint's head leaves out a message that is the
+        /// call's output (see [`Batch::leave_outputs_out`]).
+        #[serde(serialize_with = "empty_as_null", deserialize_with = "null_as_empty")]
         message: String,
+        /// Set only while a checkpoint's head is written: the output is left out of it, and
+        /// saved once, as the call's record; restoring puts it back.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        output_saved: bool,
     },
     /// Repeats call `index` of this same batch; resolved when that one is.
     SameAs { index: usize },
@@ -126,7 +133,76 @@ pub(crate) struct Batch {
     pub slots: Vec<Slot>,
 }
 
+impl SlotState {
+    pub(crate) fn resolved(record: ToolExecutionRecord, message: String) -> SlotState {
+        SlotState::Resolved {
+            record: Box::new(record),
+            message,
+            output_saved: false,
+        }
+    }
+}
+
+/// The output a checkpoint's head left out of a resolved call: put back once it is written.
+pub(crate) struct LeftOut {
+    slot: usize,
+    result: String,
+    structured_result: Option<Value>,
+    /// The tool message, when it was the output itself.
+    message: Option<String>,
+}
+
 impl Batch {
+    /// Takes the outputs of the calls that ended out of their slots, for a checkpoint's head:
+    /// each is saved once, as its call's record. [`Batch::put_outputs_back`] undoes it.
+    pub(crate) fn leave_outputs_out(&mut self) -> Vec<LeftOut> {
+        let mut left = Vec::new();
+        for (slot, state) in self
+            .slots
+            .iter_mut()
+            .map(|slot| &mut slot.state)
+            .enumerate()
+        {
+            let SlotState::Resolved {
+                record,
+                message,
+                output_saved,
+            } = state
+            else {
+                continue;
+            };
+            let Some(result) = record.result.take() else {
+                continue;
+            };
+            *output_saved = true;
+            left.push(LeftOut {
+                slot,
+                message: (*message == result).then(|| std::mem::take(message)),
+                result,
+                structured_result: record.structured_result.take(),
+            });
+        }
+        left
+    }
+
+    pub(crate) fn put_outputs_back(&mut self, left: Vec<LeftOut>) {
+        for out in left {
+            if let Some(SlotState::Resolved {
+                record,
+                message,
+                output_saved,
+            }) = self.slots.get_mut(out.slot).map(|slot| &mut slot.state)
+            {
+                if let Some(taken) = out.message {
+                    *message = taken;
+                }
+                record.result = Some(out.result);
+                record.structured_result = out.structured_result;
+                *output_saved = false;
+            }
+        }
+    }
+
     pub fn running(&self) -> usize {
         self.slots
             .iter()
@@ -137,6 +213,18 @@ impl Batch {
     pub fn slot_mut(&mut self, call_id: &str) -> Option<&mut Slot> {
         self.slots.iter_mut().find(|slot| slot.call.id == call_id)
     }
+}
+
+fn empty_as_null<S: serde::Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    if text.is_empty() {
+        serializer.serialize_none()
+    } else {
+        serializer.serialize_str(text)
+    }
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// A record for a call that ended without running.

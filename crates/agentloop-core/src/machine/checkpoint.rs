@@ -17,7 +17,7 @@ use std::{
 use agentloop_protocol::{SessionMessage, ToolExecutionRecord, ToolStatus};
 use serde_json::Value;
 
-use super::{RunMachine, RunState, state::STATE_VERSION, text};
+use super::{RunMachine, RunState, batch::Batch, state::STATE_VERSION, text};
 use crate::{
     catalog::ToolCatalog, policy::RunPolicy, settings::AgentSettings, tokens::TokenCounter,
     tool::ToolOutput,
@@ -48,9 +48,6 @@ pub enum UnreadableState {
     MissingOutput,
 }
 
-/// The fields of the state that are saved apart from its head: what grows with the run
-/// (`turn`, `records`) and what is derived from it (`documents`).
-const APART: [&str; 3] = ["turn", "records", "documents"];
 /// The fields of a finished run's outcome (in its phase) saved apart: they are the run's
 /// messages and records.
 const OUTCOME_APART: [&str; 2] = ["messages", "records"];
@@ -58,11 +55,14 @@ const OUTCOME_APART: [&str; 2] = ["messages", "records"];
 const INPUT_APART: [&str; 3] = ["history", "system_prompt", "client_tools"];
 
 impl RunState {
-    /// The head of the state: everything but its input's history and system prompt, its
-    /// messages, records and documents (also those of a finished run's outcome).
-    pub fn head(&mut self) -> Result<Value, serde_json::Error> {
-        // Moved out while the rest is written, then put back: the head's cost does not grow
-        // with the run.
+    /// The head of the state, as JSON text: everything but its input's history and system
+    /// prompt, its messages, records and documents (also those of a finished run's outcome),
+    /// and the outputs of the batch's calls that ended (saved as their records).
+    ///
+    /// Written straight to text: the parts saved apart are moved out while the rest is
+    /// written, then put back, so the head's cost does not grow with the run (its empty
+    /// collections are not written).
+    pub fn head(&mut self) -> Result<String, serde_json::Error> {
         let turn = std::mem::take(&mut self.turn);
         let records = std::mem::take(&mut self.records);
         let documents = std::mem::take(&mut self.documents);
@@ -75,7 +75,11 @@ impl RunState {
         let history = std::mem::take(&mut self.input.history);
         let system_prompt = std::mem::take(&mut self.input.system_prompt);
         let client_tools = std::mem::take(&mut self.input.client_tools);
-        let head = serde_json::to_value(&*self);
+        let outputs = self.phase.batch_mut().map(Batch::leave_outputs_out);
+        let head = serde_json::to_string(&*self);
+        if let (Some(batch), Some(outputs)) = (self.phase.batch_mut(), outputs) {
+            batch.put_outputs_back(outputs);
+        }
         self.turn = turn;
         self.records = records;
         self.documents = documents;
@@ -86,26 +90,7 @@ impl RunState {
         self.input.history = history;
         self.input.system_prompt = system_prompt;
         self.input.client_tools = client_tools;
-        let mut head = head?;
-        if let Value::Object(fields) = &mut head {
-            for field in APART {
-                fields.remove(field);
-            }
-            if let Some(Value::Object(outcome)) = fields.get_mut("outcome") {
-                for field in OUTCOME_APART {
-                    outcome.remove(field);
-                }
-            }
-            if let Some(Value::Object(input)) = fields.get_mut("input") {
-                for field in INPUT_APART {
-                    input.remove(field);
-                }
-            }
-            for resolved in resolved_slots(fields) {
-                leave_output_out(resolved);
-            }
-        }
-        Ok(head)
+        head
     }
 
     /// What the run started from and never changes: saved once. With `history_window`, the
@@ -202,20 +187,6 @@ fn resolved_slots(fields: &mut serde_json::Map<String, Value>) -> impl Iterator<
         })
 }
 
-/// The output of a call that ended is saved once, as its record: the head names it instead.
-fn leave_output_out(resolved: &mut Value) {
-    let result = resolved.pointer("/record/result").cloned();
-    let Some(Value::String(result)) = result else {
-        return;
-    };
-    if resolved.get("message").and_then(Value::as_str) == Some(result.as_str()) {
-        resolved["message"] = Value::Null;
-    }
-    resolved["record"]["result"] = Value::Null;
-    resolved["record"]["structured_result"] = Value::Null;
-    resolved["output_saved"] = Value::Bool(true);
-}
-
 /// The output left out of the head, from the record saved with it.
 fn put_output_back(
     resolved: &mut Value,
@@ -304,7 +275,7 @@ impl RunMachine {
     }
 
     /// The head of the run's state as of now ([`RunState::head`]).
-    pub fn checkpoint_head(&mut self) -> Result<Value, serde_json::Error> {
+    pub fn checkpoint_head(&mut self) -> Result<String, serde_json::Error> {
         self.state.head()
     }
 
@@ -332,7 +303,7 @@ impl RunMachine {
 pub fn first_checkpoint(
     input: super::RunInput,
     history_window: Option<usize>,
-) -> Result<(Value, Value), serde_json::Error> {
+) -> Result<(Value, String), serde_json::Error> {
     let started_at = input.started_at;
     let mut state = RunState::new(input, started_at);
     Ok((state.fixed_input(history_window), state.head()?))

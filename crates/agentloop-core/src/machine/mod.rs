@@ -87,7 +87,9 @@ pub struct RunInput {
     pub session_id: Uuid,
     pub query: String,
     /// Earlier messages of the session, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ChatMessage>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub system_prompt: String,
     pub model: Option<String>,
     pub max_iterations: u32,
@@ -184,8 +186,10 @@ pub struct RunOutcome {
     pub input_required: Option<InputRequest>,
     pub iterations: u32,
     pub tools_used: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub records: Vec<ToolExecutionRecord>,
     /// This run's messages: the question, tool calls and results, the trace and the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<SessionMessage>,
     pub usage: Usage,
     /// Id of the final assistant message.

@@ -136,10 +136,7 @@ impl RunMachine {
         let call_id = record.call_id.clone();
         let tool = record.tool.clone();
         self.new_records.push(record.clone());
-        slot.state = SlotState::Resolved {
-            record: Box::new(record),
-            message,
-        };
+        slot.state = SlotState::resolved(record, message);
         slot.side_effects = result.side_effects.clone();
         if ran {
             self.count_call(true);
@@ -536,10 +533,7 @@ impl RunMachine {
             result: Some(result),
             error: None,
         });
-        SlotState::Resolved {
-            record: Box::new(record),
-            message,
-        }
+        SlotState::resolved(record, message)
     }
 
     fn refuse_with(&mut self, call: ToolCall, arguments: Value, refusal: CallRefusal) -> Slot {
@@ -597,10 +591,7 @@ impl RunMachine {
             result: None,
             error: Some(error),
         });
-        SlotState::Resolved {
-            record: Box::new(record),
-            message,
-        }
+        SlotState::resolved(record, message)
     }
 
     fn duplicate(&mut self, call: ToolCall, arguments: Value, earlier_id: &str) -> Slot {
@@ -645,10 +636,7 @@ impl RunMachine {
                     earlier.map(|record| (record.status, record_text(record))),
                     self.settings.tool_output_max_chars,
                 );
-                SlotState::Resolved {
-                    record: Box::new(record),
-                    message,
-                }
+                SlotState::resolved(record, message)
             }
         };
         Slot {

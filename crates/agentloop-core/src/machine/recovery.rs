@@ -93,7 +93,11 @@ impl RunMachine {
                             .to_string();
                             self.new_records.push((*record).clone());
                             slot.recorded = true;
-                            SlotState::Resolved { record, message }
+                            SlotState::Resolved {
+                                record,
+                                message,
+                                output_saved: false,
+                            }
                         }
                         other => other,
                     }

@@ -68,7 +68,9 @@ impl RunMachine {
         let mut final_answer = None;
         for slot in slots {
             let (record, message) = match slot.state {
-                SlotState::Resolved { record, message } => (*record, message),
+                SlotState::Resolved {
+                    record, message, ..
+                } => (*record, message),
                 SlotState::SameAs { index } => {
                     let earlier = resolved.get(index).map(|(call, record, _, _)| {
                         (

@@ -135,8 +135,11 @@ pub struct RunState {
     pub(super) now: DateTime<Utc>,
     /// Ids handed out so far (messages); the next id derives from this count.
     pub(super) ids_issued: u64,
-    /// This run's messages, starting with the question.
+    /// This run's messages, starting with the question. (Left out of a checkpoint's head
+    /// while empty: the head is written with them taken out.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) turn: Vec<SessionMessage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) records: Vec<ToolExecutionRecord>,
     pub(super) iteration: u32,
     pub(super) tools_used: u32,
@@ -155,6 +158,7 @@ pub struct RunState {
     /// A side effect asked the client to refresh its view.
     pub(super) should_refresh: bool,
     /// Documents tools returned (`documents: [...]`), kept with the run's trace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) documents: Vec<serde_json::Value>,
     /// Plan, clarification and review.
     pub(super) guidance: Guidance,

@@ -128,7 +128,7 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
     };
     let checkpoint = agentloop_core::Checkpoint {
         input: Some(serde_json::json!({"history": []})),
-        head: serde_json::json!({"state": "y".repeat(64 * 1024)}),
+        head: serde_json::json!({"state": "y".repeat(64 * 1024)}).to_string(),
         last_seq: 3,
         turn: Vec::new(),
     };
@@ -156,7 +156,10 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
     };
     store.save_step(&paused).await.unwrap();
     let saved = store.saved_run(run_id).await.unwrap().unwrap();
-    assert_eq!(saved.head, Some(checkpoint.head));
+    assert_eq!(
+        saved.head,
+        Some(serde_json::from_str(&checkpoint.head).unwrap())
+    );
     assert_eq!(saved.input, checkpoint.input);
     for iteration in 2..10 {
         store

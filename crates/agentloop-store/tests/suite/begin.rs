@@ -183,7 +183,7 @@ pub async fn a_run_begins_with_its_first_checkpoint(fixture: &Fixture) {
     let request = RunStart {
         checkpoint: Some(Checkpoint {
             input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
-            head: json!({"phase": "created", "version": 4}),
+            head: json!({"phase": "created", "version": 4}).to_string(),
             last_seq: 0,
             turn: vec![],
         }),
@@ -206,7 +206,7 @@ pub async fn a_run_begins_with_its_first_checkpoint(fixture: &Fixture) {
     let first = StepRecord {
         checkpoint: Some(Checkpoint {
             input: None,
-            head: json!({"phase": "awaiting_step", "version": 4}),
+            head: json!({"phase": "awaiting_step", "version": 4}).to_string(),
             last_seq: 1,
             turn: vec![],
         }),

@@ -358,7 +358,7 @@ pub async fn a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed(fix
 
     let checkpoint = agentloop_core::Checkpoint {
         input: Some(json!({"history": [], "system_prompt": "be brief"})),
-        head: json!({"version": 3, "phase": {"phase": "awaiting_input"}}),
+        head: json!({"version": 3, "phase": {"phase": "awaiting_input"}}).to_string(),
         last_seq: 7,
         turn: Vec::new(),
     };
@@ -379,7 +379,10 @@ pub async fn a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed(fix
     assert_eq!(paused.finished_at, None, "a paused run has not finished");
     let saved = store.saved_run(new.id).await.unwrap().unwrap();
     assert_eq!(saved.status, RunStatus::AwaitingInput);
-    assert_eq!(saved.head, Some(checkpoint.head.clone()));
+    assert_eq!(
+        saved.head,
+        Some(serde_json::from_str(&checkpoint.head).unwrap())
+    );
     assert_eq!(saved.input, checkpoint.input);
     assert_eq!(saved.last_seq, 7);
 
@@ -401,7 +404,7 @@ pub async fn a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed(fix
     let next = StepRecord {
         checkpoint: Some(agentloop_core::Checkpoint {
             input: None,
-            head: json!({"version": 3, "phase": {"phase": "awaiting_step"}}),
+            head: json!({"version": 3, "phase": {"phase": "awaiting_step"}}).to_string(),
             last_seq: 9,
             turn: Vec::new(),
         }),

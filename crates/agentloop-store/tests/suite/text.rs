@@ -91,7 +91,7 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
     let events = vec![delta(run.id, 1, text), delta(run.id, 2, "plain")];
     let checkpoint = agentloop_core::Checkpoint {
         input: Some(json!({"system_prompt": text})),
-        head: json!({"pending": text}),
+        head: json!({"pending": text}).to_string(),
         last_seq: 2,
         turn: Vec::new(),
     };
@@ -135,7 +135,10 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
     let saved = store.saved_run(run.id).await.unwrap().unwrap();
     assert_eq!(
         (saved.input, saved.head),
-        (checkpoint.input, Some(checkpoint.head))
+        (
+            checkpoint.input,
+            Some(serde_json::from_str(&checkpoint.head).unwrap())
+        )
     );
     let info = store.run(run.id).await.unwrap().unwrap();
     assert_eq!(info.user_id, user);

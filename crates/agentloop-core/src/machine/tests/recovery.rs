@@ -9,11 +9,17 @@ use crate::{
 };
 use agentloop_protocol::{InputKind, ResumeReason};
 
+/// The head of `m`'s state as the store keeps it, read back.
+fn head_of(m: &mut RunMachine) -> serde_json::Value {
+    let text = m.checkpoint_head().unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 /// The machine as the store gives it back: its state saved in parts (input once, head, the
 /// messages and the records as they were saved) and put together again. The state restored is
 /// the state saved, field for field.
 pub(super) fn saved_and_restored(m: &mut RunMachine) -> RunMachine {
-    let head = m.checkpoint_head().unwrap();
+    let head = head_of(m);
     let input = m.state.fixed_input(None);
     // The store has every record saved so far: those of finished batches, and those of the
     // batch under way that ended.
@@ -95,6 +101,36 @@ fn crashed_mid_batch(on_unknown: UnknownOutcome) -> RunMachine {
     assert!(m.on_tool_result(done("x0", "sent x0")).is_none());
     m.take_changes();
     saved_and_restored(&mut m)
+}
+
+#[test]
+fn the_head_leaves_out_the_outputs_of_calls_that_ended_and_the_state_keeps_them() {
+    let mut m = machine(UnknownOutcome::TellModel);
+    m.start();
+    tools(m.on_model_reply(calls_owned(&[
+        call("x0", "kb__send"),
+        call("s1", "kb__search"),
+    ])));
+    let output = "the whole output of x0, kept once as its record";
+    assert!(m.on_tool_result(done("x0", output)).is_none());
+    let before = serde_json::to_value(&m.state).unwrap();
+
+    let text = m.checkpoint_head().unwrap();
+    assert!(!text.contains(output), "the output is left out: {text}");
+    let head: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let resolved = &head["batch"]["slots"][0]["state"]["Resolved"];
+    assert_eq!(resolved["output_saved"], true, "{resolved}");
+    assert!(resolved["message"].is_null(), "{resolved}");
+    assert!(resolved["record"].get("result").is_none(), "{resolved}");
+    // The call still under way has nothing left out.
+    assert!(head["batch"]["slots"][1]["state"].get("Resolved").is_none());
+    assert_eq!(
+        serde_json::to_value(&m.state).unwrap(),
+        before,
+        "writing the head leaves the state as it was"
+    );
+    // And the store's parts make the same state again (asserted inside).
+    saved_and_restored(&mut m);
 }
 
 #[test]
@@ -206,7 +242,7 @@ fn the_saved_head_does_not_grow_with_the_run() {
         let id = format!("s{round}");
         let batch = tools(m.on_model_reply(calls_owned(&[call(&id, "kb__search")])));
         model(succeed_all(&mut m, &batch));
-        let head = m.checkpoint_head().unwrap();
+        let head = head_of(&mut m);
         for field in ["turn", "records", "documents", "outcome"] {
             assert!(head.get(field).is_none(), "{field} is saved apart");
         }
@@ -232,7 +268,7 @@ fn the_saved_head_does_not_grow_with_the_run() {
 fn a_state_saved_by_another_version_is_refused_with_both_versions_named() {
     let mut m = machine(UnknownOutcome::TellModel);
     m.start();
-    let mut head = m.checkpoint_head().unwrap();
+    let mut head = head_of(&mut m);
     head["version"] = json!(3);
     let error = RunState::from_parts(m.state.fixed_input(None), head, Vec::new(), Vec::new())
         .unwrap_err()
@@ -251,7 +287,7 @@ fn a_run_that_ended_is_saved_with_its_outcome_but_not_its_messages_and_restored_
     model(succeed_all(&mut m, &batch));
     let outcome = finished(m.on_model_reply(text("found it")));
     m.take_changes();
-    let head = m.checkpoint_head().unwrap();
+    let head = head_of(&mut m);
     assert_eq!(head["phase"], "finished");
     assert_eq!(head["outcome"]["answer"], "found it");
     for field in ["messages", "records"] {
@@ -279,7 +315,7 @@ fn the_finalize_reason_comes_with_the_phase_and_stays_with_the_outcome() {
     m.start();
     let batch = tools(m.on_model_reply(calls_owned(&[search("c1", "a")])));
     model(succeed_all(&mut m, &batch));
-    let head = m.checkpoint_head().unwrap();
+    let head = head_of(&mut m);
     assert_eq!(head["phase"], "awaiting_finalize");
     assert_eq!(head["reason"], "max_iterations");
     let mut m = saved_and_restored(&mut m);
