@@ -253,17 +253,22 @@ impl Agent {
     /// The state machine of a run, for callers that drive runs themselves.
     pub fn prepare(&self, request: RunRequest) -> RunMachine {
         let (input, refused) = self.run_input(request);
-        let mut machine = RunMachine::new(
-            input,
-            self.services.settings.clone(),
-            self.services.tools.catalog(),
-            self.services.counter.clone(),
-        );
+        let mut machine = self.machine_for(input);
         if let Some(unknown) = refused {
             // The run ends before it starts; driving it emits why.
             let _ = machine.fail(ErrorCode::UnknownWorkflow, unknown.to_string());
         }
         machine
+    }
+
+    /// The state machine of a run that starts from `input`.
+    pub(crate) fn machine_for(&self, input: RunInput) -> RunMachine {
+        RunMachine::new(
+            input,
+            self.services.settings.clone(),
+            self.services.tools.catalog(),
+            self.services.counter.clone(),
+        )
     }
 
     /// What `request` starts from, with this agent's settings; and the workflow it names, when

@@ -14,7 +14,7 @@ use crate::{
     driver::drive,
     emitter::{Emitter, EventSink},
     machine::{
-        Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState,
+        Input, InvalidAnswer, OtherStateVersion, RunInput, RunOutcome, RunState, UnreadableState,
         first_checkpoint,
     },
     policy::{DEFAULT_USER, UnknownWorkflow},
@@ -62,7 +62,10 @@ impl StartError {
 /// history read and its row written. Drive it with [`Agent::run_begun`]; a begun run that is
 /// dropped instead gives its session back.
 pub struct BegunRun {
-    request: RunRequest,
+    /// What the run starts from (with its history, when read from the session): built once,
+    /// at the beginning, and saved with it.
+    input: RunInput,
+    save_chat: bool,
     /// The dialogue messages of history read from the session, when it was.
     history_window: Option<usize>,
     store: Option<Arc<dyn Store>>,
@@ -75,11 +78,11 @@ pub struct BegunRun {
 
 impl BegunRun {
     pub fn run_id(&self) -> Uuid {
-        self.request.run_id.unwrap_or_default()
+        self.input.run_id
     }
 
     pub fn session_id(&self) -> Uuid {
-        self.request.session_id.unwrap_or_default()
+        self.input.session_id
     }
 }
 
@@ -135,8 +138,11 @@ impl Agent {
         self.policy_for(&request.context)?;
         let Some(store) = self.store().cloned() else {
             let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
+            let save_chat = request.save_chat;
+            let (input, _) = self.run_input(request);
             return Ok(BegunRun {
-                request,
+                input,
+                save_chat,
                 history_window: None,
                 store: None,
                 hold: None,
@@ -186,13 +192,16 @@ impl Agent {
                 .then(|| self.settings().history_messages),
             checkpoint: None,
         };
+        let (save_chat, include_history) = (request.save_chat, request.include_history);
+        // The workflow was checked above.
+        let (input, _) = self.run_input(request);
         // Saved with the run's row: should this process stop before the run's first step is
         // saved, the instance that adopts the run starts it from here.
-        let (input, _) = self.run_input(request.clone());
-        let start = match first_checkpoint(input, start.history) {
-            Ok((input, head)) => RunStart {
+        let (mut input, first) = first_checkpoint(input, start.history);
+        let start = match first {
+            Ok((fixed, head)) => RunStart {
                 checkpoint: Some(Checkpoint {
-                    input: Some(input),
+                    input: Some(fixed),
                     head,
                     last_seq: 0,
                     turn: Vec::new(),
@@ -229,11 +238,12 @@ impl Agent {
             session_id,
             run_id,
         };
-        if request.include_history {
-            request.history = history.into_iter().map(|stored| stored.message).collect();
+        if include_history {
+            input.history = history.into_iter().map(|stored| stored.message).collect();
         }
         Ok(BegunRun {
-            request,
+            input,
+            save_chat,
             history_window: start.history,
             store: Some(store),
             hold: Some(hold),
@@ -251,16 +261,16 @@ impl Agent {
         cancel: CancellationToken,
     ) -> RunOutcome {
         let BegunRun {
-            request,
+            input,
+            save_chat,
             history_window,
             store,
             hold,
             input_saved,
             trace,
         } = begun;
-        let mut emitter = Emitter::new(request.run_id.unwrap_or_default(), sink);
-        let save_chat = request.save_chat;
-        let machine = self.prepare(request);
+        let mut emitter = Emitter::new(input.run_id, sink);
+        let machine = self.machine_for(input);
         let Some(store) = store else {
             let services = self.services_traced(trace);
             return drive(machine, services, &mut emitter, cancel, None).await;

@@ -192,8 +192,7 @@ async fn a_run_with_tools_replays_exactly() {
 }
 
 fn state_outcome(state: &RunState) -> serde_json::Value {
-    let value = serde_json::to_value(state).unwrap();
-    value["outcome"].clone()
+    serde_json::to_value(state.finished_outcome()).unwrap()
 }
 
 #[tokio::test]

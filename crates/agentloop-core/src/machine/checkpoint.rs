@@ -48,9 +48,6 @@ pub enum UnreadableState {
     MissingOutput,
 }
 
-/// The fields of a finished run's outcome (in its phase) saved apart: they are the run's
-/// messages and records.
-const OUTCOME_APART: [&str; 2] = ["messages", "records"];
 /// The fields of the input saved once, with the first step.
 const INPUT_APART: [&str; 3] = ["history", "system_prompt", "client_tools"];
 
@@ -66,12 +63,6 @@ impl RunState {
         let turn = std::mem::take(&mut self.turn);
         let records = std::mem::take(&mut self.records);
         let documents = std::mem::take(&mut self.documents);
-        let ended = self.phase.outcome_mut().map(|outcome| {
-            (
-                std::mem::take(&mut outcome.messages),
-                std::mem::take(&mut outcome.records),
-            )
-        });
         let history = std::mem::take(&mut self.input.history);
         let system_prompt = std::mem::take(&mut self.input.system_prompt);
         let client_tools = std::mem::take(&mut self.input.client_tools);
@@ -83,10 +74,6 @@ impl RunState {
         self.turn = turn;
         self.records = records;
         self.documents = documents;
-        if let (Some(outcome), Some((messages, records))) = (self.phase.outcome_mut(), ended) {
-            outcome.messages = messages;
-            outcome.records = records;
-        }
         self.input.history = history;
         self.input.system_prompt = system_prompt;
         self.input.client_tools = client_tools;
@@ -153,20 +140,9 @@ impl RunState {
         fields.insert("turn".into(), serde_json::to_value(&turn)?);
         fields.insert("records".into(), Value::Array(Vec::new()));
         fields.insert("documents".into(), Value::Array(Vec::new()));
-        if let Some(Value::Object(outcome)) = fields.get_mut("outcome") {
-            for field in OUTCOME_APART {
-                outcome.insert(field.into(), Value::Array(Vec::new()));
-            }
-        }
         let mut state: RunState = serde_json::from_value(Value::Object(fields))?;
         state.documents = documents(&records);
         state.records = finished_records(&state, records);
-        // A run's outcome holds its messages and records as they were when it ended: what
-        // was saved.
-        if let Some(outcome) = state.phase.outcome_mut() {
-            outcome.messages = state.turn.clone();
-            outcome.records = state.records.clone();
-        }
         Ok(state)
     }
 }
@@ -300,11 +276,15 @@ impl RunMachine {
 /// The state of a run before its first step (seq 0), as a checkpoint holds it: what it starts
 /// from ([`RunState::fixed_input`]) and the head of its state. Saved with the run's row, so that
 /// a run whose process stops before its first step is saved can be started again from it.
+/// `input` is given back, for the run to start from.
 pub fn first_checkpoint(
     input: super::RunInput,
     history_window: Option<usize>,
-) -> Result<(Value, String), serde_json::Error> {
+) -> (super::RunInput, Result<(Value, String), serde_json::Error>) {
     let started_at = input.started_at;
     let mut state = RunState::new(input, started_at);
-    Ok((state.fixed_input(history_window), state.head()?))
+    let parts = state
+        .head()
+        .map(|head| (state.fixed_input(history_window), head));
+    (state.input, parts)
 }

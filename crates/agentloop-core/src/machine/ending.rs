@@ -8,7 +8,9 @@ use agentloop_protocol::{
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{RunFailure, RunMachine, RunOutcome, Step, state::Phase, text, text::records_digest};
+use super::{
+    RunFailure, RunMachine, RunOutcome, RunState, Step, state::Phase, text, text::records_digest,
+};
 
 impl RunMachine {
     /// Ends the run at this safe point because the user asked to stop.
@@ -75,8 +77,8 @@ impl RunMachine {
     }
 
     pub(super) fn unexpected(&mut self, what: &str) -> Step {
-        if let Some(outcome) = self.state.phase.outcome() {
-            return Step::Finished(Box::new(outcome.clone()));
+        if let Some(outcome) = self.finished_outcome() {
+            return Step::Finished(Box::new(outcome));
         }
         let message = format!("internal error: the run received {what} it was not waiting for");
         self.fail(ErrorCode::InternalError, message)
@@ -118,14 +120,37 @@ impl RunMachine {
             should_refresh: self.state.should_refresh,
         });
         // Taken before the phase changes: the finalize reason comes from the phase.
-        let outcome = Box::new(self.outcome_with(status, answer, failure, message_id));
+        let ended = self.outcome_apart(status, answer, failure, message_id);
+        let outcome = self.with_parts(ended.clone());
+        // The phase keeps the outcome without the run's messages and records: they are the
+        // state's (`turn`, `records`), and are not copied a second time.
         self.state.phase = Phase::Finished {
-            outcome: outcome.clone(),
+            outcome: Box::new(ended),
         };
-        Step::Finished(outcome)
+        Step::Finished(Box::new(outcome))
+    }
+
+    /// The outcome of a run that finished, whole again (`None` while it has not).
+    pub(super) fn finished_outcome(&self) -> Option<RunOutcome> {
+        self.state.finished_outcome()
     }
 
     pub(super) fn outcome_with(
+        &self,
+        status: RunStatus,
+        answer: Option<String>,
+        failure: Option<RunFailure>,
+        message_id: Option<Uuid>,
+    ) -> RunOutcome {
+        self.with_parts(self.outcome_apart(status, answer, failure, message_id))
+    }
+
+    fn with_parts(&self, outcome: RunOutcome) -> RunOutcome {
+        self.state.with_parts(outcome)
+    }
+
+    /// The outcome without the run's messages and records.
+    fn outcome_apart(
         &self,
         status: RunStatus,
         answer: Option<String>,
@@ -143,11 +168,28 @@ impl RunMachine {
             input_required: None,
             iterations: self.state.iteration,
             tools_used: self.state.tools_used,
-            records: self.state.records.clone(),
-            messages: self.state.turn.clone(),
+            records: Vec::new(),
+            messages: Vec::new(),
             usage: self.state.usage,
             message_id,
             should_refresh: self.state.should_refresh,
+        }
+    }
+}
+
+impl RunState {
+    /// How the run ended, whole (with its messages and records), once it has.
+    pub fn finished_outcome(&self) -> Option<RunOutcome> {
+        let ended = self.phase.outcome()?;
+        Some(self.with_parts(ended.clone()))
+    }
+
+    /// `outcome` with the run's messages and records as they stand.
+    fn with_parts(&self, outcome: RunOutcome) -> RunOutcome {
+        RunOutcome {
+            records: self.records.clone(),
+            messages: self.turn.clone(),
+            ..outcome
         }
     }
 }

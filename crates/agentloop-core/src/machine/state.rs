@@ -55,7 +55,8 @@ pub(super) enum Phase {
     AwaitingInput {
         batch: Option<Batch>,
     },
-    /// The run ended, and how.
+    /// The run ended, and how (its outcome without the run's messages and records, which are
+    /// the state's: `RunMachine::finished_outcome` puts them together).
     Finished {
         outcome: Box<RunOutcome>,
     },
@@ -104,13 +105,6 @@ impl Phase {
     }
 
     pub(super) fn outcome(&self) -> Option<&RunOutcome> {
-        match self {
-            Phase::Finished { outcome } => Some(outcome),
-            _ => None,
-        }
-    }
-
-    pub(super) fn outcome_mut(&mut self) -> Option<&mut RunOutcome> {
         match self {
             Phase::Finished { outcome } => Some(outcome),
             _ => None,
