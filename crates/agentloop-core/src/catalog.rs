@@ -3,7 +3,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    sync::Arc,
+    sync::{Arc, OnceLock},
     time::Duration,
 };
 
@@ -14,6 +14,7 @@ use crate::{
     llm::ToolSpec,
     names,
     settings::{AgentSettings, ToolSettings},
+    tokens::TokenCounter,
     tool::Tool,
 };
 
@@ -80,6 +81,13 @@ impl CatalogEntry {
     }
 }
 
+/// The tokens `spec` takes in a request: its name, description and parameters' schema.
+pub(crate) fn spec_tokens(counter: &dyn TokenCounter, spec: &ToolSpec) -> usize {
+    counter.count(&spec.name)
+        + counter.count(&spec.description)
+        + counter.count(&spec.parameters.to_string())
+}
+
 /// Where a value does not fit a JSON Schema: every problem with the path where it was found, in
 /// words a model can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +124,9 @@ pub struct ToolCatalog {
     by_name: HashMap<String, usize>,
     by_provider_name: HashMap<String, usize>,
     warnings: Vec<String>,
+    /// The tokens each tool's spec takes in a request, counted once for the catalog (by the
+    /// counter whose address is kept with them) rather than for every run.
+    spec_tokens: OnceLock<(usize, Arc<HashMap<String, usize>>)>,
 }
 
 impl ToolCatalog {
@@ -158,6 +169,27 @@ impl ToolCatalog {
         catalog
     }
 
+    /// The tokens of each tool's spec, by internal name, as `counter` counts them: counted
+    /// once per catalog (a catalog is made when the tools change), not for every run.
+    pub(crate) fn spec_tokens(&self, counter: &dyn TokenCounter) -> Arc<HashMap<String, usize>> {
+        // The counter's address tells whether the counts kept are its own.
+        let counter_id = std::ptr::from_ref(counter).cast::<()>() as usize;
+        let count = || {
+            let counts = self
+                .entries
+                .iter()
+                .map(|entry| (entry.name().to_string(), spec_tokens(counter, &entry.spec)))
+                .collect();
+            Arc::new(counts)
+        };
+        let (kept_for, counts) = self.spec_tokens.get_or_init(|| (counter_id, count()));
+        if *kept_for == counter_id {
+            counts.clone()
+        } else {
+            count()
+        }
+    }
+
     /// This catalog with the client tools of one run added (`client_tool.rs`): a client tool
     /// whose name is taken by one of the agent's tools is left out, with a warning.
     pub fn with_client_tools(&self, tools: &[ClientTool]) -> ToolCatalog {
@@ -166,6 +198,7 @@ impl ToolCatalog {
             by_name: self.by_name.clone(),
             by_provider_name: self.by_provider_name.clone(),
             warnings: self.warnings.clone(),
+            spec_tokens: OnceLock::new(),
         };
         let mut taken: HashSet<String> = self.by_provider_name.keys().cloned().collect();
         for tool in tools {
@@ -288,6 +321,43 @@ mod tests {
 
     fn number_schema() -> Value {
         json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]})
+    }
+
+    /// Counts words, and how many texts it was asked to count.
+    #[derive(Default)]
+    struct CountingCounter(std::sync::atomic::AtomicUsize);
+
+    impl TokenCounter for CountingCounter {
+        fn count(&self, text: &str) -> usize {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            text.split_whitespace().count()
+        }
+    }
+
+    #[test]
+    fn spec_tokens_are_counted_once_per_catalog_and_counter() {
+        let catalog = ToolCatalog::new(
+            vec![tool("math.add", number_schema()), tool("math.sub", json!({}))],
+            &BTreeMap::new(),
+        );
+        let counter = CountingCounter::default();
+        let first = catalog.spec_tokens(&counter);
+        let asked = counter.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(asked, 6, "name, description and schema of each tool");
+        assert_eq!(first.len(), 2);
+        let add = first["math.add"];
+        assert_eq!(add, spec_tokens(&counter, &catalog.get("math.add").unwrap().spec));
+
+        let again = catalog.spec_tokens(&counter);
+        assert!(Arc::ptr_eq(&first, &again), "the counts kept are given again");
+        assert_eq!(counter.0.load(std::sync::atomic::Ordering::Relaxed), asked + 3);
+
+        // Another counter gets counts of its own, not the first one's.
+        let other = CountingCounter::default();
+        let others = catalog.spec_tokens(&other);
+        assert!(!Arc::ptr_eq(&first, &others));
+        assert_eq!(others["math.add"], add);
+        assert_eq!(other.0.load(std::sync::atomic::Ordering::Relaxed), 6);
     }
 
     #[test]

@@ -251,7 +251,10 @@ pub struct RunMachine {
     /// change in a run.
     system: Arc<ChatMessage>,
     system_tokens: usize,
-    tool_tokens: HashMap<String, usize>,
+    /// The tokens of each catalog tool's spec (counted once per catalog).
+    tool_tokens: Arc<HashMap<String, usize>>,
+    /// The tokens of the offered built-in tools' specs, together.
+    builtin_tokens: usize,
     /// Records that ended since the last `take_changes`, in the order they ended.
     new_records: Vec<ToolExecutionRecord>,
     record_by_call: HashMap<String, usize>,
@@ -330,21 +333,10 @@ impl RunMachine {
             .collect();
         let system = Arc::new(ChatMessage::system(state.input.system_prompt.clone()));
         let system_tokens = message_tokens(counter.as_ref(), &system);
-        let spec_tokens = |spec: &ToolSpec| {
-            counter.count(&spec.name)
-                + counter.count(&spec.description)
-                + counter.count(&spec.parameters.to_string())
-        };
-        // Built-in tools last: one of them hides a catalog tool of the same name.
-        let tool_tokens = catalog
-            .entries()
-            .iter()
-            .map(|entry| (entry.name().to_string(), spec_tokens(&entry.spec())))
-            .chain(
-                Builtin::all_offered(&settings)
-                    .map(|builtin| (builtin.name().to_string(), spec_tokens(&builtin.spec()))),
-            )
-            .collect();
+        let tool_tokens = catalog.spec_tokens(counter.as_ref());
+        let builtin_tokens = Builtin::all_offered(&settings)
+            .map(|builtin| crate::catalog::spec_tokens(counter.as_ref(), &builtin.spec()))
+            .sum();
         let record_by_call = state
             .records
             .iter()
@@ -362,6 +354,7 @@ impl RunMachine {
             system,
             system_tokens,
             tool_tokens,
+            builtin_tokens,
             new_records: Vec::new(),
             record_by_call,
             outbox: Vec::new(),
@@ -709,20 +702,7 @@ impl RunMachine {
         };
         let mut tools_tokens = 0;
         let tools: Vec<ToolSpec> = if offer_tools {
-            for entry in self.offered_entries() {
-                tools_tokens += self
-                    .tool_tokens
-                    .get(entry.name())
-                    .copied()
-                    .unwrap_or_default();
-            }
-            for builtin in Builtin::all_offered(&self.settings) {
-                tools_tokens += self
-                    .tool_tokens
-                    .get(builtin.name())
-                    .copied()
-                    .unwrap_or_default();
-            }
+            tools_tokens = self.offered_tools_tokens();
             self.offered_specs().collect()
         } else {
             Vec::new()
@@ -767,6 +747,20 @@ impl RunMachine {
             return Some(Withheld::Unclear);
         }
         pipeline::policy_refusal(entry, &self.state.input.policy).map(Withheld::Refused)
+    }
+
+    /// The tokens the specs of the tools offered now take: the catalog's, then the built-ins.
+    fn offered_tools_tokens(&self) -> usize {
+        let catalog: usize = self
+            .offered_entries()
+            .map(|entry| {
+                self.tool_tokens
+                    .get(entry.name())
+                    .copied()
+                    .unwrap_or_default()
+            })
+            .sum();
+        catalog + self.builtin_tokens
     }
 
     /// The catalog's tools the model is offered now.

@@ -11,7 +11,7 @@
 
 use agentloop_protocol::{EventKind, LlmCallPurpose, Usage};
 
-use super::{Builtin, RunMachine, state::Phase};
+use super::{RunMachine, state::Phase};
 use crate::llm::ModelReply;
 
 impl RunMachine {
@@ -72,12 +72,7 @@ impl RunMachine {
             .chain(&self.turn_view)
             .map(|viewed| viewed.tokens)
             .sum();
-        let tokens_of = |name: &str| self.tool_tokens.get(name).copied().unwrap_or_default();
-        let tools: usize = self
-            .offered_entries()
-            .map(|entry| tokens_of(entry.name()))
-            .chain(Builtin::all_offered(&self.settings).map(|builtin| tokens_of(builtin.name())))
-            .sum();
+        let tools = self.offered_tools_tokens();
         (self.system_tokens + tools + conversation).min(self.settings.context_tokens)
     }
 
