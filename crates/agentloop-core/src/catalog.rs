@@ -337,7 +337,10 @@ mod tests {
     #[test]
     fn spec_tokens_are_counted_once_per_catalog_and_counter() {
         let catalog = ToolCatalog::new(
-            vec![tool("math.add", number_schema()), tool("math.sub", json!({}))],
+            vec![
+                tool("math.add", number_schema()),
+                tool("math.sub", json!({})),
+            ],
             &BTreeMap::new(),
         );
         let counter = CountingCounter::default();
@@ -346,11 +349,20 @@ mod tests {
         assert_eq!(asked, 6, "name, description and schema of each tool");
         assert_eq!(first.len(), 2);
         let add = first["math.add"];
-        assert_eq!(add, spec_tokens(&counter, &catalog.get("math.add").unwrap().spec));
+        assert_eq!(
+            add,
+            spec_tokens(&counter, &catalog.get("math.add").unwrap().spec)
+        );
 
         let again = catalog.spec_tokens(&counter);
-        assert!(Arc::ptr_eq(&first, &again), "the counts kept are given again");
-        assert_eq!(counter.0.load(std::sync::atomic::Ordering::Relaxed), asked + 3);
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the counts kept are given again"
+        );
+        assert_eq!(
+            counter.0.load(std::sync::atomic::Ordering::Relaxed),
+            asked + 3
+        );
 
         // Another counter gets counts of its own, not the first one's.
         let other = CountingCounter::default();

@@ -708,8 +708,10 @@ fn call_key(tool: &str, arguments: &str) -> String {
         .chain_update([0u8])
         .chain_update(arguments.as_bytes())
         .finalize();
-    digest[..16]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    use std::fmt::Write as _;
+    let mut key = String::with_capacity(32);
+    for byte in &digest[..16] {
+        let _ = write!(key, "{byte:02x}");
+    }
+    key
 }
