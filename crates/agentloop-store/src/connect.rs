@@ -207,7 +207,10 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
             let connection = sqlite::open(&open).map_err(|error| target.cannot_connect(error))?;
             let checkpointer = match &open {
                 Open::Memory => None,
-                Open::Uri(uri) => Checkpointer::start(uri),
+                // The checkpointer's connection never creates the file: its thread may open it
+                // after the store was closed and the file deleted, and would leave an empty
+                // database where the next start must see none.
+                Open::Uri(_) => Checkpointer::start(&Target::parse(url, IfMissing::Fail)?.url),
             };
             Engine::Sqlite(Lite::new(connection, checkpointer))
         }

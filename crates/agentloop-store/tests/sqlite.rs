@@ -5,7 +5,7 @@
 #[macro_use]
 mod suite;
 
-use agentloop_core::{Store, StoreError};
+use agentloop_core::{StepRecord, Store, StoreError};
 use agentloop_store::SqlStore;
 use suite::Fixture;
 
@@ -68,7 +68,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "6 durable runs",
             "7 run costs",
             "8 run trace",
-            "9 tool costs"
+            "9 tool costs",
+            "11 positions without sequence"
         ]
     );
     assert!(path.exists());
@@ -256,3 +257,118 @@ async fn ping_fails_when_the_file_takes_no_writes() {
     writable.ping().await.unwrap();
     writable.close().await;
 }
+
+/// Migration 11 rebuilds `messages` and `tool_executions` without `AUTOINCREMENT` (which wrote
+/// `sqlite_sequence` in every step): a database of the schema before keeps every row, in its
+/// order, and what is saved after comes after it.
+#[tokio::test]
+async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuilt() {
+    let fixture = fixture().await;
+    let session_id = suite::session(&fixture, "alice").await;
+    let run_id = suite::run(&fixture, session_id).await;
+    let before = vec![
+        suite::question(session_id, run_id, "first"),
+        suite::tool_call(session_id, run_id, "call_1"),
+        suite::tool_result(session_id, run_id, "call_1"),
+        suite::answer(session_id, run_id, "second"),
+    ];
+    let step = StepRecord {
+        messages: before.clone(),
+        records: vec![suite::record("call_1", 1), suite::record("call_2", 1)],
+        ..suite::step(run_id, session_id)
+    };
+    fixture.store.save_step(&step).await.unwrap();
+
+    // The schema before migration 11: both tables numbered by AUTOINCREMENT, with gaps as
+    // deleted rows leave them.
+    for (table, columns) in [
+        ("messages", MESSAGE_COLUMNS),
+        ("tool_executions", RECORD_COLUMNS),
+    ] {
+        let create = fixture
+            .text(&format!(
+                "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = '{table}'"
+            ))
+            .await;
+        let old = create
+            .replacen(
+                "position INTEGER PRIMARY KEY",
+                "position INTEGER PRIMARY KEY AUTOINCREMENT",
+                1,
+            )
+            .replacen(
+                &format!("CREATE TABLE \"{table}\""),
+                &format!("CREATE TABLE {table}_old"),
+                1,
+            )
+            .replacen(
+                &format!("CREATE TABLE {table} "),
+                &format!("CREATE TABLE {table}_old "),
+                1,
+            );
+        assert!(
+            old.contains("AUTOINCREMENT") && old.contains("_old"),
+            "{old}"
+        );
+        fixture.execute(&old).await;
+        fixture
+            .execute(&format!(
+                "INSERT INTO {table}_old (position, {columns}) \
+                 SELECT position * 10, {columns} FROM {table}"
+            ))
+            .await;
+        fixture.execute(&format!("DROP TABLE {table}")).await;
+        fixture
+            .execute(&format!("ALTER TABLE {table}_old RENAME TO {table}"))
+            .await;
+    }
+    fixture
+        .execute("CREATE INDEX messages_by_session ON messages (session_id, position)")
+        .await;
+    fixture
+        .execute("DELETE FROM _sqlx_migrations WHERE version = 11")
+        .await;
+    let positions_before = fixture.count("SELECT SUM(position) FROM messages").await;
+
+    let applied = SqlStore::migrate(&fixture.url).await.unwrap();
+    assert_eq!(applied, ["11 positions without sequence"]);
+    assert_eq!(
+        fixture.count("SELECT SUM(position) FROM messages").await,
+        positions_before,
+        "the positions are kept"
+    );
+    assert_eq!(
+        fixture
+            .count("SELECT COUNT(*) FROM sqlite_schema WHERE sql LIKE '%AUTOINCREMENT%'")
+            .await,
+        0
+    );
+    let store = SqlStore::connect(&fixture.url).await.unwrap();
+    assert_eq!(store.messages(session_id).await.unwrap(), before);
+    assert_eq!(store.tool_executions(run_id).await.unwrap().len(), 2);
+
+    // What is saved next comes after, and no step writes sqlite_sequence any more.
+    let later = vec![suite::question(session_id, run_id, "third")];
+    let step = StepRecord {
+        messages: later.clone(),
+        ..suite::step(run_id, session_id)
+    };
+    store.save_step(&step).await.unwrap();
+    let all: Vec<_> = before.into_iter().chain(later).collect();
+    assert_eq!(store.messages(session_id).await.unwrap(), all);
+    assert_eq!(
+        fixture
+            .count(
+                "SELECT COUNT(*) FROM sqlite_sequence \
+                 WHERE name IN ('messages', 'tool_executions')"
+            )
+            .await,
+        0
+    );
+}
+
+const MESSAGE_COLUMNS: &str = "id, session_id, run_id, kind, role, content, tool_calls, \
+    tool_call_id, metadata, created_at, content_hash";
+const RECORD_COLUMNS: &str = "run_id, call_id, iteration, tool, arguments, started_at, \
+    duration_ms, status, result, structured_result, error, result_hash, structured_is_result, \
+    cost_usd";
