@@ -25,7 +25,7 @@ pub struct CatalogEntry {
     pub provider_name: String,
     pub settings: ToolSettings,
     validator: Option<jsonschema::Validator>,
-    spec: ToolSpec,
+    spec: Arc<ToolSpec>,
     /// A client tool of the run (`client_tool.rs`): its calls are answered by the client.
     pub client: bool,
 }
@@ -76,7 +76,7 @@ impl CatalogEntry {
     }
 
     /// The tool as offered to the model.
-    pub fn spec(&self) -> ToolSpec {
+    pub fn spec(&self) -> Arc<ToolSpec> {
         self.spec.clone()
     }
 }
@@ -246,11 +246,11 @@ impl ToolCatalog {
             Some(extra) => format!("{}\n\n{extra}", info.description),
             None => info.description.clone(),
         };
-        let spec = ToolSpec {
+        let spec = Arc::new(ToolSpec {
             name: provider_name.clone(),
             description,
             parameters: Arc::new(info.input_schema.clone()),
-        };
+        });
         self.entries.push(CatalogEntry {
             settings,
             tool,

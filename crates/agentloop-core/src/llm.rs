@@ -45,7 +45,8 @@ pub struct ModelRequest {
     pub model: Option<String>,
     /// Shared with the run's own view of the conversation, so a call does not copy it.
     pub messages: Vec<Arc<ChatMessage>>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared with the catalog, so a call does not copy the tools' names and descriptions.
+    pub tools: Vec<Arc<ToolSpec>>,
     pub tool_choice: ToolChoice,
     pub purpose: CallPurpose,
 }

@@ -352,7 +352,7 @@ mod tests {
             ]
             .map(std::sync::Arc::new)
             .to_vec(),
-            tools,
+            tools: tools.into_iter().map(std::sync::Arc::new).collect(),
             tool_choice,
             purpose: CallPurpose::Step,
         }

@@ -27,18 +27,18 @@ pub(crate) enum Builtin {
 }
 
 struct Definition {
-    spec: ToolSpec,
+    spec: Arc<ToolSpec>,
     validator: schemas::Compiled,
 }
 
 fn define(name: &str, description: &str, schema: Value) -> Definition {
     Definition {
         validator: schemas::compile(&schema),
-        spec: ToolSpec {
+        spec: Arc::new(ToolSpec {
             name: name.to_string(),
             description: description.to_string(),
             parameters: Arc::new(schema),
-        },
+        }),
     }
 }
 
@@ -79,7 +79,7 @@ impl Builtin {
         }
     }
 
-    pub fn spec(self) -> ToolSpec {
+    pub fn spec(self) -> Arc<ToolSpec> {
         self.definition().spec.clone()
     }
 

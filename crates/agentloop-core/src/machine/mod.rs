@@ -701,7 +701,7 @@ impl RunMachine {
             _ => None,
         };
         let mut tools_tokens = 0;
-        let tools: Vec<ToolSpec> = if offer_tools {
+        let tools: Vec<Arc<ToolSpec>> = if offer_tools {
             tools_tokens = self.offered_tools_tokens();
             self.offered_specs().collect()
         } else {
@@ -773,7 +773,7 @@ impl RunMachine {
 
     /// The tools a plan may count on, and whether each waits for a clear request: the catalog's
     /// tools offered now or once the request is clear, then `ask_user`.
-    fn plannable_specs(&self) -> impl Iterator<Item = (ToolSpec, bool)> + '_ {
+    fn plannable_specs(&self) -> impl Iterator<Item = (Arc<ToolSpec>, bool)> + '_ {
         self.catalog
             .entries()
             .iter()
@@ -790,7 +790,7 @@ impl RunMachine {
     }
 
     /// Everything the model is offered: the catalog's tools, then the built-in ones.
-    fn offered_specs(&self) -> impl Iterator<Item = ToolSpec> + '_ {
+    fn offered_specs(&self) -> impl Iterator<Item = Arc<ToolSpec>> + '_ {
         self.offered_entries()
             .map(|entry| entry.spec())
             .chain(Builtin::all_offered(&self.settings).map(Builtin::spec))

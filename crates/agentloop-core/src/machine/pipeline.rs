@@ -285,7 +285,8 @@ impl RunMachine {
         match why {
             // Hidden by a built-in tool of the same name: for the model, there is no such tool.
             None | Some(Withheld::Hidden) => {
-                let available: Vec<String> = self.offered_specs().map(|spec| spec.name).collect();
+                let available: Vec<String> =
+                    self.offered_specs().map(|spec| spec.name.clone()).collect();
                 let error = format!(
                     "unknown tool '{tool}'. Available tools: {}",
                     if available.is_empty() {

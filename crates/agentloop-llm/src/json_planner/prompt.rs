@@ -94,7 +94,7 @@ pub(crate) fn correction(error: &str, finalize_only: bool) -> String {
     )
 }
 
-fn protocol(tools: &[ToolSpec], finalize_only: bool) -> String {
+fn protocol(tools: &[Arc<ToolSpec>], finalize_only: bool) -> String {
     let mut text = String::from(
         "Reply with exactly one JSON object and nothing else: no Markdown fences, no text before \
          or after it.\n\n",
@@ -127,7 +127,7 @@ fn protocol(tools: &[ToolSpec], finalize_only: bool) -> String {
 }
 
 /// Name, description and parameter schema of each tool.
-fn tool_list(tools: &[ToolSpec]) -> String {
+fn tool_list(tools: &[Arc<ToolSpec>]) -> String {
     let mut text = String::new();
     for tool in tools {
         let description = tool.description.trim();
@@ -181,12 +181,12 @@ mod tests {
     use agentloop_core::CallPurpose;
     use serde_json::json;
 
-    fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
-        ToolSpec {
+    fn spec(name: &str, description: &str, parameters: Value) -> Arc<ToolSpec> {
+        Arc::new(ToolSpec {
             name: name.into(),
             description: description.into(),
             parameters: Arc::new(parameters),
-        }
+        })
     }
 
     fn request(messages: Vec<ChatMessage>, tool_choice: ToolChoice) -> ModelRequest {

@@ -73,11 +73,11 @@ fn request(tool_choice: ToolChoice) -> ModelRequest {
             Arc::new(ChatMessage::system("You are helpful.")),
             Arc::new(ChatMessage::user("echo hi")),
         ],
-        tools: vec![ToolSpec {
+        tools: vec![Arc::new(ToolSpec {
             name: "test__echo".into(),
             description: "Echoes the text.".into(),
             parameters: Arc::new(json!({"type": "object"})),
-        }],
+        })],
         tool_choice,
         purpose: match tool_choice {
             ToolChoice::Auto => CallPurpose::Step,

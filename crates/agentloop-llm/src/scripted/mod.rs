@@ -281,11 +281,11 @@ mod tests {
         ModelRequest {
             model: None,
             messages: messages.into_iter().map(Arc::new).collect(),
-            tools: vec![ToolSpec {
+            tools: vec![Arc::new(ToolSpec {
                 name: "calc__add".into(),
                 description: String::new(),
                 parameters: Arc::new(serde_json::json!({"type": "object"})),
-            }],
+            })],
             tool_choice: ToolChoice::Auto,
             purpose: CallPurpose::Step,
         }

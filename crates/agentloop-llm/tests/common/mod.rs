@@ -52,12 +52,12 @@ pub fn ask(text: &str) -> ModelRequest {
     }
 }
 
-pub fn read_file_tool() -> ToolSpec {
-    ToolSpec {
+pub fn read_file_tool() -> std::sync::Arc<ToolSpec> {
+    std::sync::Arc::new(ToolSpec {
         name: "fs__read_file".into(),
         description: "Read a file".into(),
         parameters: Arc::new(json!({"type": "object", "properties": {"path": {"type": "string"}}})),
-    }
+    })
 }
 
 /// Runs one call and returns the text pieces passed to `on_text` with the result.
