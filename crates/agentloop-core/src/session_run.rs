@@ -158,60 +158,60 @@ impl Agent {
         // Started before the run is saved, so that the run is saved with it: after a restart,
         // the run goes on in this trace.
         let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
+        let (existing_session, save_chat, include_history) = (
+            request.existing_session,
+            request.save_chat,
+            request.include_history,
+        );
+        let history_window = include_history.then(|| self.settings().history_messages);
+        // The workflow was checked above.
+        let (input, _) = self.run_input(request);
+        // Saved with the run's row: should this process stop before the run's first step is
+        // saved, the instance that adopts the run starts it from here.
+        let (mut input, first) = first_checkpoint(input, history_window);
+        let checkpoint = match first {
+            Ok((fixed, head)) => Some(Checkpoint {
+                input: Some(fixed),
+                head,
+                last_seq: 0,
+                turn: Vec::new(),
+            }),
+            Err(error) => {
+                tracing::warn!(%run_id, %error, "the run's beginning cannot be written; it is saved from its first step");
+                None
+            }
+        };
         let start = RunStart {
             run: NewRun {
                 id: run_id,
                 session_id,
                 user_id: user_id.clone(),
-                query: request.query.clone(),
-                model: request.model.clone(),
-                save_chat: request.save_chat,
+                query: input.query.clone(),
+                model: input.model.clone(),
+                save_chat,
                 context: json!({
-                    "entity_id": request.context.entity_id,
-                    "workflow": request.context.workflow,
-                    "read_only": request.context.read_only,
+                    "entity_id": input.context.entity_id,
+                    "workflow": input.context.workflow,
+                    "read_only": input.context.read_only,
                 }),
-                started_at: crate::clock::now(),
+                started_at: input.started_at,
                 owner: self.instance_id().map(str::to_string),
                 traceparent: trace.traceparent(),
             },
-            if_missing: if request.existing_session {
+            if_missing: if existing_session {
                 MissingSession::Refuse
-            } else if request.save_chat {
+            } else if save_chat {
                 MissingSession::Create(NewSession {
                     id: session_id,
                     user_id,
-                    title: title(&request.query),
+                    title: title(&input.query),
                 })
             } else {
                 MissingSession::Ignore
             },
             lease: SESSION_LEASE,
-            history: request
-                .include_history
-                .then(|| self.settings().history_messages),
-            checkpoint: None,
-        };
-        let (save_chat, include_history) = (request.save_chat, request.include_history);
-        // The workflow was checked above.
-        let (input, _) = self.run_input(request);
-        // Saved with the run's row: should this process stop before the run's first step is
-        // saved, the instance that adopts the run starts it from here.
-        let (mut input, first) = first_checkpoint(input, start.history);
-        let start = match first {
-            Ok((fixed, head)) => RunStart {
-                checkpoint: Some(Checkpoint {
-                    input: Some(fixed),
-                    head,
-                    last_seq: 0,
-                    turn: Vec::new(),
-                }),
-                ..start
-            },
-            Err(error) => {
-                tracing::warn!(%run_id, %error, "the run's beginning cannot be written; it is saved from its first step");
-                start
-            }
+            history: history_window,
+            checkpoint,
         };
         let begun = match store.begin_run(&start).await {
             Ok(RunBegin::Begun {
@@ -556,12 +556,11 @@ impl Agent {
             return Err(ResumeError::NotAdoptable(run_id));
         }
         // A run whose process stopped before its first step was saved starts from its beginning.
-        let input = match restored.machine.not_started() {
-            true => {
-                restored.machine.ask_question();
-                Input::Start
-            }
-            false => Input::Resume { reason, instance },
+        let input = if restored.machine.not_started() {
+            restored.machine.ask_question();
+            Input::Start
+        } else {
+            Input::Resume { reason, instance }
         };
         let step = crate::driver::feed(
             &mut restored.machine,

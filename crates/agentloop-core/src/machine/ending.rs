@@ -77,7 +77,7 @@ impl RunMachine {
     }
 
     pub(super) fn unexpected(&mut self, what: &str) -> Step {
-        if let Some(outcome) = self.finished_outcome() {
+        if let Some(outcome) = self.state.finished_outcome() {
             return Step::Finished(Box::new(outcome));
         }
         let message = format!("internal error: the run received {what} it was not waiting for");
@@ -121,18 +121,13 @@ impl RunMachine {
         });
         // Taken before the phase changes: the finalize reason comes from the phase.
         let ended = self.outcome_apart(status, answer, failure, message_id);
-        let outcome = self.with_parts(ended.clone());
+        let outcome = self.state.with_parts(ended.clone());
         // The phase keeps the outcome without the run's messages and records: they are the
         // state's (`turn`, `records`), and are not copied a second time.
         self.state.phase = Phase::Finished {
             outcome: Box::new(ended),
         };
         Step::Finished(Box::new(outcome))
-    }
-
-    /// The outcome of a run that finished, whole again (`None` while it has not).
-    pub(super) fn finished_outcome(&self) -> Option<RunOutcome> {
-        self.state.finished_outcome()
     }
 
     pub(super) fn outcome_with(
@@ -142,11 +137,8 @@ impl RunMachine {
         failure: Option<RunFailure>,
         message_id: Option<Uuid>,
     ) -> RunOutcome {
-        self.with_parts(self.outcome_apart(status, answer, failure, message_id))
-    }
-
-    fn with_parts(&self, outcome: RunOutcome) -> RunOutcome {
-        self.state.with_parts(outcome)
+        self.state
+            .with_parts(self.outcome_apart(status, answer, failure, message_id))
     }
 
     /// The outcome without the run's messages and records.

@@ -56,7 +56,7 @@ pub(super) enum Phase {
         batch: Option<Batch>,
     },
     /// The run ended, and how (its outcome without the run's messages and records, which are
-    /// the state's: `RunMachine::finished_outcome` puts them together).
+    /// the state's: `RunState::finished_outcome` puts them together).
     Finished {
         outcome: Box<RunOutcome>,
     },
