@@ -95,6 +95,8 @@ const CONNECT_BATCH: usize = 100;
 #[derive(Clone, Copy, PartialEq)]
 enum StoreKind {
     Sqlite,
+    /// `sqlite::memory:`: the store's work without its file.
+    Memory,
     Postgres,
 }
 
@@ -102,6 +104,7 @@ impl fmt::Display for StoreKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             StoreKind::Sqlite => "SQLite file (WAL)",
+            StoreKind::Memory => "SQLite in memory (sqlite::memory:)",
             StoreKind::Postgres => "PostgreSQL",
         })
     }
@@ -207,8 +210,9 @@ fn options() -> Options {
             "--store" => {
                 options.store = match value().as_str() {
                     "sqlite" => StoreKind::Sqlite,
+                    "memory" => StoreKind::Memory,
                     "postgres" => StoreKind::Postgres,
-                    other => panic!("--store is sqlite or postgres, not {other:?}"),
+                    other => panic!("--store is sqlite, memory or postgres, not {other:?}"),
                 }
             }
             "--cold-connections" => options.cold_connections = true,
@@ -324,11 +328,13 @@ fn start_llm(latency: Duration, tool_calls: usize, extra: &[String]) -> (Process
     (Process(child), base_url)
 }
 
-/// `agentloop serve` on a free port; its stderr is drained by a thread (a full pipe would stall
-/// the server) and kept for the report.
+/// `agentloop serve` on a free port, with an API key it made for the user `bench` (`--key-for`:
+/// the only way to call a server on `sqlite::memory:`); its stderr is drained by a thread (a
+/// full pipe would stall the server) and kept for the report.
 struct Server {
     process: Process,
     address: String,
+    key: String,
     stderr: Arc<Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -336,7 +342,8 @@ struct Server {
 impl Server {
     fn start(dir: &Path) -> Server {
         let mut child = agentloop(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--key-for", "bench"])
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start agentloop serve");
@@ -355,6 +362,16 @@ impl Server {
             }
         }
         let address = address.unwrap_or_else(|| panic!("agentloop serve said {before:?}"));
+        // The key follows on stdout once the server listens; the rest of stdout is drained.
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut key = String::new();
+        stdout.read_line(&mut key).unwrap();
+        let key = key.trim().to_string();
+        assert!(
+            !key.is_empty(),
+            "agentloop serve printed no key: {before:?}"
+        );
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let stderr = Arc::new(Mutex::new(before));
         let kept = stderr.clone();
         let reader = std::thread::spawn(move || {
@@ -365,6 +382,7 @@ impl Server {
         Server {
             process: Process(child),
             address,
+            key,
             stderr,
             reader: Some(reader),
         }
@@ -667,7 +685,8 @@ impl Wave {
 }
 
 /// One wave of `runs` runs opened at once against a fresh server.
-async fn wave(server: &Server, llm_pid: u32, key: &str, runs: usize, options: &Options) -> Wave {
+async fn wave(server: &Server, llm_pid: u32, runs: usize, options: &Options) -> Wave {
+    let key = server.key.as_str();
     let latency = options.latency;
     let client = http_client();
     // A first run warms the server (MCP server up, lazy initialisation done) before its idle
@@ -796,6 +815,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let (store_url, schema) = match options.store {
         StoreKind::Sqlite => (format!("sqlite://{}/bench.db", dir.path().display()), None),
+        StoreKind::Memory => ("sqlite::memory:".to_string(), None),
         StoreKind::Postgres => {
             let schema = TestSchema::try_create()
                 .await
@@ -817,25 +837,9 @@ async fn main() {
         ),
     )
     .unwrap();
-    let created = agentloop(dir.path())
-        .args(["keys", "create", "--user", "bench"])
-        .output()
-        .unwrap();
-    assert!(
-        created.status.success(),
-        "agentloop keys create: {}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let key = String::from_utf8(created.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
     if let Some(settings) = &options.soak {
         let (failed, healthy) =
-            soak::soak(settings, dir.path(), &key, options.latency, options.work).await;
+            soak::soak(settings, dir.path(), options.latency, options.work).await;
         drop(llm);
         if failed > 0 || !healthy {
             eprintln!("{failed} runs failed; the server ended healthy: {healthy}");
@@ -844,7 +848,7 @@ async fn main() {
         return;
     }
     if let Some(settings) = &options.memory {
-        let failed = memory::measure(settings, dir.path(), &key).await;
+        let failed = memory::measure(settings, dir.path()).await;
         drop(llm);
         if failed > 0 {
             eprintln!("{failed} runs failed");
@@ -875,7 +879,7 @@ async fn main() {
     let mut exits_ok = true;
     for &runs in &options.waves {
         let server = Server::start(dir.path());
-        let result = wave(&server, llm.0.id(), &key, runs, &options).await;
+        let result = wave(&server, llm.0.id(), runs, &options).await;
         print_wave(&result, &options);
         let (status, stderr) = server.stop();
         println!("  server exit               {status}");

@@ -231,6 +231,10 @@ pub struct ServeArgs {
     /// Address to listen on (default: server.listen, or AGENTLOOP_LISTEN).
     #[arg(long, value_name = "ADDRESS")]
     pub listen: Option<String>,
+    /// Create an API key for USER once the server listens and print it alone on a line of
+    /// stdout: the way to call a server whose store starts empty each time (`sqlite::memory:`).
+    #[arg(long, value_name = "USER")]
+    pub key_for: Option<String>,
 }
 
 #[derive(Debug, Args)]

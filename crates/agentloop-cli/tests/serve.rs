@@ -121,3 +121,58 @@ async fn serve_keeps_running_past_its_shutdown_grace() {
     let (status, rest) = served.terminate().await;
     assert!(status.success(), "exit status {status:?}: {rest}");
 }
+
+#[tokio::test]
+async fn a_server_on_an_in_memory_store_is_called_with_the_key_it_made_for_key_for() {
+    let llm = ScriptedLlm::start(vec![Reply::text("from memory")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    common::write_test_config(
+        dir.path(),
+        &TestConfig::new(&llm.base_url()).store("sqlite::memory:"),
+    );
+    let mut served = common::Served::start_with(dir.path(), &["--key-for", "ann"]);
+    let mut key = String::new();
+    std::io::BufRead::read_line(&mut served.stdout, &mut key).unwrap();
+    let key = key.trim().to_string();
+    assert!(!key.is_empty());
+
+    let client = reqwest::Client::new();
+    let ask = |key: String| {
+        client
+            .post(format!("{}/v1/runs", served.address))
+            .bearer_auth(key)
+            .json(&json!({"query": "where are you?", "stream": false}))
+            .send()
+    };
+    let answer: Value = ask(key.clone()).await.unwrap().json().await.unwrap();
+    assert_eq!(answer["status"], "completed", "{answer}");
+    assert_eq!(answer["answer"], "from memory");
+    let sessions: Value = client
+        .get(format!("{}/v1/sessions", served.address))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sessions["sessions"][0]["user_id"], "ann", "{sessions}");
+    assert_eq!(ask(format!("{key}x")).await.unwrap().status(), 401);
+
+    let (status, rest) = served.terminate().await;
+    assert!(status.success(), "exit status {status:?}: {rest}");
+    assert!(rest.contains("API key created for the user ann"), "{rest}");
+}
+
+#[tokio::test]
+async fn key_for_with_no_user_name_is_refused_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    common::write_test_config(dir.path(), &TestConfig::new("http://127.0.0.1:9"));
+    let refused = common::agentloop(dir.path(), &["serve", "--key-for", " "]).await;
+    assert!(!refused.status.success());
+    assert!(
+        common::stderr(&refused).contains("--key-for needs a user name"),
+        "{}",
+        common::stderr(&refused)
+    );
+}

@@ -158,13 +158,15 @@ impl StepWriter {
             }
             return Ok(());
         }
-        record.events.extend(events.iter().cloned());
+        // The step's events go into the record, and out of it to be sent once it is saved.
+        let fresh = record.events.len();
+        record.events.extend(events);
         match save_with_retry(persistence.store.as_ref(), &record, persistence.retry).await {
             Ok(()) => {
                 if let Some(persistence) = &mut self.persistence {
                     persistence.input_saved = true;
                 }
-                send(emitter, events);
+                send(emitter, record.events.split_off(fresh));
                 Ok(())
             }
             // Another instance works on the run now: nothing more is written or sent here.

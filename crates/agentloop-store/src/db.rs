@@ -1,6 +1,7 @@
 //! The database with what every query needs beside it: the dialect, and where the database
 //! is, so that an error can say which database failed.
 
+use std::borrow::Cow;
 use std::fs::Metadata;
 use std::io;
 use std::path::PathBuf;
@@ -39,16 +40,16 @@ pub(crate) struct Db {
 
 impl Db {
     /// A query written with `$N` placeholders, in this database's dialect.
-    pub(crate) fn query(&self, sql: &str) -> Query {
+    pub(crate) fn query<'p>(&self, sql: &str) -> Query<'p> {
         Query::new(self.backend.placeholders(sql).into_owned())
     }
 
     /// Free text (from a user, the model or a tool) as this database stores it: see `text`.
-    pub(crate) fn text(&self, text: &str) -> String {
-        text::encode(self.backend, text).into_owned()
+    pub(crate) fn text<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        text::encode(self.backend, text)
     }
 
-    pub(crate) fn optional_text(&self, text: Option<&str>) -> Option<String> {
+    pub(crate) fn optional_text<'t>(&self, text: Option<&'t str>) -> Option<Cow<'t, str>> {
         text.map(|text| self.text(text))
     }
 

@@ -1,5 +1,7 @@
 //! The messages of sessions, in the order they were written.
 
+use std::borrow::Cow;
+
 use crate::sql::{On, Row};
 use agentloop_core::StoreError;
 use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCall};
@@ -22,29 +24,29 @@ const SELECT: &str = "SELECT m.id, m.session_id, m.run_id, m.kind, m.role, m.con
     FROM messages m LEFT JOIN tool_outputs o ON o.run_id = m.run_id AND o.hash = m.content_hash";
 
 /// A message as its row holds it, encoded before the transaction opens.
-pub(crate) struct MessageRow {
+pub(crate) struct MessageRow<'m> {
     id: String,
     session_id: String,
     run_id: Option<String>,
     kind: &'static str,
     role: &'static str,
-    content: Option<String>,
+    content: Option<Cow<'m, str>>,
     /// Set when the content is in `tool_outputs` (and `content` is NULL).
     content_hash: Option<String>,
     tool_calls: Option<String>,
-    tool_call_id: Option<String>,
+    tool_call_id: Option<Cow<'m, str>>,
     metadata: Option<String>,
     created_at: i64,
 }
 
-impl MessageRow {
+impl<'m> MessageRow<'m> {
     /// The result of a tool call of `run_id` keeps a large content in `shared`; anything else
     /// keeps it in its row.
     pub(crate) fn encode(
         db: &Db,
-        message: &SessionMessage,
+        message: &'m SessionMessage,
         run_id: Uuid,
-        shared: &mut SharedOutputs,
+        shared: &mut SharedOutputs<'m>,
     ) -> Result<Self, StoreError> {
         let chat = &message.message;
         let shareable = message.kind == MessageKind::ToolResult && message.run_id == Some(run_id);
@@ -83,7 +85,7 @@ impl MessageRow {
 pub(crate) async fn insert(
     db: &Db,
     tx: &mut Tx<'_>,
-    rows: &[MessageRow],
+    rows: &[MessageRow<'_>],
 ) -> Result<(), StoreError> {
     let head = format!("INSERT INTO messages ({COLUMNS})");
     for chunk in rows.chunks(rows_per_statement(WIDTH)) {

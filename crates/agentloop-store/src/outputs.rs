@@ -11,6 +11,7 @@
 //!
 //! Smaller texts stay in their rows: a shared row costs more than it saves below about 1 KiB.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use agentloop_core::StoreError;
@@ -23,22 +24,22 @@ use crate::keys::lower_hex;
 pub(crate) const SHARED_FROM_BYTES: usize = 1024;
 
 /// How a text is kept by the row that carries it.
-pub(crate) enum Stored {
+pub(crate) enum Stored<'t> {
     /// In the row's own column (as `Db::text` encodes it).
-    Inline(String),
+    Inline(Cow<'t, str>),
     /// In `tool_outputs`, under this hash.
     Shared(String),
 }
 
 /// The large texts of one step, each once, as the database stores them.
 #[derive(Default)]
-pub(crate) struct SharedOutputs {
-    by_hash: BTreeMap<String, String>,
+pub(crate) struct SharedOutputs<'t> {
+    by_hash: BTreeMap<String, Cow<'t, str>>,
 }
 
-impl SharedOutputs {
+impl<'t> SharedOutputs<'t> {
     /// Where `text` goes: its own row when small, else `tool_outputs` (added here once).
-    pub(crate) fn keep(&mut self, db: &Db, text: &str) -> Stored {
+    pub(crate) fn keep(&mut self, db: &Db, text: &'t str) -> Stored<'t> {
         if text.len() < SHARED_FROM_BYTES {
             return Stored::Inline(db.text(text));
         }
@@ -72,7 +73,7 @@ impl SharedOutputs {
             )
             .bind(run_id)
             .bind(hash.as_str())
-            .bind(text.as_str())
+            .bind(text.as_ref())
             .execute(&mut *tx)
             .await?;
         }

@@ -8,7 +8,11 @@ use sqlx::{Arguments, AssertSqlSafe, Column, Executor, Postgres, Row as _, TypeI
 
 use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
 
-pub(crate) async fn run<'e, E>(query: &Query, fetch: Fetch, on: E) -> Result<Outcome, sqlx::Error>
+pub(crate) async fn run<'e, E>(
+    query: &Query<'_>,
+    fetch: Fetch,
+    on: E,
+) -> Result<Outcome, sqlx::Error>
 where
     E: Executor<'e, Database = Postgres>,
 {
@@ -17,7 +21,7 @@ where
         match param {
             Param::Int(value) => arguments.add(value),
             Param::Real(value) => arguments.add(value),
-            Param::Text(value) => arguments.add(value),
+            Param::Text(value) => arguments.add(value.as_deref()),
         }
         .map_err(sqlx::Error::Encode)?;
     }

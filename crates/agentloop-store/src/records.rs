@@ -1,5 +1,7 @@
 //! The full account of each tool call of a run.
 
+use std::borrow::Cow;
+
 use crate::sql::Row;
 use agentloop_core::StoreError;
 use agentloop_core::protocol::ToolExecutionRecord;
@@ -23,21 +25,21 @@ const SELECT: &str = "SELECT t.call_id, t.iteration, t.tool, t.arguments, t.star
     LEFT JOIN tool_outputs o ON o.run_id = t.run_id AND o.hash = t.result_hash";
 
 /// A record as its row holds it, encoded before the transaction opens.
-pub(crate) struct RecordRow {
-    call_id: String,
+pub(crate) struct RecordRow<'r> {
+    call_id: Cow<'r, str>,
     iteration: i64,
-    tool: String,
+    tool: Cow<'r, str>,
     arguments: String,
     started_at: i64,
     duration_ms: i64,
     status: &'static str,
-    result: Option<String>,
+    result: Option<Cow<'r, str>>,
     /// Set when the result is in `tool_outputs` (and `result` is NULL).
     result_hash: Option<String>,
     structured_result: Option<String>,
     /// 1 when the structured result is the JSON parse of the result (and is not stored).
     structured_is_result: i64,
-    error: Option<String>,
+    error: Option<Cow<'r, str>>,
     /// What the tool reported the call cost, in USD.
     cost_usd: Option<f64>,
 }
@@ -45,12 +47,12 @@ pub(crate) struct RecordRow {
 /// One row per call: PostgreSQL refuses an upsert that touches the same row twice, so a call
 /// written twice in one step keeps its first place and its last fields here already.
 /// A large result goes to `shared`.
-pub(crate) fn encode(
+pub(crate) fn encode<'r>(
     db: &Db,
-    records: &[ToolExecutionRecord],
-    shared: &mut SharedOutputs,
-) -> Result<Vec<RecordRow>, StoreError> {
-    let mut rows: Vec<RecordRow> = Vec::with_capacity(records.len());
+    records: &'r [ToolExecutionRecord],
+    shared: &mut SharedOutputs<'r>,
+) -> Result<Vec<RecordRow<'r>>, StoreError> {
+    let mut rows: Vec<RecordRow<'r>> = Vec::with_capacity(records.len());
     for record in records {
         let (result, result_hash) = match record.result.as_deref() {
             None => (None, None),
@@ -103,7 +105,7 @@ pub(crate) async fn upsert(
     db: &Db,
     tx: &mut Tx<'_>,
     run_id: &str,
-    rows: &[RecordRow],
+    rows: &[RecordRow<'_>],
 ) -> Result<(), StoreError> {
     let head = format!("INSERT INTO tool_executions (run_id, {COLUMNS})");
     let tail = "ON CONFLICT (run_id, call_id) DO UPDATE SET iteration = excluded.iteration, \
@@ -117,9 +119,9 @@ pub(crate) async fn upsert(
         for row in chunk {
             query = query
                 .bind(run_id)
-                .bind(row.call_id.as_str())
+                .bind(row.call_id.as_ref())
                 .bind(row.iteration)
-                .bind(row.tool.as_str())
+                .bind(row.tool.as_ref())
                 .bind(row.arguments.as_str())
                 .bind(row.started_at)
                 .bind(row.duration_ms)

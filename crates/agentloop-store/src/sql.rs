@@ -2,6 +2,7 @@
 //! placeholders, the values bound to them, and the rows that come back. `sqlite.rs` runs them
 //! on rusqlite, in the calling task; `postgres.rs` on sqlx's PostgreSQL driver.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentloop_core::StoreError;
@@ -10,71 +11,84 @@ use crate::db::{Db, Engine, Tx, TxConnection};
 use crate::{postgres, sqlite};
 
 /// A value bound to a placeholder. Typed even when NULL: PostgreSQL needs the type of every
-/// parameter.
+/// parameter. Text is borrowed when it can be: a step's texts (its state, events, tool outputs)
+/// go to the database without a copy of their own.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Param {
+pub(crate) enum Param<'a> {
     Int(Option<i64>),
     Real(Option<f64>),
-    Text(Option<String>),
+    Text(Option<Cow<'a, str>>),
 }
 
-impl From<i64> for Param {
+impl From<i64> for Param<'_> {
     fn from(value: i64) -> Self {
         Param::Int(Some(value))
     }
 }
 
-impl From<Option<i64>> for Param {
+impl From<Option<i64>> for Param<'_> {
     fn from(value: Option<i64>) -> Self {
         Param::Int(value)
     }
 }
 
-impl From<f64> for Param {
+impl From<f64> for Param<'_> {
     fn from(value: f64) -> Self {
         Param::Real(Some(value))
     }
 }
 
-impl From<Option<f64>> for Param {
+impl From<Option<f64>> for Param<'_> {
     fn from(value: Option<f64>) -> Self {
         Param::Real(value)
     }
 }
 
-impl From<String> for Param {
+impl From<String> for Param<'_> {
     fn from(value: String) -> Self {
+        Param::Text(Some(Cow::Owned(value)))
+    }
+}
+
+impl<'a> From<&'a str> for Param<'a> {
+    fn from(value: &'a str) -> Self {
+        Param::Text(Some(Cow::Borrowed(value)))
+    }
+}
+
+impl<'a> From<&'a String> for Param<'a> {
+    fn from(value: &'a String) -> Self {
+        Param::Text(Some(Cow::Borrowed(value)))
+    }
+}
+
+impl<'a> From<Cow<'a, str>> for Param<'a> {
+    fn from(value: Cow<'a, str>) -> Self {
         Param::Text(Some(value))
     }
 }
 
-impl From<&str> for Param {
-    fn from(value: &str) -> Self {
-        Param::Text(Some(value.to_owned()))
-    }
-}
-
-impl From<&String> for Param {
-    fn from(value: &String) -> Self {
-        Param::Text(Some(value.clone()))
-    }
-}
-
-impl From<Option<String>> for Param {
-    fn from(value: Option<String>) -> Self {
+impl<'a> From<Option<Cow<'a, str>>> for Param<'a> {
+    fn from(value: Option<Cow<'a, str>>) -> Self {
         Param::Text(value)
     }
 }
 
-impl From<Option<&str>> for Param {
-    fn from(value: Option<&str>) -> Self {
-        Param::Text(value.map(str::to_owned))
+impl From<Option<String>> for Param<'_> {
+    fn from(value: Option<String>) -> Self {
+        Param::Text(value.map(Cow::Owned))
     }
 }
 
-impl From<Option<&String>> for Param {
-    fn from(value: Option<&String>) -> Self {
-        Param::Text(value.cloned())
+impl<'a> From<Option<&'a str>> for Param<'a> {
+    fn from(value: Option<&'a str>) -> Self {
+        Param::Text(value.map(Cow::Borrowed))
+    }
+}
+
+impl<'a> From<Option<&'a String>> for Param<'a> {
+    fn from(value: Option<&'a String>) -> Self {
+        Param::Text(value.map(|value| Cow::Borrowed(value.as_str())))
     }
 }
 
@@ -123,9 +137,9 @@ impl Row {
 /// A statement and its values, in the dialect of its database (see [`Db::query`]).
 #[derive(Debug)]
 #[must_use = "a query does nothing until it is executed or fetched"]
-pub(crate) struct Query {
+pub(crate) struct Query<'p> {
     pub(crate) sql: String,
-    pub(crate) params: Vec<Param>,
+    pub(crate) params: Vec<Param<'p>>,
 }
 
 /// Where a statement runs: on its own (SQLite: the store's connection; PostgreSQL: any
@@ -162,15 +176,21 @@ pub(crate) enum Outcome {
     Rows(Vec<Row>),
 }
 
-impl Query {
+impl<'p> Query<'p> {
     pub(crate) fn new(sql: String) -> Self {
+        // Room for every placeholder at once (`$N` in PostgreSQL's dialect, `?N` in SQLite's;
+        // one that appears twice counts twice).
+        let placeholders = sql
+            .bytes()
+            .filter(|byte| matches!(byte, b'$' | b'?'))
+            .count();
         Self {
             sql,
-            params: Vec::new(),
+            params: Vec::with_capacity(placeholders),
         }
     }
 
-    pub(crate) fn bind(mut self, value: impl Into<Param>) -> Self {
+    pub(crate) fn bind(mut self, value: impl Into<Param<'p>>) -> Self {
         self.params.push(value.into());
         self
     }

@@ -157,7 +157,7 @@ pub(crate) fn open(target: &Open) -> rusqlite::Result<Connection> {
 /// Runs one statement. The SQL is already in SQLite's dialect (`?N` placeholders).
 pub(crate) fn run(
     connection: &Connection,
-    query: &Query,
+    query: &Query<'_>,
     fetch: Fetch,
 ) -> rusqlite::Result<Outcome> {
     let mut statement = connection.prepare_cached(&query.sql)?;
@@ -166,7 +166,7 @@ pub(crate) fn run(
         match param {
             Param::Int(value) => statement.raw_bind_parameter(index, value)?,
             Param::Real(value) => statement.raw_bind_parameter(index, value)?,
-            Param::Text(value) => statement.raw_bind_parameter(index, value)?,
+            Param::Text(value) => statement.raw_bind_parameter(index, value.as_deref())?,
         }
     }
     let returns_rows = statement.column_count() > 0;
@@ -278,7 +278,7 @@ pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
 mod tests {
     use super::*;
 
-    fn query(sql: &str) -> Query {
+    fn query(sql: &str) -> Query<'static> {
         Query::new(sql.to_owned())
     }
 

@@ -56,7 +56,7 @@ impl Settings {
 }
 
 /// Runs the measurement; returns how many runs failed.
-pub async fn measure(settings: &Settings, dir: &Path, key: &str) -> usize {
+pub async fn measure(settings: &Settings, dir: &Path) -> usize {
     println!(
         "agentloop serve, memory: {} runs of a {} answer ({} deltas each), {CONCURRENCY} at a \
          time, then {} SSE clients that never read",
@@ -66,6 +66,8 @@ pub async fn measure(settings: &Settings, dir: &Path, key: &str) -> usize {
         settings.slow_readers
     );
     let server = Server::start(dir);
+    let key = server.key.clone();
+    let key = key.as_str();
     let client = http_client();
     let address = server.address.clone();
     let warm_up = one_run(

@@ -15,13 +15,7 @@ pub struct Settings {
 
 /// Runs the soak; returns how many runs failed, and whether the server ended healthy.
 /// `work` is what the scripted LLM was started for (`--tool-calls`, `--no-stream`).
-pub async fn soak(
-    settings: &Settings,
-    dir: &Path,
-    key: &str,
-    latency: Duration,
-    work: Work,
-) -> (usize, bool) {
+pub async fn soak(settings: &Settings, dir: &Path, latency: Duration, work: Work) -> (usize, bool) {
     println!(
         "agentloop serve, soak: {} s of steady load, {} runs in flight at all times, LLM latency \
          {} per call, {} MCP tool call(s) per run",
@@ -31,6 +25,8 @@ pub async fn soak(
         work.tool_calls
     );
     let server = Server::start(dir);
+    let key = server.key.clone();
+    let key = key.as_str();
     let client = http_client();
     let address = server.address.clone();
     let deadline = Instant::now() + settings.duration;

@@ -18,7 +18,23 @@ pub async fn execute(global: GlobalArgs, args: ServeArgs) -> anyhow::Result<Exit
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
-    serve_config(&config, &origin.to_string(), async |_, _| Ok(())).await
+    let key_for = args.key_for.map(|user| user.trim().to_string());
+    if key_for.as_deref() == Some("") {
+        anyhow::bail!("--key-for needs a user name, as in --key-for alice");
+    }
+    serve_config(&config, &origin.to_string(), async |_, store| {
+        let Some(user) = key_for else {
+            return Ok(());
+        };
+        let key = store
+            .create_api_key(&user)
+            .await
+            .with_context(|| format!("cannot create an API key for {user}"))?;
+        eprintln!("API key created for the user {user} (printed on stdout)");
+        outln!("{}", key.secret)?;
+        Ok(())
+    })
+    .await
 }
 
 /// Serves `config` (`origin` says where it came from) until SIGTERM or Ctrl-C; `ready` is

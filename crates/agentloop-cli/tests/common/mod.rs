@@ -60,17 +60,26 @@ pub struct Served {
     pub child: std::process::Child,
     pub address: String,
     pub banner: String,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
     pub stderr: std::io::BufReader<std::process::ChildStderr>,
 }
 
 impl Served {
     pub fn start(dir: &Path) -> Served {
+        Served::start_with(dir, &[])
+    }
+
+    /// Started with more arguments after `serve --listen 127.0.0.1:0`.
+    pub fn start_with(dir: &Path, args: &[&str]) -> Served {
         use std::io::BufRead;
         let mut child = command(dir)
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut banner = String::new();
         stderr.read_line(&mut banner).unwrap();
@@ -83,6 +92,7 @@ impl Served {
             child,
             address,
             banner,
+            stdout,
             stderr,
         }
     }
