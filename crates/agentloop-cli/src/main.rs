@@ -13,6 +13,13 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
+/// jemalloc instead of glibc's malloc, whose calls were 15% of the server's CPU per run: 8-11%
+/// less CPU per run and a lower p50 latency; memory is given back after a burst of large
+/// answers (idle 54 MiB against 109 MiB), at 2 MiB more when idle and ~5% more per run in
+/// flight (its size classes). Figures: README, Performance.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
