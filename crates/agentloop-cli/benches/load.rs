@@ -21,7 +21,9 @@
 //! `--tool-calls N` makes each run ask for N tool calls, one per LLM call, before its answer
 //! (N + 1 LLM calls); `--no-stream` posts the runs with `stream: false` (a JSON answer) and
 //! has the LLM answer without streaming; `--sequential` runs a wave's runs one after another,
-//! for the CPU and latency of one run without contention. The work of issue 14's table:
+//! for the CPU and latency of one run without contention; `--store memory` keeps the store in
+//! `sqlite::memory:`; `--model NAME` names another model in the config (the server then counts
+//! tokens with its tokenizer: tiktoken for OpenAI's). The work of issue 14's table:
 //!
 //! ```sh
 //! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 0 \
@@ -127,6 +129,9 @@ struct Options {
     /// The wave's runs one after another instead of all at once: CPU and latency per run
     /// without contention.
     sequential: bool,
+    /// The model named in the config (`--model`): the scripted LLM answers whatever the name,
+    /// but the server counts tokens with that model's tokenizer (tiktoken for OpenAI's).
+    model: String,
 }
 
 /// What one run of the bench does: `tool_calls` LLM calls that each ask for one tool call, then
@@ -162,6 +167,7 @@ fn options() -> Options {
             chaos: None,
             work: Work::default(),
             sequential: false,
+            model: "scripted".into(),
         }
     } else {
         // Under `cargo test`: the performance issue's work (2 tool calls, JSON answers, the
@@ -179,6 +185,7 @@ fn options() -> Options {
                 stream: false,
             },
             sequential: false,
+            model: "scripted".into(),
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
@@ -221,6 +228,7 @@ fn options() -> Options {
             }
             "--no-stream" => options.work.stream = false,
             "--sequential" => options.sequential = true,
+            "--model" => options.model = value(),
             "--memory" => measure_memory = true,
             "--answer-bytes" => {
                 memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
@@ -658,6 +666,8 @@ struct Wave {
     added_latency: Percentiles,
     wall: Duration,
     idle_rss: u64,
+    /// Of `idle_rss`, the pages mapping files (the binary's code).
+    idle_file_rss: u64,
     /// With the wave's connections open and no run yet; the idle RSS when they were not opened
     /// beforehand.
     connected_rss: u64,
@@ -705,6 +715,7 @@ async fn wave(server: &Server, llm_pid: u32, runs: usize, options: &Options) -> 
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rss = rss_bytes(server.pid()).expect("the server's VmRSS");
+    let idle_file_rss = file_rss_bytes(server.pid()).expect("the server's RssFile");
     if !options.cold_connections {
         preconnect(&client, &server.address, key, runs).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -786,6 +797,7 @@ async fn wave(server: &Server, llm_pid: u32, runs: usize, options: &Options) -> 
         added_latency: Percentiles::of(added),
         wall,
         idle_rss,
+        idle_file_rss,
         connected_rss,
         preconnected: !options.cold_connections,
         peak_rss: peak.load(Ordering::Relaxed),
@@ -827,9 +839,10 @@ async fn main() {
     std::fs::write(
         dir.path().join("agentloop.toml"),
         format!(
-            "[llm]\nbase_url = {}\nmodel = \"scripted\"\nstream = {}\n\n[store]\nurl = {}\n\n\
+            "[llm]\nbase_url = {}\nmodel = {}\nstream = {}\n\n[store]\nurl = {}\n\n\
              [server]\nmax_runs_per_user = {}\n\n{}",
             json!(llm_url),
+            json!(options.model),
             options.work.stream,
             json!(store_url),
             (most_runs + 1).max(100_000),

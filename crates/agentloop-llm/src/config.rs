@@ -31,6 +31,8 @@ pub struct LlmConfig {
     /// How the model calls tools: through the API's `tools` (`"native"`), or by answering one
     /// JSON object per turn (`"json"`), for models served without tool calling.
     pub tool_calling: ToolCalling,
+    /// How the context window's tokens are counted (see [`Tokenizer`]).
+    pub tokenizer: Tokenizer,
     /// With `provider = "scripted"`: the script the model answers from (TOML, or JSON when the
     /// name ends in `.json`; see `ScriptedModel`).
     pub script: Option<PathBuf>,
@@ -159,6 +161,34 @@ impl<'de> Deserialize<'de> for ToolCalling {
     }
 }
 
+/// `llm.tokenizer`: how tokens are counted to fit the context window and the budgets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tokenizer {
+    /// The model's own when known: tiktoken's encoding for OpenAI's models (its tables take
+    /// about 35 MiB of memory for o200k, 18 MiB for cl100k), a conservative estimate for
+    /// Claude and for the others.
+    #[default]
+    Model,
+    /// The conservative estimate for every model: no tables in memory; it counts high, so a
+    /// window fitted with it keeps fewer messages but never overflows.
+    Estimate,
+}
+
+// By hand, as `ToolCalling`.
+impl<'de> Deserialize<'de> for Tokenizer {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        match value.as_str() {
+            "model" => Ok(Tokenizer::Model),
+            "estimate" => Ok(Tokenizer::Estimate),
+            other => Err(serde::de::Error::custom(format!(
+                "llm.tokenizer must be \"model\" or \"estimate\", got {other:?}"
+            ))),
+        }
+    }
+}
+
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 pub const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 /// Anthropic's `max_tokens` when `llm.max_tokens` is unset: the largest output every current
@@ -177,6 +207,7 @@ impl Default for LlmConfig {
             max_retries: 3,
             max_tokens: None,
             tool_calling: ToolCalling::Native,
+            tokenizer: Tokenizer::Model,
             script: None,
             record: None,
             replay: None,
@@ -466,6 +497,25 @@ mod tests {
         assert_eq!(
             serde_json::to_value(ToolCalling::Json).unwrap(),
             serde_json::json!("json")
+        );
+    }
+
+    #[test]
+    fn the_tokenizer_is_the_models_by_default_and_the_estimate_on_request() {
+        assert_eq!(LlmConfig::default().tokenizer, Tokenizer::Model);
+        let config: LlmConfig = toml_free_parse(r#"{"tokenizer": "estimate"}"#);
+        assert_eq!(config.tokenizer, Tokenizer::Estimate);
+        #[derive(Debug, Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            llm: LlmConfig,
+        }
+        let error = toml::from_str::<File>("[llm]\ntokenizer = \"bpe\"\n").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("llm.tokenizer must be \"model\" or \"estimate\", got \"bpe\""),
+            "{error}"
         );
     }
 

@@ -28,10 +28,10 @@ pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient};
 pub use client::OpenAiClient;
 pub use config::{
     ANTHROPIC_API_KEY_ENV, DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_API_KEY_ENV, LlmConfig, Provider,
-    ToolCalling,
+    Tokenizer, ToolCalling,
 };
 pub use json_planner::JsonToolCalling;
 pub use provider::{client_for, client_for_with_origin};
 pub use responses::ResponsesClient;
 pub use scripted::ScriptedModel;
-pub use tokens::{ClaudeTokens, TiktokenCounter, token_counter_for};
+pub use tokens::{ClaudeTokens, TiktokenCounter, token_counter, token_counter_for};

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use agentloop_core::{EstimatedTokens, TokenCounter};
 use tiktoken_rs::CoreBPE;
 
+use crate::config::{LlmConfig, Tokenizer};
+
 /// Counts with a tiktoken encoding.
 pub struct TiktokenCounter {
     bpe: &'static CoreBPE,
@@ -36,6 +38,14 @@ impl TokenCounter for ClaudeTokens {
             }
         });
         (ascii * 2).div_ceil(5) + other
+    }
+}
+
+/// The counter `config` asks for (`llm.tokenizer`): the model's own, or the estimate.
+pub fn token_counter(config: &LlmConfig) -> Arc<dyn TokenCounter> {
+    match config.tokenizer {
+        Tokenizer::Model => token_counter_for(&config.model),
+        Tokenizer::Estimate => Arc::new(EstimatedTokens),
     }
 }
 
@@ -80,6 +90,30 @@ mod tests {
         }
         assert!(ClaudeTokens.count(text) > EstimatedTokens.count(text));
         assert_eq!(ClaudeTokens.count("日本"), 2);
+    }
+
+    #[test]
+    fn the_estimate_on_request_even_for_an_openai_model() {
+        let config = LlmConfig {
+            model: "gpt-4o-mini".into(),
+            tokenizer: Tokenizer::Estimate,
+            ..LlmConfig::default()
+        };
+        let text = "Hello, world!";
+        assert_eq!(
+            token_counter(&config).count(text),
+            EstimatedTokens.count(text)
+        );
+        assert_ne!(
+            EstimatedTokens.count(text),
+            4,
+            "the estimate must differ from tiktoken's 4"
+        );
+        let own = LlmConfig {
+            model: "gpt-4o-mini".into(),
+            ..LlmConfig::default()
+        };
+        assert_eq!(token_counter(&own).count(text), 4);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use agentloop_core::{
     Agent, AgentBuilder, AgentError, Llm, LlmError, Store, StoreError,
     protocol::{SourceHealth, SourceState, SourceTransport},
 };
-use agentloop_llm::{client_for_with_origin, token_counter_for};
+use agentloop_llm::{client_for_with_origin, token_counter};
 use agentloop_mcp::{McpError, McpSource};
 use agentloop_store::SqlStore;
 use tokio::task::JoinHandle;
@@ -108,7 +108,7 @@ impl Runtime {
         let mut builder = Agent::builder()
             .llm(llm)
             .store(store.clone() as Arc<dyn Store>)
-            .token_counter(token_counter_for(&config.llm.model))
+            .token_counter(token_counter(&config.llm))
             .settings(config.agent_settings()?);
         if let Some(traces) = &traces {
             builder = builder.tracer(traces.tracer());

@@ -5,8 +5,18 @@ use super::*;
 
 /// The resident memory of process `pid`, in bytes (`VmRSS` of `/proc/PID/status`).
 pub(super) fn rss_bytes(pid: u32) -> Option<u64> {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// The part of it that maps files (`RssFile`): mostly the program's own code, clean pages the
+/// kernel can drop and read again, shared with every process running the same binary.
+pub(super) fn file_rss_bytes(pid: u32) -> Option<u64> {
+    status_bytes(pid, "RssFile:")
+}
+
+fn status_bytes(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

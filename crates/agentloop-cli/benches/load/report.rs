@@ -91,9 +91,10 @@ pub(super) fn print_wave(wave: &Wave, options: &Options) {
     );
     if wave.preconnected {
         println!(
-            "  server RSS                idle {}, with the connections open {} ({} each), peak \
-             {}: {} per run with its connection",
+            "  server RSS                idle {} ({} of it the binary's code and other files), \
+             with the connections open {} ({} each), peak {}: {} per run with its connection",
             mib(wave.idle_rss),
+            mib(wave.idle_file_rss),
             mib(wave.connected_rss),
             kib(wave.memory_per_connection()),
             mib(wave.peak_rss),
@@ -101,8 +102,10 @@ pub(super) fn print_wave(wave: &Wave, options: &Options) {
         );
     } else {
         println!(
-            "  server RSS                idle {}, peak {}: {} per run with its connection",
+            "  server RSS                idle {} ({} of it the binary's code and other files), \
+             peak {}: {} per run with its connection",
             mib(wave.idle_rss),
+            mib(wave.idle_file_rss),
             mib(wave.peak_rss),
             kib(wave.memory_per_run())
         );
