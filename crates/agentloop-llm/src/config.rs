@@ -150,14 +150,27 @@ pub enum ToolCalling {
 // "unknown variant".
 impl<'de> Deserialize<'de> for ToolCalling {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = String::deserialize(deserializer)?;
-        match value.as_str() {
-            "native" => Ok(ToolCalling::Native),
-            "json" => Ok(ToolCalling::Json),
-            other => Err(serde::de::Error::custom(format!(
-                "llm.tool_calling must be \"native\" or \"json\", got {other:?}"
-            ))),
-        }
+        one_of(
+            deserializer,
+            "llm.tool_calling",
+            [("native", ToolCalling::Native), ("json", ToolCalling::Json)],
+        )
+    }
+}
+
+/// The value of `key`, one of two names: another is reported under `key`, with both names.
+fn one_of<'de, D: Deserializer<'de>, T: Copy>(
+    deserializer: D,
+    key: &str,
+    [(first, first_value), (second, second_value)]: [(&str, T); 2],
+) -> Result<T, D::Error> {
+    let value = String::deserialize(deserializer)?;
+    match value.as_str() {
+        name if name == first => Ok(first_value),
+        name if name == second => Ok(second_value),
+        other => Err(serde::de::Error::custom(format!(
+            "{key} must be {first:?} or {second:?}, got {other:?}"
+        ))),
     }
 }
 
@@ -178,14 +191,14 @@ pub enum Tokenizer {
 // By hand, as `ToolCalling`.
 impl<'de> Deserialize<'de> for Tokenizer {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = String::deserialize(deserializer)?;
-        match value.as_str() {
-            "model" => Ok(Tokenizer::Model),
-            "estimate" => Ok(Tokenizer::Estimate),
-            other => Err(serde::de::Error::custom(format!(
-                "llm.tokenizer must be \"model\" or \"estimate\", got {other:?}"
-            ))),
-        }
+        one_of(
+            deserializer,
+            "llm.tokenizer",
+            [
+                ("model", Tokenizer::Model),
+                ("estimate", Tokenizer::Estimate),
+            ],
+        )
     }
 }
 

@@ -178,15 +178,9 @@ pub(crate) enum Outcome {
 
 impl<'p> Query<'p> {
     pub(crate) fn new(sql: String) -> Self {
-        // Room for every placeholder at once (`$N` in PostgreSQL's dialect, `?N` in SQLite's;
-        // one that appears twice counts twice).
-        let placeholders = sql
-            .bytes()
-            .filter(|byte| matches!(byte, b'$' | b'?'))
-            .count();
         Self {
             sql,
-            params: Vec::with_capacity(placeholders),
+            params: Vec::new(),
         }
     }
 

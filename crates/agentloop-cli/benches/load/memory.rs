@@ -66,8 +66,7 @@ pub async fn measure(settings: &Settings, dir: &Path) -> usize {
         settings.slow_readers
     );
     let server = Server::start(dir);
-    let key = server.key.clone();
-    let key = key.as_str();
+    let key = server.key.as_str();
     let client = http_client();
     let address = server.address.clone();
     let warm_up = one_run(

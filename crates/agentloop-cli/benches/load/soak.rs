@@ -25,8 +25,7 @@ pub async fn soak(settings: &Settings, dir: &Path, latency: Duration, work: Work
         work.tool_calls
     );
     let server = Server::start(dir);
-    let key = server.key.clone();
-    let key = key.as_str();
+    let key = server.key.as_str();
     let client = http_client();
     let address = server.address.clone();
     let deadline = Instant::now() + settings.duration;
