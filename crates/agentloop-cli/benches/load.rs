@@ -74,6 +74,8 @@ use serde_json::{Value, json};
 
 #[path = "load/chaos.rs"]
 mod chaos;
+#[path = "load/llm_alone.rs"]
+mod llm_alone;
 #[path = "load/measure.rs"]
 mod measure;
 #[path = "load/memory.rs"]
@@ -664,6 +666,8 @@ struct Wave {
     time_to_headers: Percentiles,
     time_to_first_event: Percentiles,
     added_latency: Percentiles,
+    /// The LLM called straight, in a sequential wave without latency.
+    llm_alone: Option<Percentiles>,
     wall: Duration,
     idle_rss: u64,
     /// Of `idle_rss`, the pages mapping files (the binary's code).
@@ -695,7 +699,8 @@ impl Wave {
 }
 
 /// One wave of `runs` runs opened at once against a fresh server.
-async fn wave(server: &Server, llm_pid: u32, runs: usize, options: &Options) -> Wave {
+async fn wave(server: &Server, llm: (u32, &str), runs: usize, options: &Options) -> Wave {
+    let (llm_pid, llm_url) = llm;
     let key = server.key.as_str();
     let latency = options.latency;
     let client = http_client();
@@ -771,6 +776,13 @@ async fn wave(server: &Server, llm_pid: u32, runs: usize, options: &Options) -> 
     stop.store(true, Ordering::Relaxed);
     rss_sampler.join().unwrap();
     let held_at_once = poller.await.unwrap();
+    // With no latency of its own, what the LLM takes is timed too, after the wave (the server
+    // idle), to tell the runtime's share of a run's time.
+    let llm_alone = if options.sequential && latency.is_zero() {
+        Some(llm_alone::measure(&client, llm_url, &options.model).await)
+    } else {
+        None
+    };
 
     let mut failures = Vec::new();
     let mut headers = Vec::new();
@@ -795,6 +807,7 @@ async fn wave(server: &Server, llm_pid: u32, runs: usize, options: &Options) -> 
         time_to_headers: Percentiles::of(headers),
         time_to_first_event: Percentiles::of(first_events),
         added_latency: Percentiles::of(added),
+        llm_alone,
         wall,
         idle_rss,
         idle_file_rss,
@@ -892,7 +905,7 @@ async fn main() {
     let mut exits_ok = true;
     for &runs in &options.waves {
         let server = Server::start(dir.path());
-        let result = wave(&server, llm.0.id(), runs, &options).await;
+        let result = wave(&server, (llm.0.id(), &llm_url), runs, &options).await;
         print_wave(&result, &options);
         let (status, stderr) = server.stop();
         println!("  server exit               {status}");

@@ -52,8 +52,8 @@ impl OpenAiClient {
     }
 
     #[cfg(test)]
-    fn request(&self, body: &[u8]) -> reqwest::RequestBuilder {
-        self.transport.request(body)
+    fn request(&self, body: &'static [u8]) -> reqwest::RequestBuilder {
+        self.transport.request(&bytes::Bytes::from_static(body))
     }
 }
 

@@ -5,6 +5,8 @@
 use std::time::{Duration, Instant};
 
 use agentloop_core::{InvalidSetting, LlmError, ModelReply, TextSink};
+use bytes::Bytes;
+use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::LlmConfig;
@@ -29,6 +31,8 @@ pub(crate) struct Transport {
     /// The URL, its `base_url` and the setting that came from, for the error about a server
     /// that does not speak the provider's API.
     endpoint: Endpoint,
+    /// `endpoint.url` parsed once, not at every request.
+    parsed_url: Url,
     /// Where the key was looked for, and what overrides the URL, to name in errors.
     key_env: String,
     base_url_env: &'static str,
@@ -80,6 +84,12 @@ impl Transport {
             }
             _ => false,
         };
+        let parsed_url = Url::parse(&url).map_err(|error| {
+            InvalidSetting::new(
+                "llm.base_url",
+                format!("the LLM's URL {url:?} is not a URL: {error}"),
+            )
+        })?;
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
             .build()
@@ -89,6 +99,7 @@ impl Transport {
             })?;
         Ok(Self {
             endpoint: Endpoint::new(config, url),
+            parsed_url,
             key_env,
             base_url_env: config.provider.base_url_env(),
             headers,
@@ -122,12 +133,14 @@ impl Transport {
         self.has_key
     }
 
-    pub(crate) fn request(&self, body: &[u8]) -> reqwest::RequestBuilder {
+    /// The request of one attempt: the URL and the body are shared with the others, not
+    /// parsed or copied again.
+    pub(crate) fn request(&self, body: &Bytes) -> reqwest::RequestBuilder {
         self.http
-            .post(&self.endpoint.url)
+            .post(self.parsed_url.clone())
             .header(CONTENT_TYPE, "application/json")
             .headers(self.headers.clone())
-            .body(body.to_vec())
+            .body(body.clone())
     }
 
     /// Sends `body` until a reply comes, an error that is not worth retrying comes, the
@@ -135,7 +148,7 @@ impl Transport {
     pub async fn send<D: Dialect>(
         &self,
         dialect: &D,
-        body: &[u8],
+        body: &Bytes,
         on_text: TextSink<'_>,
     ) -> Result<ModelReply, LlmError> {
         if !self.has_key && self.requires_key {
@@ -155,7 +168,7 @@ impl Transport {
     async fn with_retries<D: Dialect>(
         &self,
         dialect: &D,
-        body: &[u8],
+        body: &Bytes,
         on_text: TextSink<'_>,
     ) -> Result<ModelReply, LlmError> {
         let started = Instant::now();
@@ -219,7 +232,8 @@ pub(crate) fn resolve_api_key(
 }
 
 /// The request body as JSON bytes.
-pub(crate) fn encode(body: &impl serde::Serialize) -> Result<Vec<u8>, LlmError> {
+pub(crate) fn encode(body: &impl serde::Serialize) -> Result<Bytes, LlmError> {
     serde_json::to_vec(body)
+        .map(Bytes::from)
         .map_err(|error| LlmError::Protocol(format!("cannot encode the request: {error}")))
 }

@@ -79,7 +79,7 @@ impl Seqs {
 
 fn message(session_id: Uuid, run_id: Uuid, kind: MessageKind, chat: ChatMessage) -> SessionMessage {
     SessionMessage {
-        id: Uuid::new_v4(),
+        id: Uuid::now_v7(),
         session_id,
         run_id: Some(run_id),
         kind,
@@ -197,7 +197,7 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
 }
 
 async fn start(store: &SqlStore) -> (Uuid, Uuid) {
-    let session_id = Uuid::new_v4();
+    let session_id = Uuid::now_v7();
     store
         .create_session(&NewSession {
             id: session_id,
@@ -206,7 +206,7 @@ async fn start(store: &SqlStore) -> (Uuid, Uuid) {
         })
         .await
         .unwrap();
-    let run_id = Uuid::new_v4();
+    let run_id = Uuid::now_v7();
     store
         .start_run(&NewRun {
             id: run_id,

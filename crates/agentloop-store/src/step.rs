@@ -3,6 +3,7 @@
 
 use agentloop_core::protocol::Role;
 use agentloop_core::{StepRecord, StoreError};
+use chrono::{DateTime, Utc};
 
 use crate::columns::{millis, now};
 use crate::db::Db;
@@ -10,17 +11,25 @@ use crate::messages::MessageRow;
 use crate::outputs::SharedOutputs;
 use crate::{durable, events, locks, messages, records, runs};
 
-/// Whether a step moves its session's `updated_at`: when it brings a user's message (the
-/// question, a steering message) or ends or pauses its run with messages. The steps between
-/// (replies, tool results) leave it: the session row and its two indexes on `updated_at` would
-/// otherwise be written again in every step, a third of the pages a step writes.
-fn touches_session(step: &StepRecord) -> bool {
-    !step.messages.is_empty()
-        && (step.end.is_some()
-            || step
-                .messages
-                .iter()
-                .any(|message| message.message.role == Role::User))
+/// Whether a step moves its session's `updated_at`, and to when: a step that brings a user's
+/// message (the question, a steering message) to when the newest of them arrived; one that ends
+/// or pauses its run with messages to now. The steps between (replies, tool results) leave it:
+/// the session row and its two indexes on `updated_at` would otherwise be written again in every
+/// step, a third of the pages a step writes. The question arrived before its run began, and the
+/// beginning of a run on a new session set `updated_at` already: the question's step then writes
+/// nothing there.
+fn session_touch(step: &StepRecord) -> Option<DateTime<Utc>> {
+    if step.messages.is_empty() {
+        return None;
+    }
+    if step.end.is_some() {
+        return Some(now());
+    }
+    step.messages
+        .iter()
+        .filter(|message| message.message.role == Role::User)
+        .map(|message| message.created_at)
+        .max()
 }
 
 pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
@@ -63,16 +72,14 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     if !message_rows.is_empty() {
         messages::insert(db, &mut tx, &message_rows).await?;
     }
-    if touches_session(step) {
-        // Never backwards, should another process's clock be behind ours.
-        db.query(
-            "UPDATE sessions SET updated_at = CASE WHEN updated_at < $2 THEN $2 \
-             ELSE updated_at END WHERE id = $1",
-        )
-        .bind(session_id.as_str())
-        .bind(millis(now()))
-        .execute(&mut tx)
-        .await?;
+    if let Some(touched_at) = session_touch(step) {
+        // Never backwards, should another process's clock be behind ours; and a row not moved
+        // is not written at all.
+        db.query("UPDATE sessions SET updated_at = $2 WHERE id = $1 AND updated_at < $2")
+            .bind(session_id.as_str())
+            .bind(millis(touched_at))
+            .execute(&mut tx)
+            .await?;
     }
     records::upsert(db, &mut tx, &run_id, &record_rows).await?;
     // On PostgreSQL, inserting events also notifies the followers of every instance, when the

@@ -43,7 +43,7 @@ impl fmt::Display for Percentiles {
 pub(super) fn millis(duration: Duration) -> String {
     let ms = duration.as_secs_f64() * 1000.0;
     if ms < 10.0 {
-        format!("{ms:.1} ms")
+        format!("{ms:.2} ms")
     } else {
         format!("{ms:.0} ms")
     }
@@ -85,6 +85,22 @@ pub(super) fn print_wave(wave: &Wave, options: &Options) {
         options.work.tool_calls + 1,
         millis(latency)
     );
+    if let Some(alone) = wave.llm_alone {
+        let calls = options.work.tool_calls as u32 + 1;
+        println!(
+            "  the LLM alone             {alone}  (p50 / p95 / p99 of a call straight to the \
+             scripted LLM from this client)"
+        );
+        println!(
+            "  the runtime per LLM call  {}  (p50: (run − {calls} × the LLM alone) / {calls}; \
+             tool calls and store writes included)",
+            millis(llm_alone::runtime_per_call(
+                wave.added_latency.p50,
+                alone.p50,
+                calls
+            ))
+        );
+    }
     println!(
         "  wall time of the wave     {:.2} s",
         wave.wall.as_secs_f64()

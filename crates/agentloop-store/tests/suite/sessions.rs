@@ -1,4 +1,4 @@
-use agentloop_core::protocol::EventKind;
+use agentloop_core::protocol::{EventKind, SessionMessage};
 use agentloop_core::{Clock, NewSession, SessionCursor, StepRecord, Store};
 use uuid::Uuid;
 
@@ -52,10 +52,26 @@ pub async fn lists_sessions_newest_first_filtered_and_limited(fixture: &Fixture)
     let all = fixture.store.list_sessions(None, 10).await.unwrap();
     assert_eq!(ids(all), [third, second, first]);
 
-    // A new message makes the oldest session the most recently updated.
+    // A new message makes the oldest session the most recently updated: its session's
+    // `updated_at` becomes the time the message arrived.
     fixture.clock.advance(std::time::Duration::from_millis(5));
     let run_id = run(fixture, first).await;
-    save_messages(fixture, run_id, first, &[question(first, run_id, "again?")]).await;
+    let again = SessionMessage {
+        created_at: fixture.clock.now(),
+        ..question(first, run_id, "again?")
+    };
+    save_messages(fixture, run_id, first, std::slice::from_ref(&again)).await;
+    let touched = fixture.store.session(first).await.unwrap().unwrap();
+    assert_eq!(touched.updated_at, again.created_at);
+    // Never backwards: a message that arrived earlier (the question of a run that began on a
+    // new session, which the beginning stamped already) leaves it.
+    let earlier = SessionMessage {
+        created_at: again.created_at - chrono::Duration::milliseconds(3),
+        ..question(first, run_id, "earlier?")
+    };
+    save_messages(fixture, run_id, first, &[earlier]).await;
+    let kept = fixture.store.session(first).await.unwrap().unwrap();
+    assert_eq!(kept.updated_at, again.created_at);
     let all = fixture.store.list_sessions(None, 10).await.unwrap();
     assert_eq!(ids(all), [first, third, second]);
 
