@@ -10,10 +10,32 @@ use uuid::Uuid;
 
 use crate::columns::{millis, now, to_json};
 use crate::db::{Db, Tx, changed};
+use crate::sql::Query;
 use crate::{messages, records};
 
-/// Writes what a checkpoint adds besides its head (which goes with the run's row): the run's
-/// input with its first step, and the messages of a run that does not keep them in a session.
+/// What a checkpoint adds besides its head (which goes with the run's row): the run's input
+/// with its first step, and the messages of a run that does not keep them in a session.
+pub(crate) fn checkpoint_queries<'p>(
+    db: &Db,
+    run_id: &'p str,
+    input: Option<&'p str>,
+    turn: &'p [(i64, String)],
+) -> Vec<Query<'p>> {
+    let input = input.map(|input| {
+        db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2)")
+            .bind(run_id)
+            .bind(input)
+    });
+    let turn = turn.iter().map(|(position, message)| {
+        db.query("INSERT INTO run_turn (run_id, position, message) VALUES ($1, $2, $3)")
+            .bind(run_id)
+            .bind(*position)
+            .bind(message.as_str())
+    });
+    input.into_iter().chain(turn).collect()
+}
+
+/// Writes [`checkpoint_queries`].
 pub(crate) async fn write_checkpoint(
     db: &Db,
     tx: &mut Tx<'_>,
@@ -21,20 +43,8 @@ pub(crate) async fn write_checkpoint(
     input: Option<&str>,
     turn: &[(i64, String)],
 ) -> Result<(), StoreError> {
-    if let Some(input) = input {
-        db.query("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2)")
-            .bind(run_id)
-            .bind(input)
-            .execute(&mut *tx)
-            .await?;
-    }
-    for (position, message) in turn {
-        db.query("INSERT INTO run_turn (run_id, position, message) VALUES ($1, $2, $3)")
-            .bind(run_id)
-            .bind(*position)
-            .bind(message.as_str())
-            .execute(&mut *tx)
-            .await?;
+    for query in checkpoint_queries(db, run_id, input, turn) {
+        query.execute(&mut *tx).await?;
     }
     Ok(())
 }

@@ -6,7 +6,8 @@ use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{count, millis, now, to_json};
-use crate::db::{Db, Tx};
+use crate::db::Db;
+use crate::sql::Query;
 
 const WIDTH: usize = 5;
 
@@ -30,30 +31,27 @@ pub(crate) fn encode(events: &[Event]) -> Result<Vec<EventRow>, StoreError> {
         .collect()
 }
 
-/// An event already stored under the same `seq` stays as it is, so that a step saved twice (a
-/// retry after a lost acknowledgement) changes nothing.
-pub(crate) async fn insert(
-    db: &Db,
-    tx: &mut Tx<'_>,
-    run_id: &str,
-    rows: &[EventRow],
-) -> Result<(), StoreError> {
+/// The statements that store a step's events. An event already stored under the same `seq`
+/// stays as it is, so that a step saved twice (a retry after a lost acknowledgement) changes
+/// nothing.
+pub(crate) fn insert_queries<'p>(db: &Db, run_id: &'p str, rows: &'p [EventRow]) -> Vec<Query<'p>> {
     let created_at = millis(now());
     let head = "INSERT INTO run_events (run_id, seq, type, payload, created_at)";
     let tail = "ON CONFLICT (run_id, seq) DO NOTHING";
-    for chunk in rows.chunks(rows_per_statement(WIDTH)) {
-        let mut query = db.query(&values_sql(head, WIDTH, chunk.len(), tail));
-        for row in chunk {
-            query = query
-                .bind(run_id)
-                .bind(row.seq)
-                .bind(row.kind)
-                .bind(row.payload.as_str())
-                .bind(created_at);
-        }
-        query.execute(&mut *tx).await?;
-    }
-    Ok(())
+    rows.chunks(rows_per_statement(WIDTH))
+        .map(|chunk| {
+            let mut query = db.query(&values_sql(head, WIDTH, chunk.len(), tail));
+            for row in chunk {
+                query = query
+                    .bind(run_id)
+                    .bind(row.seq)
+                    .bind(row.kind)
+                    .bind(row.payload.as_str())
+                    .bind(created_at);
+            }
+            query
+        })
+        .collect()
 }
 
 pub(crate) async fn after(db: &Db, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError> {

@@ -30,6 +30,7 @@ mod locks;
 mod messages;
 mod migrate_sqlite;
 mod notices;
+mod one_statement;
 mod outputs;
 mod postgres;
 mod records;

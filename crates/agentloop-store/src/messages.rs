@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::sql::{On, Row};
+use crate::sql::{On, Query, Row};
 use agentloop_core::StoreError;
 use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCall};
 use serde_json::Value;
@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{Cells, json_text, millis, to_json};
-use crate::db::{Db, Tx};
+use crate::db::Db;
 use crate::outputs::{SharedOutputs, Stored};
 
 const COLUMNS: &str = "id, session_id, run_id, kind, role, content, content_hash, tool_calls, \
@@ -81,32 +81,30 @@ impl<'m> MessageRow<'m> {
     }
 }
 
-/// Inserts in the order given: the autoincremented `position` is the order of the session.
-pub(crate) async fn insert(
-    db: &Db,
-    tx: &mut Tx<'_>,
-    rows: &[MessageRow<'_>],
-) -> Result<(), StoreError> {
+/// The statements that insert `rows` in the order given: the autoincremented `position` is the
+/// order of the session.
+pub(crate) fn insert_queries<'p>(db: &Db, rows: &'p [MessageRow<'p>]) -> Vec<Query<'p>> {
     let head = format!("INSERT INTO messages ({COLUMNS})");
-    for chunk in rows.chunks(rows_per_statement(WIDTH)) {
-        let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), ""));
-        for row in chunk {
-            query = query
-                .bind(row.id.as_str())
-                .bind(row.session_id.as_str())
-                .bind(row.run_id.as_deref())
-                .bind(row.kind)
-                .bind(row.role)
-                .bind(row.content.as_deref())
-                .bind(row.content_hash.as_deref())
-                .bind(row.tool_calls.as_deref())
-                .bind(row.tool_call_id.as_deref())
-                .bind(row.metadata.as_deref())
-                .bind(row.created_at);
-        }
-        query.execute(&mut *tx).await?;
-    }
-    Ok(())
+    rows.chunks(rows_per_statement(WIDTH))
+        .map(|chunk| {
+            let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), ""));
+            for row in chunk {
+                query = query
+                    .bind(row.id.as_str())
+                    .bind(row.session_id.as_str())
+                    .bind(row.run_id.as_deref())
+                    .bind(row.kind)
+                    .bind(row.role)
+                    .bind(row.content.as_deref())
+                    .bind(row.content_hash.as_deref())
+                    .bind(row.tool_calls.as_deref())
+                    .bind(row.tool_call_id.as_deref())
+                    .bind(row.metadata.as_deref())
+                    .bind(row.created_at);
+            }
+            query
+        })
+        .collect()
 }
 
 pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {

@@ -50,6 +50,11 @@ impl<'t> SharedOutputs<'t> {
         Stored::Shared(hash)
     }
 
+    /// Whether the step keeps no text apart.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
     /// Writes the texts the run does not hold yet; one it holds is not sent again.
     pub(crate) async fn insert(
         &self,

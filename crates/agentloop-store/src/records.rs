@@ -10,8 +10,9 @@ use uuid::Uuid;
 
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{Cells, count, json_text, millis, to_json};
-use crate::db::{Db, Tx};
+use crate::db::Db;
 use crate::outputs::{SharedOutputs, Stored};
+use crate::sql::Query;
 
 const COLUMNS: &str = "call_id, iteration, tool, arguments, started_at, duration_ms, status, \
     result, result_hash, structured_result, structured_is_result, error, cost_usd";
@@ -99,14 +100,13 @@ pub(crate) fn encode<'r>(
     Ok(rows)
 }
 
-/// A call written again replaces its fields but keeps its place: the conflict updates the row
-/// in place, so its `position` stays.
-pub(crate) async fn upsert(
+/// The statements that write a step's tool records: a call saved again (its result after its
+/// start) replaces its row.
+pub(crate) fn upsert_queries<'p>(
     db: &Db,
-    tx: &mut Tx<'_>,
-    run_id: &str,
-    rows: &[RecordRow<'_>],
-) -> Result<(), StoreError> {
+    run_id: &'p str,
+    rows: &'p [RecordRow<'p>],
+) -> Vec<Query<'p>> {
     let head = format!("INSERT INTO tool_executions (run_id, {COLUMNS})");
     let tail = "ON CONFLICT (run_id, call_id) DO UPDATE SET iteration = excluded.iteration, \
         tool = excluded.tool, arguments = excluded.arguments, started_at = excluded.started_at, \
@@ -114,28 +114,29 @@ pub(crate) async fn upsert(
         result_hash = excluded.result_hash, structured_result = excluded.structured_result, \
         structured_is_result = excluded.structured_is_result, error = excluded.error, \
         cost_usd = excluded.cost_usd";
-    for chunk in rows.chunks(rows_per_statement(WIDTH)) {
-        let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), tail));
-        for row in chunk {
-            query = query
-                .bind(run_id)
-                .bind(row.call_id.as_ref())
-                .bind(row.iteration)
-                .bind(row.tool.as_ref())
-                .bind(row.arguments.as_str())
-                .bind(row.started_at)
-                .bind(row.duration_ms)
-                .bind(row.status)
-                .bind(row.result.as_deref())
-                .bind(row.result_hash.as_deref())
-                .bind(row.structured_result.as_deref())
-                .bind(row.structured_is_result)
-                .bind(row.error.as_deref())
-                .bind(row.cost_usd);
-        }
-        query.execute(&mut *tx).await?;
-    }
-    Ok(())
+    rows.chunks(rows_per_statement(WIDTH))
+        .map(|chunk| {
+            let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), tail));
+            for row in chunk {
+                query = query
+                    .bind(run_id)
+                    .bind(row.call_id.as_ref())
+                    .bind(row.iteration)
+                    .bind(row.tool.as_ref())
+                    .bind(row.arguments.as_str())
+                    .bind(row.started_at)
+                    .bind(row.duration_ms)
+                    .bind(row.status)
+                    .bind(row.result.as_deref())
+                    .bind(row.result_hash.as_deref())
+                    .bind(row.structured_result.as_deref())
+                    .bind(row.structured_is_result)
+                    .bind(row.error.as_deref())
+                    .bind(row.cost_usd);
+            }
+            query
+        })
+        .collect()
 }
 
 pub(crate) async fn of_run(db: &Db, run_id: Uuid) -> Result<Vec<ToolExecutionRecord>, StoreError> {

@@ -1,12 +1,12 @@
 //! Runs: their start, their counters as they go, and how they ended.
 
-use crate::sql::{On, Row};
+use crate::sql::{On, Query, Row};
 use agentloop_core::protocol::{RunInfo, RunStatus, Usage};
 use agentloop_core::{NewRun, RunEnd, RunProgress, StoreError};
 use uuid::Uuid;
 
 use crate::columns::{count, json_text, millis};
-use crate::db::{Db, Tx, changed};
+use crate::db::Db;
 
 const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
     tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
@@ -54,13 +54,9 @@ pub(crate) struct Progress<'a> {
     pub owner: Option<&'a str>,
 }
 
-/// Writes the counters of a step, its checkpoint's head, and with `end` how the run ended.
-pub(crate) async fn record_progress(
-    db: &Db,
-    tx: &mut Tx<'_>,
-    run_id: &str,
-    step: Progress<'_>,
-) -> Result<(), StoreError> {
+/// The statement that writes the counters of a step, its checkpoint's head, and with `end` how
+/// the run ended; it changes no row when the step may not be written (see [`not_written`]).
+pub(crate) fn progress_query<'p>(db: &Db, run_id: &'p str, step: Progress<'p>) -> Query<'p> {
     let counters = "iterations = $2, tools_used = $3, prompt_tokens = $4, completion_tokens = $5, \
         state_head = COALESCE($6, state_head), state_seq = COALESCE($7, state_seq), \
         cost_usd = $9, cost_complete = $10";
@@ -104,22 +100,27 @@ pub(crate) async fn record_progress(
             .bind(db.optional_text(failure.map(|failure| failure.message.as_str())))
             .bind(end.finalize_reason.map(|reason| reason.as_str()));
     }
-    let updated = query.execute(&mut *tx).await?;
-    if changed(&updated) {
-        return Ok(());
-    }
+    query
+}
+
+/// Why a step's [`progress_query`] changed no row: its run is unknown, or it was adopted by
+/// another instance. (Or the query that reads it failed.)
+pub(crate) async fn not_written<'a, 'd: 'a>(
+    db: &Db,
+    on: impl Into<On<'a, 'd>>,
+    run_id: &str,
+) -> StoreError {
     let exists = db
         .query("SELECT owner FROM runs WHERE id = $1")
         .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        .fetch_optional(on)
+        .await;
     match exists {
-        None => Err(StoreError::NotFound(format!(
-            "run {run_id} (save_step before start_run?)"
-        ))),
-        Some(_) => Err(StoreError::NotOwner(format!(
+        Err(error) => error,
+        Ok(None) => StoreError::NotFound(format!("run {run_id} (save_step before start_run?)")),
+        Ok(Some(_)) => StoreError::NotOwner(format!(
             "run {run_id} was adopted by another instance; this one stops working on it"
-        ))),
+        )),
     }
 }
 

@@ -1,15 +1,17 @@
 //! One step of a run, written in one transaction: a reader sees all of it or none of it, and the
-//! step's events are emitted only once it is stored.
+//! step's events are emitted only once it is stored. On PostgreSQL most steps are one statement
+//! (see `one_statement`): one round trip instead of one per statement.
 
 use agentloop_core::protocol::Role;
 use agentloop_core::{StepRecord, StoreError};
 use chrono::{DateTime, Utc};
 
 use crate::columns::{millis, now};
-use crate::db::Db;
+use crate::db::{Db, Engine, changed};
+use crate::locks::LockAfterStep;
 use crate::messages::MessageRow;
 use crate::outputs::SharedOutputs;
-use crate::{durable, events, locks, messages, records, runs};
+use crate::{durable, events, locks, messages, one_statement, records, runs};
 
 /// Whether a step moves its session's `updated_at`, and to when: a step that brings a user's
 /// message (the question, a steering message) to when the newest of them arrived; one that ends
@@ -47,51 +49,68 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
     let run_id = step.run_id.to_string();
     let session_id = step.session_id.to_string();
 
-    let mut tx = db.begin().await?;
-    // The run first: a step of an unknown run fails with NotFound before anything is written.
-    let progress = runs::Progress {
-        progress: &step.progress,
-        end: step.end.as_ref(),
-        head: checkpoint
-            .as_ref()
-            .map(|checkpoint| (checkpoint.head, checkpoint.last_seq)),
-        owner: step.owner.as_deref(),
-    };
-    runs::record_progress(db, &mut tx, &run_id, progress).await?;
+    // The run's row first: a step of an unknown run, or of a run adopted by another instance,
+    // changes no row there and writes nothing else.
+    let progress = runs::progress_query(
+        db,
+        &run_id,
+        runs::Progress {
+            progress: &step.progress,
+            end: step.end.as_ref(),
+            head: checkpoint
+                .as_ref()
+                .map(|checkpoint| (checkpoint.head, checkpoint.last_seq)),
+            owner: step.owner.as_deref(),
+        },
+    );
+    let mut rest = Vec::new();
     if let Some(checkpoint) = &checkpoint {
-        durable::write_checkpoint(
+        rest.extend(durable::checkpoint_queries(
             db,
-            &mut tx,
             &run_id,
             checkpoint.input.as_deref(),
             &checkpoint.turn,
-        )
-        .await?;
+        ));
     }
-    shared.insert(db, &mut tx, &run_id).await?;
-    if !message_rows.is_empty() {
-        messages::insert(db, &mut tx, &message_rows).await?;
-    }
-    if let Some(touched_at) = session_touch(step) {
-        // Never backwards, should another process's clock be behind ours; and a row not moved
-        // is not written at all.
-        db.query("UPDATE sessions SET updated_at = $2 WHERE id = $1 AND updated_at < $2")
-            .bind(session_id.as_str())
-            .bind(millis(touched_at))
-            .execute(&mut tx)
-            .await?;
-    }
-    records::upsert(db, &mut tx, &run_id, &record_rows).await?;
+    let message_inserts = messages::insert_queries(db, &message_rows);
+    // Numbered rows keep their order within one statement only: the parts of one statement
+    // run in no set order.
+    let mut in_order = message_inserts.len() <= 1;
+    rest.extend(message_inserts);
+    let record_upserts = records::upsert_queries(db, &run_id, &record_rows);
+    in_order &= record_upserts.len() <= 1;
+    rest.extend(record_upserts);
     // On PostgreSQL, inserting events also notifies the followers of every instance, when the
     // step commits (a trigger: migration 10).
-    events::insert(db, &mut tx, &run_id, &event_rows).await?;
-    match &step.end {
-        Some(end) if end.status.is_final() => {
-            locks::release(db, &mut tx, &session_id, &run_id).await?;
-        }
+    rest.extend(events::insert_queries(db, &run_id, &event_rows));
+    let lock = step.end.as_ref().map(|end| match end.status.is_final() {
+        true => LockAfterStep::Release,
         // A paused run keeps its session until it resumes or is cancelled.
-        Some(_) => locks::hold(db, &mut tx, &session_id, &run_id).await?,
-        None => {}
+        false => LockAfterStep::Hold,
+    });
+    let touched_at = session_touch(step).map(millis);
+    rest.extend(locks::after_step(
+        db,
+        &session_id,
+        &run_id,
+        touched_at,
+        lock,
+    ));
+
+    if let Engine::Postgres(pool) = &db.engine
+        && shared.is_empty()
+        && in_order
+        && one_statement::fits(&progress, &rest)
+    {
+        return one_statement::run(db, pool, progress, rest, &run_id).await;
+    }
+    let mut tx = db.begin().await?;
+    if !changed(&progress.execute(&mut tx).await?) {
+        return Err(runs::not_written(db, &mut tx, &run_id).await);
+    }
+    shared.insert(db, &mut tx, &run_id).await?;
+    for query in rest {
+        query.execute(&mut tx).await?;
     }
     tx.commit().await
 }

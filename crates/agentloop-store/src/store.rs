@@ -290,13 +290,10 @@ impl Store for SqlStore {
     async fn unlock_session(&self, session_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
         let unlock = async {
             let mut tx = self.db.begin().await?;
-            locks::release(
-                &self.db,
-                &mut tx,
-                &session_id.to_string(),
-                &run_id.to_string(),
-            )
-            .await?;
+            let (session_id, run_id) = (session_id.to_string(), run_id.to_string());
+            locks::release_query(&self.db, &session_id, &run_id)
+                .execute(&mut tx)
+                .await?;
             tx.commit().await
         };
         self.bounded(CALL_TIMEOUT, unlock).await

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
-use agentloop_core::{SessionLock, StepRecord, Store};
+use agentloop_core::protocol::{RunStatus, SessionMessage};
+use agentloop_core::{Clock, RunEnd, SessionLock, StepRecord, Store};
 use uuid::Uuid;
 
 use super::Fixture;
@@ -124,4 +125,64 @@ pub async fn the_last_step_releases_the_lock_of_its_run_only(fixture: &Fixture) 
     // `a` ending again (a retried save) must not free the session `b` now holds.
     store.save_step(&end).await.unwrap();
     assert_eq!(holder(fixture, session_id).await, Some(b));
+}
+
+/// The last step of a run with its answer, and a step that pauses a run with a message, write
+/// the session once: its `updated_at` forward and its lock, released or held.
+pub async fn a_step_that_ends_or_pauses_with_messages_moves_the_session_and_its_lock(
+    fixture: &Fixture,
+) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let a = run(fixture, session_id).await;
+    let b = run(fixture, session_id).await;
+    let updated_at = format!("SELECT updated_at FROM sessions WHERE id = '{session_id}'");
+
+    store.lock_session(session_id, a, LONG).await.unwrap();
+    fixture.clock.advance(Duration::from_millis(5));
+    let ended = StepRecord {
+        messages: vec![answer(session_id, a, "Three.")],
+        end: Some(completed(None)),
+        ..step(a, session_id)
+    };
+    store.save_step(&ended).await.unwrap();
+    assert_eq!(holder(fixture, session_id).await, None);
+    let ended_at = fixture.clock.now().timestamp_millis();
+    assert_eq!(fixture.count(&updated_at).await, ended_at);
+
+    // `b` holds the session now: another last step of `a`, with a message of no later time,
+    // moves neither.
+    store.lock_session(session_id, b, LONG).await.unwrap();
+    let late = StepRecord {
+        messages: vec![answer(session_id, a, "Three, again.")],
+        ..ended.clone()
+    };
+    store.save_step(&late).await.unwrap();
+    assert_eq!(holder(fixture, session_id).await, Some(b));
+    assert_eq!(fixture.count(&updated_at).await, ended_at);
+
+    fixture.clock.advance(Duration::from_millis(5));
+    let paused = StepRecord {
+        messages: vec![SessionMessage {
+            created_at: fixture.clock.now(),
+            ..question(session_id, b, "Which ones?")
+        }],
+        end: Some(RunEnd {
+            status: RunStatus::AwaitingInput,
+            ..completed(None)
+        }),
+        ..step(b, session_id)
+    };
+    store.save_step(&paused).await.unwrap();
+    assert_eq!(holder(fixture, session_id).await, Some(b));
+    assert_eq!(
+        fixture.count(&updated_at).await,
+        fixture.clock.now().timestamp_millis()
+    );
+    let expiry = format!("SELECT lock_expires_at FROM sessions WHERE id = '{session_id}'");
+    assert_eq!(
+        fixture.count(&expiry).await,
+        i64::MAX,
+        "held with no expiry"
+    );
 }
