@@ -104,15 +104,12 @@ pub(crate) fn after_step<'p>(
     let query = match (touched_at, lock) {
         (None, None) => return None,
         // A row not moved is not written at all.
-        (Some(touched_at), None) => {
-            return Some(
-                db.query("UPDATE sessions SET updated_at = $2 WHERE id = $1 AND updated_at < $2")
-                    .bind(session_id)
-                    .bind(touched_at),
-            );
-        }
-        (None, Some(LockAfterStep::Release)) => return Some(release_query(db, session_id, run_id)),
-        (None, Some(LockAfterStep::Hold)) => return Some(hold_query(db, session_id, run_id)),
+        (Some(touched_at), None) => db
+            .query("UPDATE sessions SET updated_at = $2 WHERE id = $1 AND updated_at < $2")
+            .bind(session_id)
+            .bind(touched_at),
+        (None, Some(LockAfterStep::Release)) => release_query(db, session_id, run_id),
+        (None, Some(LockAfterStep::Hold)) => hold_query(db, session_id, run_id),
         (Some(touched_at), Some(lock)) => {
             // Each SET reads the row as it was: the lock's columns change only where the run
             // holds it, `updated_at` only forward.
