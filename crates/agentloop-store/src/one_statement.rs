@@ -11,10 +11,12 @@
 //!
 //! The parts see the database as it was before the statement, none sees another's rows, no two
 //! may change the same row, and they run in no set order: the caller keeps to steps whose parts
-//! write different rows (one statement on the session: `locks::after_step`), whose numbered rows (messages,
-//! tool records: their `position` is their order) fit one part per table, and that read nothing
-//! first (no text kept apart in `tool_outputs`, which is looked up before it is sent); other
-//! steps take the transaction.
+//! write different rows (one statement on the session: `locks::after_step`), whose numbered
+//! rows (messages, tool records: their `position` is their order) fit one part per table, and
+//! that read nothing first (no text kept apart in `tool_outputs`, which is looked up before it
+//! is sent); other steps take the transaction.
+
+use std::fmt::Write as _;
 
 use agentloop_core::StoreError;
 use sqlx::PgPool;
@@ -71,7 +73,7 @@ fn combine<'p>(first: Query<'p>, rest: Vec<Query<'p>>) -> Query<'p> {
     sql.push_str(" RETURNING 1)");
     let mut params = first.params;
     for (n, query) in rest.into_iter().enumerate() {
-        sql.push_str(&format!(", part{} AS (", n + 1));
+        let _ = write!(sql, ", part{} AS (", n + 1);
         renumber_into(&mut sql, &query.sql, params.len());
         sql.push(')');
         params.extend(query.params);
@@ -80,8 +82,9 @@ fn combine<'p>(first: Query<'p>, rest: Vec<Query<'p>>) -> Query<'p> {
     Query { sql, params }
 }
 
-/// Appends `sql` with each placeholder `$N` written `$(N + offset)`. The store's statements
-/// hold no other `$` (no string literals, no dollar quoting).
+/// Appends `sql` with each placeholder `$N` written `$(N + offset)`, in place (as `values_sql`
+/// writes them). The store's statements hold no other `$` (no string literals, no dollar
+/// quoting).
 fn renumber_into(out: &mut String, sql: &str, offset: usize) {
     let mut rest = sql;
     while let Some(dollar) = rest.find('$') {
@@ -89,7 +92,9 @@ fn renumber_into(out: &mut String, sql: &str, offset: usize) {
         rest = &rest[dollar + 1..];
         let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
         match rest[..digits].parse::<usize>() {
-            Ok(number) => out.push_str(&(number + offset).to_string()),
+            Ok(number) => {
+                let _ = write!(out, "{}", number + offset);
+            }
             Err(_) => out.push_str(&rest[..digits]),
         }
         rest = &rest[digits..];
