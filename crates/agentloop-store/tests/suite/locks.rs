@@ -186,3 +186,22 @@ pub async fn a_step_that_ends_or_pauses_with_messages_moves_the_session_and_its_
         "held with no expiry"
     );
 }
+
+/// `unlock_session` (a run that could not start gives its session back) frees the session only
+/// while the run holds it.
+pub async fn unlocking_frees_the_session_of_its_holder_only(fixture: &Fixture) {
+    let store = &fixture.store;
+    let session_id = session(fixture, "alice").await;
+    let a = run(fixture, session_id).await;
+    let b = run(fixture, session_id).await;
+
+    store.lock_session(session_id, a, LONG).await.unwrap();
+    store.unlock_session(session_id, b).await.unwrap();
+    assert_eq!(holder(fixture, session_id).await, Some(a));
+    store.unlock_session(session_id, a).await.unwrap();
+    assert_eq!(holder(fixture, session_id).await, None);
+    assert_eq!(
+        store.lock_session(session_id, b, LONG).await.unwrap(),
+        SessionLock::Acquired
+    );
+}

@@ -58,6 +58,7 @@ macro_rules! suite_tests {
             a_session_without_a_row_is_always_acquired,
             the_last_step_releases_the_lock_of_its_run_only,
             a_step_that_ends_or_pauses_with_messages_moves_the_session_and_its_lock,
+            unlocking_frees_the_session_of_its_holder_only,
             a_run_keeps_its_counters_status_and_outcome,
             runs_of_a_session_come_oldest_first,
             a_users_runs_since_a_time_add_up_their_tokens_and_cost,
