@@ -23,7 +23,9 @@
 //! has the LLM answer without streaming; `--sequential` runs a wave's runs one after another,
 //! for the CPU and latency of one run without contention; `--store memory` keeps the store in
 //! `sqlite::memory:`; `--model NAME` names another model in the config (the server then counts
-//! tokens with its tokenizer: tiktoken for OpenAI's). The work of issue 14's table:
+//! tokens with its tokenizer: tiktoken for OpenAI's); `--threads N` sets `server.threads` (0,
+//! the default: the runtime's shared threads; N: threads of their own). The work of issue
+//! 14's table:
 //!
 //! ```sh
 //! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 0 \
@@ -134,6 +136,9 @@ struct Options {
     /// The model named in the config (`--model`): the scripted LLM answers whatever the name,
     /// but the server counts tokens with that model's tokenizer (tiktoken for OpenAI's).
     model: String,
+    /// `server.threads` (`--threads N`): 0 serves on the runtime's shared threads, N on N
+    /// threads of their own.
+    threads: usize,
 }
 
 /// What one run of the bench does: `tool_calls` LLM calls that each ask for one tool call, then
@@ -170,6 +175,7 @@ fn options() -> Options {
             work: Work::default(),
             sequential: false,
             model: "scripted".into(),
+            threads: 0,
         }
     } else {
         // Under `cargo test`: the performance issue's work (2 tool calls, JSON answers, the
@@ -188,6 +194,7 @@ fn options() -> Options {
             },
             sequential: false,
             model: "scripted".into(),
+            threads: 0,
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
@@ -231,6 +238,7 @@ fn options() -> Options {
             "--no-stream" => options.work.stream = false,
             "--sequential" => options.sequential = true,
             "--model" => options.model = value(),
+            "--threads" => options.threads = value().parse().expect("--threads takes a count"),
             "--memory" => measure_memory = true,
             "--answer-bytes" => {
                 memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
@@ -258,7 +266,8 @@ fn options() -> Options {
             other if !benchmarking => eprintln!("load bench: ignoring {other:?}"),
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
-                 sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential, \
+                 sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential \
+                 --threads N, \
                  or --memory [--runs N] [--answer-bytes B] [--slow-readers S], or --soak \
                  SECONDS [--concurrency C], or --chaos [--runs M] [--kill-every-s S] \
                  [--latency-ms L] [--concurrency C]"
@@ -853,12 +862,13 @@ async fn main() {
         dir.path().join("agentloop.toml"),
         format!(
             "[llm]\nbase_url = {}\nmodel = {}\nstream = {}\n\n[store]\nurl = {}\n\n\
-             [server]\nmax_runs_per_user = {}\n\n{}",
+             [server]\nmax_runs_per_user = {}\nthreads = {}\n\n{}",
             json!(llm_url),
             json!(options.model),
             options.work.stream,
             json!(store_url),
             (most_runs + 1).max(100_000),
+            options.threads,
             test_mcp_server_config_toml("test", None)
         ),
     )

@@ -12,6 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use crate::config::LlmConfig;
 use crate::exchange::{Dialect, error_chain, exchange};
 use crate::not_openai::Endpoint;
+use crate::pools::Pools;
 use crate::retry::{Backoff, DEFAULT_BASE_DELAY};
 
 /// A slow connect is a dead server; do not spend the whole `timeout_s` finding out.
@@ -45,7 +46,7 @@ pub(crate) struct Transport {
     timeout_s: f64,
     max_retries: u32,
     backoff: Backoff,
-    http: reqwest::Client,
+    http: Pools,
 }
 
 impl Transport {
@@ -90,13 +91,12 @@ impl Transport {
                 format!("the LLM's URL {url:?} is not a URL: {error}"),
             )
         })?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
-            .build()
-            .map_err(|error| LlmError::Unreachable {
+        let http = Pools::new(timeout.min(MAX_CONNECT_TIMEOUT)).map_err(|error| {
+            LlmError::Unreachable {
                 url: url.clone(),
                 detail: error_chain(&error),
-            })?;
+            }
+        })?;
         Ok(Self {
             endpoint: Endpoint::new(config, url),
             parsed_url,
@@ -137,6 +137,7 @@ impl Transport {
     /// parsed or copied again.
     pub(crate) fn request(&self, body: &Bytes) -> reqwest::RequestBuilder {
         self.http
+            .client()
             .post(self.parsed_url.clone())
             .header(CONTENT_TYPE, "application/json")
             .headers(self.headers.clone())

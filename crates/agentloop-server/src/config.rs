@@ -5,6 +5,9 @@ use std::time::Duration;
 use agentloop_core::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
+/// The most `server.threads` may name.
+const MAX_THREADS: usize = 1024;
+
 /// How the HTTP server listens and what it allows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -29,6 +32,11 @@ pub struct ServerConfig {
     pub user_daily_cost_usd: Option<f64>,
     /// Tokens one user's runs may spend per UTC day; like `user_daily_cost_usd`.
     pub user_daily_tokens: Option<u64>,
+    /// 0: connections and runs are served by the runtime's threads, which take work from each
+    /// other (tokio's multi-thread runtime, one thread per core). N: by N threads of their
+    /// own, each with a runtime of one thread where the runs started through its connections
+    /// work: less CPU per run when runs are few, slower under bursts of thousands.
+    pub threads: usize,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +51,7 @@ impl Default for ServerConfig {
             panel: true,
             user_daily_cost_usd: None,
             user_daily_tokens: None,
+            threads: 0,
         }
     }
 }
@@ -96,6 +105,16 @@ impl ServerConfig {
                 "server.user_daily_tokens must be at least 1",
             ));
         }
+        if self.threads > MAX_THREADS {
+            return Err(InvalidSetting::new(
+                "server.threads",
+                format!(
+                    "server.threads must be at most {MAX_THREADS} (got {}); 0 leaves the \
+                     connections to the runtime's threads",
+                    self.threads
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -133,5 +152,10 @@ mod tests {
             error.message.contains("server.max_runs_per_user"),
             "{error}"
         );
+        let bad = ServerConfig {
+            threads: MAX_THREADS + 1,
+            ..ServerConfig::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().key, "server.threads");
     }
 }

@@ -21,13 +21,14 @@ mod panel;
 mod protocols;
 mod runs;
 mod service;
+mod serving;
 mod sessions;
 mod sse;
 mod state;
 mod steering;
 mod trace_context;
 
-use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{future::Future, net::SocketAddr, time::Duration};
 
 use axum::{
     Router,
@@ -37,10 +38,7 @@ use axum::{
     response::IntoResponse,
     routing::get,
 };
-use tokio::{
-    net::{TcpListener, TcpSocket},
-    sync::Notify,
-};
+use tokio::net::{TcpListener, TcpSocket};
 use utoipa::{
     Modify, OpenApi,
     openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
@@ -156,6 +154,11 @@ pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 /// most `server.shutdown_grace_s`) for every run to reach its next saved step. Returns false
 /// when some run did not in time.
 ///
+/// Connections are served on the caller's runtime, or with `server.threads` set on that many
+/// threads of their own, where the runs they start work too (see `serving`); the store's
+/// instance loops and what the caller's runtime already runs (MCP clients) stay on the
+/// caller's runtime.
+///
 /// With a store, the server is an instance that owns its runs (`agentloop_core::durability`):
 /// it adopts the runs of instances that stopped, and on shutdown hands its own over (each run
 /// stops at its next saved step; another instance, or the next start, goes on from there).
@@ -172,36 +175,34 @@ pub async fn serve(
     let handover = durable.as_ref().map(|durable| durable.agent().clone());
     let runs = state.runs.clone();
     let grace = state.config.shutdown_grace();
+    let threads = state.config.threads;
     // Routes made once, then shared: `axum::serve` given the router itself rebuilds every route
     // for each connection (some 20 boxed services, ~10 KiB per connection).
     let app = router(state).with_state(()).into_make_service();
-    let stopping = runs.clone();
-    let signalled = Arc::new(Notify::new());
-    let on_signal = signalled.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!("shutting down: finishing the runs in progress");
-        stopping.shutdown(handover.as_ref());
-        // A stored permit: the waiter below may start waiting after this.
-        on_signal.notify_one();
-    });
+    let mut http = serving::Serving::start(listener, app, threads)?;
+    let stop_accepting = http.stop_accepting();
     // Connections (SSE streams included) end as their runs end; the runs get `grace`, and the
     // connections a few seconds more to send the runs' last events.
-    let connections_closed = async {
-        signalled.notified().await;
+    let stopped = async {
+        shutdown.await;
+        tracing::info!("shutting down: finishing the runs in progress");
+        runs.shutdown(handover.as_ref());
+        stop_accepting.cancel();
         tokio::time::sleep(grace + CONNECTION_GRACE).await;
     };
-    tokio::select! {
-        result = server => result?,
-        () = connections_closed => {
+    let served = tokio::select! {
+        result = http.served() => result,
+        () = stopped => {
             tracing::warn!("connections still open after the grace period; closing");
+            Ok(())
         }
-    }
+    };
     let idle = runs.wait_idle(grace).await;
     if let Some(durable) = durable {
         durable.retire().await;
     }
-    Ok(idle)
+    http.exit().await;
+    served.map(|()| idle)
 }
 
 /// How long connections may stay open after the runs' grace period, to send their last events.

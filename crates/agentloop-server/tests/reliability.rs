@@ -194,3 +194,54 @@ async fn readiness_reports_the_store_and_each_tool_source() {
         .unwrap();
     assert_eq!(live.status(), 200);
 }
+
+/// `server.threads = 2`: connections and their runs are served by two threads of their own.
+/// Runs at once, each with a real MCP call, all complete and are saved; shutdown is clean.
+#[tokio::test]
+async fn runs_served_by_threads_of_their_own_complete_and_the_server_stops_cleanly() {
+    const RUNS: usize = 12;
+    // Each run: a tool call, then an answer; in whatever order the runs ask, every run meets a
+    // text before the script ends (at most RUNS tool calls are handed out first).
+    let mut script: Vec<Reply> = (0..RUNS)
+        .map(|i| Reply::tool_call("test__echo", json!({"text": format!("call {i}")})))
+        .collect();
+    script.extend((0..2 * RUNS).map(|i| Reply::text(format!("answer {i}"))));
+    let server = TestServer::start(script, "[server]\nthreads = 2\nmax_runs_per_user = 32\n").await;
+    let key = server.key("ann").await;
+    let runs = (0..RUNS).map(|i| {
+        // A client each, so that the runs come over connections of their own.
+        let request = reqwest::Client::new()
+            .post(format!("{}/v1/runs", server.url))
+            .bearer_auth(&key)
+            .json(&json!({"query": format!("question {i}"), "stream": false}));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    });
+    let answers = futures::future::join_all(runs).await;
+    for answer in &answers {
+        assert_eq!(answer["status"], "completed", "{answer}");
+        assert!(
+            answer["answer"].as_str().unwrap().starts_with("answer "),
+            "{answer}"
+        );
+    }
+    let tool_calls: u64 = answers
+        .iter()
+        .map(|answer| answer["agent_metadata"]["tools_used"].as_u64().unwrap())
+        .sum();
+    assert!(tool_calls >= 1, "the MCP server was called: {answers:?}");
+    let run_id = answers[0]["run_id"].as_str().unwrap();
+    let stored: Value = server
+        .get(&format!("/v1/runs/{run_id}"), &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stored["status"], "completed", "{stored}");
+    assert_eq!(
+        stored["tools_used"],
+        answers[0]["agent_metadata"]["tools_used"]
+    );
+    assert!(server.shutdown().await, "every run was saved in time");
+}

@@ -1,0 +1,293 @@
+//! Where connections are served: on the caller's runtime (`server.threads = 0`, the default:
+//! tokio's multi-thread runtime, whose threads take work from each other), or on threads of
+//! their own, each running a tokio runtime of one thread (`new_current_thread`) that accepts
+//! connections from the one listener and drives the runs started through them (a run is a task
+//! of the runtime that took its request).
+//!
+//! Why threads of their own: on the multi-thread runtime, a run that works alone wakes an idle
+//! worker thread at many hand-overs between its tasks (the connection, the LLM call, the
+//! store); on a thread of its own, a connection, its runs and their LLM connections (a pool per
+//! such thread: `agentloop-llm`'s `pools`) wake nothing else. Measured (README, Performance):
+//! 18% less CPU per run one run at a time, but 15% slower waves of thousands of runs at once,
+//! where a thread cannot take work from a busier one. What the server shares (MCP clients, the
+//! adoption loop, signals) stays on the caller's runtime.
+//!
+//! Those runtimes outlive the accept loops: a connection a runtime opened for a run (to
+//! PostgreSQL) may serve other runtimes' runs from the pool, and only the runtime that opened
+//! it polls its socket. So they stop together at [`Serving::exit`], after every run stopped,
+//! or when this is dropped.
+
+use std::{io, net::TcpListener as StdListener};
+
+use axum::{Router, routing::IntoMakeService};
+use futures::{StreamExt, stream::FuturesUnordered};
+use tokio::{net::TcpListener, sync::oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The accept loops of one server.
+pub(crate) struct Serving {
+    /// Cancelled: the accept loops stop, and each waits for its connections to close.
+    stop_accepting: CancellationToken,
+    /// Cancelled: the loops and their runtimes stop (what still runs on them is dropped).
+    exit: CancellationToken,
+    /// One per loop: it ended (after `stop_accepting`), with how.
+    served: FuturesUnordered<oneshot::Receiver<io::Result<()>>>,
+    loops: Vec<Loop>,
+}
+
+enum Loop {
+    Task(tokio::task::JoinHandle<()>),
+    Thread(std::thread::JoinHandle<()>),
+}
+
+impl Serving {
+    /// Serves `app` on `listener`: on the caller's runtime when `threads` is 0, else on that
+    /// many threads of their own.
+    pub(crate) fn start(
+        listener: TcpListener,
+        app: IntoMakeService<Router>,
+        threads: usize,
+    ) -> io::Result<Serving> {
+        let mut serving = Serving {
+            stop_accepting: CancellationToken::new(),
+            exit: CancellationToken::new(),
+            served: FuturesUnordered::new(),
+            loops: Vec::new(),
+        };
+        if threads == 0 {
+            let (accept, served) = serving.accept_loop(Listener::Tokio(listener), app);
+            serving.served.push(served);
+            serving.loops.push(Loop::Task(tokio::spawn(accept.run())));
+            return Ok(serving);
+        }
+        let listener = listener.into_std()?;
+        for index in 0..threads {
+            let (accept, served) =
+                serving.accept_loop(Listener::Std(listener.try_clone()?), app.clone());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let thread = std::thread::Builder::new()
+                .name(format!("agentloop-http-{index}"))
+                .spawn(move || runtime.block_on(accept.run()))?;
+            serving.served.push(served);
+            serving.loops.push(Loop::Thread(thread));
+        }
+        Ok(serving)
+    }
+
+    fn accept_loop(
+        &self,
+        listener: Listener,
+        app: IntoMakeService<Router>,
+    ) -> (AcceptLoop, oneshot::Receiver<io::Result<()>>) {
+        let (served, on_served) = oneshot::channel();
+        let accept = AcceptLoop {
+            listener,
+            app,
+            stop_accepting: self.stop_accepting.clone(),
+            exit: self.exit.clone(),
+            served,
+        };
+        (accept, on_served)
+    }
+
+    /// Cancelled, asks the accept loops to stop; each then waits for its open connections to
+    /// close.
+    pub(crate) fn stop_accepting(&self) -> CancellationToken {
+        self.stop_accepting.clone()
+    }
+
+    /// Resolves when every accept loop ended and its connections closed (or at the first that
+    /// failed, with its error).
+    pub(crate) async fn served(&mut self) -> io::Result<()> {
+        while let Some(result) = self.served.next().await {
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => return Err(error),
+                Err(_) => return Err(io::Error::other("an accept loop stopped unexpectedly")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the loops and their runtimes (closing the connections still open) and waits for
+    /// them.
+    pub(crate) async fn exit(mut self) {
+        self.stop_accepting.cancel();
+        self.exit.cancel();
+        let mut threads = Vec::new();
+        for accept in std::mem::take(&mut self.loops) {
+            match accept {
+                Loop::Task(task) => {
+                    if task.await.is_err() {
+                        tracing::warn!("the accept loop ended with a panic");
+                    }
+                }
+                Loop::Thread(thread) => threads.push(thread),
+            }
+        }
+        if threads.is_empty() {
+            return;
+        }
+        let panicked = tokio::task::spawn_blocking(move || {
+            threads
+                .into_iter()
+                .filter_map(|thread| thread.join().err())
+                .count()
+        })
+        .await;
+        if !matches!(panicked, Ok(0)) {
+            tracing::warn!("an HTTP thread ended with a panic");
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        // Dropped without `exit` (the server's future was dropped): the loops end by themselves.
+        self.stop_accepting.cancel();
+        self.exit.cancel();
+    }
+}
+
+enum Listener {
+    /// Registered with the caller's runtime.
+    Tokio(TcpListener),
+    /// To register with the runtime of the thread that serves it.
+    Std(StdListener),
+}
+
+/// One accept loop and what it owns.
+struct AcceptLoop {
+    listener: Listener,
+    app: IntoMakeService<Router>,
+    stop_accepting: CancellationToken,
+    exit: CancellationToken,
+    served: oneshot::Sender<io::Result<()>>,
+}
+
+impl AcceptLoop {
+    async fn run(self) {
+        let AcceptLoop {
+            listener,
+            app,
+            stop_accepting,
+            exit,
+            served,
+        } = self;
+        let accepted = async {
+            let listener = match listener {
+                Listener::Tokio(listener) => listener,
+                Listener::Std(listener) => {
+                    listener.set_nonblocking(true)?;
+                    TcpListener::from_std(listener)?
+                }
+            };
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop_accepting.cancelled_owned())
+                .await
+        };
+        let result = tokio::select! {
+            result = accepted => result,
+            () = exit.cancelled() => Ok(()),
+        };
+        let _ = served.send(result);
+        // A runtime of its own goes on (its sockets may serve other runtimes' runs) until the
+        // end.
+        exit.cancelled().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::routing::get;
+
+    use super::*;
+
+    /// Answers with the name of the thread that ran the handler, after `?ms=` milliseconds.
+    fn app() -> IntoMakeService<Router> {
+        Router::new()
+            .route(
+                "/thread",
+                get(|query: axum::extract::RawQuery| async move {
+                    let ms = query
+                        .0
+                        .and_then(|q| q.strip_prefix("ms=").and_then(|ms| ms.parse().ok()))
+                        .unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    std::thread::current().name().unwrap_or("").to_string()
+                }),
+            )
+            .into_make_service()
+    }
+
+    async fn listener() -> (TcpListener, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        (listener, url)
+    }
+
+    #[tokio::test]
+    async fn with_no_threads_requests_are_served_on_the_callers_runtime() {
+        let (listener, url) = listener().await;
+        let serving = Serving::start(listener, app(), 0).unwrap();
+        let name = reqwest::get(format!("{url}/thread")).await.unwrap();
+        let caller = std::thread::current().name().unwrap_or("").to_string();
+        assert_eq!(name.text().await.unwrap(), caller);
+        serving.exit().await;
+        assert!(reqwest::get(format!("{url}/thread")).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn requests_are_served_on_the_threads_not_the_callers_runtime() {
+        let (listener, url) = listener().await;
+        let threads = Serving::start(listener, app(), 2).unwrap();
+        let requests = (0..40).map(|_| {
+            // A client each: a connection each, raced for by the threads.
+            let url = format!("{url}/thread?ms=20");
+            async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+        });
+        let names = futures::future::join_all(requests).await;
+        for name in &names {
+            assert!(
+                name == "agentloop-http-0" || name == "agentloop-http-1",
+                "served on {name:?}"
+            );
+        }
+        threads.exit().await;
+        assert!(
+            reqwest::get(format!("{url}/thread")).await.is_err(),
+            "the listener is closed once the threads exited"
+        );
+    }
+
+    #[tokio::test]
+    async fn stopping_lets_requests_in_progress_finish_and_refuses_new_connections() {
+        let (listener, url) = listener().await;
+        let mut threads = Serving::start(listener, app(), 2).unwrap();
+        let slow = tokio::spawn(reqwest::get(format!("{url}/thread?ms=300")));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        threads.stop_accepting().cancel();
+        // Not served yet: the slow request's connection is still open.
+        let early = tokio::time::timeout(Duration::from_millis(50), threads.served()).await;
+        assert!(
+            early.is_err(),
+            "served before the request in progress ended"
+        );
+        tokio::time::timeout(Duration::from_secs(10), threads.served())
+            .await
+            .expect("served once the request ended")
+            .unwrap();
+        let answer = slow.await.unwrap().unwrap();
+        assert_eq!(answer.status(), 200);
+        assert!(answer.text().await.unwrap().starts_with("agentloop-http-"));
+        assert!(
+            reqwest::get(format!("{url}/thread")).await.is_err(),
+            "no connection is accepted once stopped"
+        );
+        threads.exit().await;
+    }
+}
