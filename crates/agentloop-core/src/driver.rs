@@ -135,7 +135,9 @@ async fn drive_steps(
     let mut writer = StepWriter::new(persistence, services.telemetry.clone());
     let mut inbox = services.steering.open(machine.run_id());
     loop {
-        if let Err(error) = writer.commit(&mut machine, emitter, &step).await {
+        // Saving and running tools are boxed: inline, this future kept their room (7.5 KB in all,
+        // 2.1 KB without them) for the whole run, most of which is spent waiting for the LLM.
+        if let Err(error) = Box::pin(writer.commit(&mut machine, emitter, &step)).await {
             if let StoreError::NotOwner(_) = error {
                 return machine.left_behind();
             }
@@ -261,7 +263,7 @@ async fn drive_steps(
                     writer: &mut writer,
                     inbox: &mut inbox,
                 };
-                run_tools(&mut machine, &services, batch, invocations).await
+                Box::pin(run_tools(&mut machine, &services, batch, invocations)).await
             }
         };
     }

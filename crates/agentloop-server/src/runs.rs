@@ -158,7 +158,9 @@ async fn start(
         traceparent,
         ..body.into_request(&user)
     };
-    let run = state.runs.start(&state.agent, request, &user).await?;
+    // Boxed: the run's beginning (the store's transaction) is the largest part of this future,
+    // and a request that waits for the run's end would keep its room for the whole run.
+    let run = Box::pin(state.runs.start(&state.agent, request, &user)).await?;
     answer(&state, run, stream).await
 }
 
