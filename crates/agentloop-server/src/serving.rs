@@ -8,9 +8,11 @@
 //! worker thread at many hand-overs between its tasks (the connection, the LLM call, the
 //! store); on a thread of its own, a connection, its runs and their LLM connections (a pool per
 //! such thread: `agentloop-llm`'s `pools`) wake nothing else. Measured (README, Performance):
-//! 18% less CPU per run one run at a time, but 15% slower waves of thousands of runs at once,
-//! where a thread cannot take work from a busier one. What the server shares (MCP clients, the
-//! adoption loop, signals) stays on the caller's runtime.
+//! a fifth less CPU for a run of one LLM call one run at a time, a tenth for three calls and
+//! two tools; but waves of thousands of runs at once 5-15% slower (a thread cannot take work
+//! from a busier one), and on PostgreSQL a fifth more CPU (its pool is shared by the threads).
+//! Hence off by default. What the server shares (MCP clients, the adoption loop, signals)
+//! stays on the caller's runtime.
 //!
 //! Those runtimes outlive the accept loops: a connection a runtime opened for a run (to
 //! PostgreSQL) may serve other runtimes' runs from the pool, and only the runtime that opened
