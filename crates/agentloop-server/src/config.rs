@@ -35,7 +35,9 @@ pub struct ServerConfig {
     /// 0: connections and runs are served by the runtime's threads, which take work from each
     /// other (tokio's multi-thread runtime, one thread per core). N: by N threads of their
     /// own, each with a runtime of one thread where the runs started through its connections
-    /// work: less CPU per run when runs are few, slower under bursts of thousands.
+    /// work: less CPU per run when runs are few, slower under bursts of thousands. With a
+    /// SQLite store only (`Config::validate` refuses it with PostgreSQL, whose pool's
+    /// connections would stop with the threads that opened them).
     pub threads: usize,
 }
 

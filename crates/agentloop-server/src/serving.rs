@@ -11,13 +11,13 @@
 //! a fifth less CPU for a run of one LLM call one run at a time, a tenth for three calls and
 //! two tools; but waves of thousands of runs at once 5-15% slower (a thread cannot take work
 //! from a busier one), and on PostgreSQL a fifth more CPU (its pool is shared by the threads).
-//! Hence off by default. What the server shares (MCP clients, the adoption loop, signals)
-//! stays on the caller's runtime.
+//! Hence off by default, and refused with PostgreSQL (`agentloop::Config::validate`): a pool
+//! connection is polled by the runtime that opened it, so the ones these threads opened would
+//! stop with them, and the store would fail after `serve` returned. What the server shares
+//! (MCP clients, the adoption loop, signals) stays on the caller's runtime.
 //!
-//! Those runtimes outlive the accept loops: a connection a runtime opened for a run (to
-//! PostgreSQL) may serve other runtimes' runs from the pool, and only the runtime that opened
-//! it polls its socket. So they stop together at [`Serving::exit`], after every run stopped,
-//! or when this is dropped.
+//! Those runtimes outlive the accept loops: they stop together at [`Serving::exit`], after
+//! every run stopped, or when this is dropped.
 
 use std::{io, net::TcpListener as StdListener};
 

@@ -435,6 +435,18 @@ async fn max_iterations_is_capped_by_the_server() {
 
 #[tokio::test]
 async fn shutdown_hands_a_run_over_at_its_next_saved_step_and_the_next_start_finishes_it() {
+    hand_over_then_finish("").await;
+}
+
+/// The same with the connections and their runs on threads of their own (`server.threads`).
+#[tokio::test]
+async fn on_threads_of_their_own_shutdown_hands_a_run_over_and_the_next_start_finishes_it() {
+    hand_over_then_finish("[server]\nthreads = 2\n").await;
+}
+
+/// A run with a tool call in flight when the server stops: the call finishes and is saved,
+/// the run is left at that step, and the next start (same `extra` config) finishes it.
+async fn hand_over_then_finish(extra: &str) {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}/agentloop.db", dir.path().display());
     let llm = agentloop_test_support::scripted_llm::ScriptedLlm::start(vec![
@@ -442,7 +454,7 @@ async fn shutdown_hands_a_run_over_at_its_next_saved_step_and_the_next_start_fin
         Reply::text("never sent"),
     ])
     .await;
-    let server = TestServer::start_on(llm, &store_url, "").await;
+    let server = TestServer::start_on(llm, &store_url, extra).await;
     let key = server.key("ann").await;
     let response = server
         .post("/v1/runs", &key)
@@ -476,7 +488,7 @@ async fn shutdown_hands_a_run_over_at_its_next_saved_step_and_the_next_start_fin
         "Finished after the restart.",
     )])
     .await;
-    let server = TestServer::start_on(llm, &store_url, "").await;
+    let server = TestServer::start_on(llm, &store_url, extra).await;
     let run: Value = agentloop_test_support::wait::eventually(
         "the run to be finished by the next start",
         Duration::from_secs(30),

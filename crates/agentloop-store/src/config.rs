@@ -42,6 +42,11 @@ impl StoreConfig {
         }
         Ok(())
     }
+
+    /// Whether the URL names a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        Backend::of_url(&self.url) == Some(Backend::Postgres)
+    }
 }
 
 /// Shared with `SqlStore::connect`, so that a bad URL reads the same from the config check and
