@@ -18,6 +18,18 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
+    serve_then_sigterm("").await;
+}
+
+/// The same with the connections and their runs on threads of their own.
+#[tokio::test]
+async fn serve_on_threads_of_their_own_stops_cleanly_on_sigterm() {
+    serve_then_sigterm("[server]\nthreads = 2\n").await;
+}
+
+/// A server with `extra` config, a run with a call in flight, SIGTERM: exit 0, the call saved,
+/// the run left at that step for the next start.
+async fn serve_then_sigterm(extra: &str) {
     let llm = ScriptedLlm::start(vec![
         Reply::tool_call("test__sleep", json!({"ms": 700})),
         Reply::text("never sent"),
@@ -25,12 +37,21 @@ async fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.jsonl");
-    common::write_test_config(dir.path(), &TestConfig::new(&llm.base_url()).mcp_log(&log));
+    common::write_test_config(
+        dir.path(),
+        &TestConfig::new(&llm.base_url()).mcp_log(&log).extra(extra),
+    );
     let key = common::create_key(dir.path(), "ann").await;
 
     let served = common::Served::start(dir.path());
     let address = served.address.clone();
     assert!(served.banner.contains("tools"), "{}", served.banner);
+    assert_eq!(
+        served.banner.contains("2 serving threads"),
+        extra.contains("threads = 2"),
+        "{}",
+        served.banner
+    );
 
     let client = reqwest::Client::new();
     let health: Value = client

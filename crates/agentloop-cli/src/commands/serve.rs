@@ -62,9 +62,13 @@ pub async fn serve_config(
     let store = runtime.store().clone();
     // The database is named whole: keys and sessions live in one store, and a key made with
     // another --config or DATABASE_URL is unknown here.
+    let threads = match config.server.threads {
+        0 => String::new(),
+        n => format!(", {n} serving threads"),
+    };
     eprintln!(
         "agentloop listening on http://{address} (config: {origin}, model: {}, store: {} at {}, \
-         {} tools)",
+         {} tools{threads})",
         config.llm.describe(),
         store.backend(),
         store.location(),
