@@ -57,41 +57,35 @@ impl Serving {
             loops: Vec::new(),
         };
         if threads == 0 {
-            let (accept, served) = serving.accept_loop(Listener::Tokio(listener), app);
-            serving.served.push(served);
+            let accept = serving.accept_loop(Listener::Tokio(listener), app);
             serving.loops.push(Loop::Task(tokio::spawn(accept.run())));
             return Ok(serving);
         }
         let listener = listener.into_std()?;
         for index in 0..threads {
-            let (accept, served) =
-                serving.accept_loop(Listener::Std(listener.try_clone()?), app.clone());
+            let accept = serving.accept_loop(Listener::Std(listener.try_clone()?), app.clone());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let thread = std::thread::Builder::new()
                 .name(format!("agentloop-http-{index}"))
                 .spawn(move || runtime.block_on(accept.run()))?;
-            serving.served.push(served);
             serving.loops.push(Loop::Thread(thread));
         }
         Ok(serving)
     }
 
-    fn accept_loop(
-        &self,
-        listener: Listener,
-        app: IntoMakeService<Router>,
-    ) -> (AcceptLoop, oneshot::Receiver<io::Result<()>>) {
+    /// An accept loop on `listener`, whose end [`Serving::served`] waits for.
+    fn accept_loop(&mut self, listener: Listener, app: IntoMakeService<Router>) -> AcceptLoop {
         let (served, on_served) = oneshot::channel();
-        let accept = AcceptLoop {
+        self.served.push(on_served);
+        AcceptLoop {
             listener,
             app,
             stop_accepting: self.stop_accepting.clone(),
             exit: self.exit.clone(),
             served,
-        };
-        (accept, on_served)
+        }
     }
 
     /// Cancelled, asks the accept loops to stop; each then waits for its open connections to
