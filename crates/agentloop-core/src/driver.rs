@@ -99,11 +99,16 @@ pub async fn drive(
     cancel: CancellationToken,
     persistence: Option<Persistence>,
 ) -> RunOutcome {
+    let step = start(&mut machine, &services);
+    drive_from(machine, step, services, emitter, cancel, persistence).await
+}
+
+/// Starts `machine`: its first step.
+pub(crate) fn start(machine: &mut RunMachine, services: &RunServices) -> Step {
     if let Some(log) = &services.inputs {
         log.started(machine.state());
     }
-    let step = feed_step(&mut machine, &services, Input::Start);
-    drive_from(machine, step, services, emitter, cancel, persistence).await
+    feed_step(machine, services, Input::Start)
 }
 
 /// Like [`drive`], from `step` of a machine already under way (a paused run that resumes).
@@ -115,15 +120,39 @@ pub async fn drive_from(
     cancel: CancellationToken,
     persistence: Option<Persistence>,
 ) -> RunOutcome {
+    let first = First { step, saved: false };
     let trace = services.trace.clone();
-    let outcome = drive_steps(machine, step, services, emitter, cancel, persistence).await;
+    let outcome = drive_steps(machine, first, services, emitter, cancel, persistence).await;
     trace.end(&outcome);
     outcome
 }
 
+/// Like [`drive_from`], from a step whose changes are saved already and whose events were
+/// emitted (a run's first step, saved with its beginning).
+pub(crate) async fn drive_after_saved(
+    machine: RunMachine,
+    step: Step,
+    services: RunServices,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+    persistence: Option<Persistence>,
+) -> RunOutcome {
+    let first = First { step, saved: true };
+    let trace = services.trace.clone();
+    let outcome = drive_steps(machine, first, services, emitter, cancel, persistence).await;
+    trace.end(&outcome);
+    outcome
+}
+
+/// The step a driver starts from, and whether it is saved already.
+struct First {
+    step: Step,
+    saved: bool,
+}
+
 async fn drive_steps(
     mut machine: RunMachine,
-    mut step: Step,
+    first: First,
     services: RunServices,
     emitter: &mut Emitter,
     cancel: CancellationToken,
@@ -134,10 +163,13 @@ async fn drive_steps(
         .map(|persistence| persistence.handover.clone());
     let mut writer = StepWriter::new(persistence, services.telemetry.clone());
     let mut inbox = services.steering.open(machine.run_id());
+    let (mut step, mut saved) = (first.step, first.saved);
     loop {
         // Saving and running tools are boxed: inline, this future kept their room (7.5 KB in all,
         // 2.1 KB without them) for the whole run, most of which is spent waiting for the LLM.
-        if let Err(error) = Box::pin(writer.commit(&mut machine, emitter, &step)).await {
+        if !std::mem::take(&mut saved)
+            && let Err(error) = Box::pin(writer.commit(&mut machine, emitter, &step)).await
+        {
             if let StoreError::NotOwner(_) = error {
                 return machine.left_behind();
             }

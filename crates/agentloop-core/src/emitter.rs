@@ -17,6 +17,13 @@ impl EventSink for tokio::sync::mpsc::UnboundedSender<Event> {
     }
 }
 
+/// A sink for events that are only numbered, not sent (see [`Emitter::numbering`]).
+struct Nowhere;
+
+impl EventSink for Nowhere {
+    fn emit(&self, _event: Event) {}
+}
+
 /// Numbers a run's events and hands them to the sink.
 pub struct Emitter {
     run_id: Uuid,
@@ -27,6 +34,11 @@ pub struct Emitter {
 impl Emitter {
     pub fn new(run_id: Uuid, sink: Arc<dyn EventSink>) -> Self {
         Self::resuming(run_id, 0, sink)
+    }
+
+    /// Numbers events that are sent later, by another emitter ([`Emitter::send_numbered`]).
+    pub(crate) fn numbering(run_id: Uuid) -> Self {
+        Self::new(run_id, Arc::new(Nowhere))
     }
 
     /// Continues a run whose events up to `last_seq` were already emitted.
@@ -70,6 +82,15 @@ impl Emitter {
         event.seq = self.last_seq;
         event.parent_run_id = Some(self.run_id);
         event
+    }
+
+    /// Sends events numbered before this emitter existed (a run's first step, saved with its
+    /// beginning); the next event comes after them.
+    pub(crate) fn send_numbered(&mut self, events: Vec<Event>) {
+        for event in events {
+            self.last_seq = self.last_seq.max(event.seq);
+            self.send(event);
+        }
     }
 
     pub fn last_seq(&self) -> u64 {

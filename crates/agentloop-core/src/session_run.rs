@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentloop_protocol::{ErrorCode, ResumeReason};
+use agentloop_protocol::{ErrorCode, Event, ResumeReason};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -14,11 +14,11 @@ use crate::{
     driver::drive,
     emitter::{Emitter, EventSink},
     machine::{
-        Input, InvalidAnswer, OtherStateVersion, RunInput, RunOutcome, RunState, UnreadableState,
-        first_checkpoint,
+        Input, InvalidAnswer, OtherStateVersion, RunInput, RunMachine, RunOutcome, RunState, Step,
+        UnreadableState, first_checkpoint,
     },
     policy::{DEFAULT_USER, UnknownWorkflow},
-    step_writer::Persistence,
+    step_writer::{Persistence, first_record},
     store::{
         Checkpoint, MissingSession, NewRun, NewSession, RunBegin, RunStart, SESSION_LEASE, Store,
         StoreError,
@@ -63,8 +63,9 @@ impl StartError {
 /// dropped instead gives its session back.
 pub struct BegunRun {
     /// What the run starts from (with its history, when read from the session): built once,
-    /// at the beginning, and saved with it.
-    input: RunInput,
+    /// at the beginning, and saved with it; or, for a run on a new session, its machine
+    /// started already.
+    beginning: Beginning,
     save_chat: bool,
     /// The dialogue messages of history read from the session, when it was.
     history_window: Option<usize>,
@@ -78,11 +79,65 @@ pub struct BegunRun {
 
 impl BegunRun {
     pub fn run_id(&self) -> Uuid {
-        self.input.run_id
+        self.input().run_id
     }
 
     pub fn session_id(&self) -> Uuid {
-        self.input.session_id
+        self.input().session_id
+    }
+
+    fn input(&self) -> &RunInput {
+        match &self.beginning {
+            Beginning::Input(input) => input,
+            Beginning::Started(started) => started.machine.input(),
+        }
+    }
+}
+
+/// Where a begun run starts.
+enum Beginning {
+    Input(Box<RunInput>),
+    /// A run on a new session, whose first step does not depend on a history read from the
+    /// store: its machine was started, and its first step saved with its beginning.
+    Started(Box<Started>),
+}
+
+/// A run's machine, started, with its first step and that step's events (saved, not sent yet).
+struct Started {
+    machine: RunMachine,
+    step: Step,
+    events: Vec<Event>,
+}
+
+/// Where a run's driver starts.
+enum DriveFrom {
+    /// The machine's start.
+    Start,
+    /// A step to save, then perform.
+    Step(Step),
+    /// A step saved already, whose events were sent: to perform.
+    Saved(Step),
+}
+
+impl DriveFrom {
+    async fn drive(
+        self,
+        machine: RunMachine,
+        services: crate::driver::RunServices,
+        emitter: &mut Emitter,
+        cancel: CancellationToken,
+        persistence: Option<Persistence>,
+    ) -> RunOutcome {
+        use crate::driver::{drive_after_saved, drive_from};
+        match self {
+            DriveFrom::Start => drive(machine, services, emitter, cancel, persistence).await,
+            DriveFrom::Step(step) => {
+                drive_from(machine, step, services, emitter, cancel, persistence).await
+            }
+            DriveFrom::Saved(step) => {
+                drive_after_saved(machine, step, services, emitter, cancel, persistence).await
+            }
+        }
     }
 }
 
@@ -131,8 +186,12 @@ impl Drop for SessionHold {
 impl Agent {
     /// Begins `request`: checks its context, and with a store creates the session if new,
     /// takes it for the run (a second run of a session is refused, never interleaved), reads
-    /// its history and records the run. Nothing is emitted yet.
+    /// its history and records the run. A run on a new session (the request names none) is
+    /// started at once, and its first step saved with its beginning, in the same commit.
+    /// Nothing is emitted yet.
     pub async fn begin(&self, mut request: RunRequest) -> Result<BegunRun, StartError> {
+        // A session the request does not name is new: it has no history to read.
+        let new_session = request.session_id.is_none() && !request.existing_session;
         let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         self.policy_for(&request.context)?;
@@ -141,7 +200,7 @@ impl Agent {
             let save_chat = request.save_chat;
             let (input, _) = self.run_input(request);
             return Ok(BegunRun {
-                input,
+                beginning: Beginning::Input(Box::new(input)),
                 save_chat,
                 history_window: None,
                 store: None,
@@ -168,20 +227,28 @@ impl Agent {
         let (input, _) = self.run_input(request);
         // Saved with the run's row: should this process stop before the run's first step is
         // saved, the instance that adopts the run starts it from here.
-        let (mut input, first) = first_checkpoint(input, history_window);
+        let (input, first) = match new_session {
+            // Its first step is saved with its beginning instead.
+            true => (input, None),
+            false => {
+                let (input, first) = first_checkpoint(input, history_window);
+                (input, Some(first))
+            }
+        };
         let checkpoint = match first {
-            Ok((fixed, head)) => Some(Checkpoint {
+            None => None,
+            Some(Ok((fixed, head))) => Some(Checkpoint {
                 input: Some(fixed),
                 head,
                 last_seq: 0,
                 turn: Vec::new(),
             }),
-            Err(error) => {
+            Some(Err(error)) => {
                 tracing::warn!(%run_id, %error, "the run's beginning cannot be written; it is saved from its first step");
                 None
             }
         };
-        let start = RunStart {
+        let mut start = RunStart {
             run: NewRun {
                 id: run_id,
                 session_id,
@@ -212,6 +279,26 @@ impl Agent {
             lease: SESSION_LEASE,
             history: history_window,
             checkpoint,
+            first_step: None,
+        };
+        // On a new session the machine starts now, and its first step (the question, usually
+        // with the first LLM call asked for) is saved in the same commit as the run's beginning.
+        let mut beginning = match new_session {
+            true => {
+                let started = self.start_new(input, &store, save_chat, history_window);
+                match started {
+                    Ok((started, record)) => {
+                        start.first_step = Some(record);
+                        Beginning::Started(Box::new(started))
+                    }
+                    Err(error) => {
+                        let error = StartError::Store(error);
+                        trace.refused(error.code().as_str(), &error.to_string());
+                        return Err(error);
+                    }
+                }
+            }
+            false => Beginning::Input(Box::new(input)),
         };
         let begun = match store.begin_run(&start).await {
             Ok(RunBegin::Begun {
@@ -238,11 +325,11 @@ impl Agent {
             session_id,
             run_id,
         };
-        if include_history {
+        if include_history && let Beginning::Input(input) = &mut beginning {
             input.history = history.into_iter().map(|stored| stored.message).collect();
         }
         Ok(BegunRun {
-            input,
+            beginning,
             save_chat,
             history_window: start.history,
             store: Some(store),
@@ -250,6 +337,31 @@ impl Agent {
             input_saved,
             trace,
         })
+    }
+
+    /// Starts the machine of a run on a new session: its first step, and that step's record to
+    /// save with the run's beginning.
+    fn start_new(
+        &self,
+        input: RunInput,
+        store: &Arc<dyn Store>,
+        save_chat: bool,
+        history_window: Option<usize>,
+    ) -> Result<(Started, crate::store::StepRecord), StoreError> {
+        let persistence = self.persistence(store.clone(), save_chat, history_window, false);
+        let mut machine = self.machine_for(input);
+        let step = crate::driver::start(&mut machine, self.services());
+        let telemetry = self.services().telemetry.as_ref();
+        let record = first_record(&persistence, &mut machine, &step, telemetry)?;
+        let events = record.events.clone();
+        Ok((
+            Started {
+                machine,
+                step,
+                events,
+            },
+            record,
+        ))
     }
 
     /// Drives a begun run to its end, saving each step (with a store) and sending its events
@@ -261,7 +373,7 @@ impl Agent {
         cancel: CancellationToken,
     ) -> RunOutcome {
         let BegunRun {
-            input,
+            beginning,
             save_chat,
             history_window,
             store,
@@ -269,11 +381,25 @@ impl Agent {
             input_saved,
             trace,
         } = begun;
-        let mut emitter = Emitter::new(input.run_id, sink);
-        let machine = self.machine_for(input);
+        let (machine, from, events) = match beginning {
+            Beginning::Input(input) => (self.machine_for(*input), DriveFrom::Start, Vec::new()),
+            Beginning::Started(started) => {
+                let Started {
+                    machine,
+                    step,
+                    events,
+                } = *started;
+                (machine, DriveFrom::Saved(step), events)
+            }
+        };
+        let mut emitter = Emitter::new(machine.run_id(), sink);
+        // The first step's events, saved with the run's beginning.
+        emitter.send_numbered(events);
         let Some(store) = store else {
             let services = self.services_traced(trace);
-            return drive(machine, services, &mut emitter, cancel, None).await;
+            return from
+                .drive(machine, services, &mut emitter, cancel, None)
+                .await;
         };
         if let Some(hold) = hold {
             hold.keep();
@@ -285,16 +411,16 @@ impl Agent {
             input_saved,
             trace,
         };
-        self.drive_saved(machine, None, saving, &mut emitter, cancel)
+        self.drive_saved(machine, from, saving, &mut emitter, cancel)
             .await
     }
 
-    /// Drives `machine` (from `step`, or from its start) with its steps saved in `store`,
-    /// renewing its session lease while it works.
+    /// Drives `machine` (from `from`) with its steps saved in `store`, renewing its session
+    /// lease while it works.
     async fn drive_saved(
         &self,
-        machine: crate::machine::RunMachine,
-        step: Option<crate::machine::Step>,
+        machine: RunMachine,
+        from: DriveFrom,
         saving: Saving,
         emitter: &mut Emitter,
         cancel: CancellationToken,
@@ -308,7 +434,21 @@ impl Agent {
         } = saving;
         let _renewal =
             LeaseRenewal::start(store.clone(), machine.input().session_id, machine.run_id());
-        let persistence = Some(Persistence {
+        let persistence = Some(self.persistence(store, save_chat, history_window, input_saved));
+        let services = self.services_traced(trace);
+        from.drive(machine, services, emitter, cancel, persistence)
+            .await
+    }
+
+    /// Where and how a run's steps are saved.
+    fn persistence(
+        &self,
+        store: Arc<dyn Store>,
+        save_chat: bool,
+        history_window: Option<usize>,
+        input_saved: bool,
+    ) -> Persistence {
+        Persistence {
             store,
             save_messages: save_chat,
             history_window,
@@ -316,14 +456,6 @@ impl Agent {
             owner: self.instance_id().map(str::to_string),
             input_saved,
             handover: self.handover_signal(),
-        });
-        let services = self.services_traced(trace);
-        match step {
-            Some(step) => {
-                crate::driver::drive_from(machine, step, services, emitter, cancel, persistence)
-                    .await
-            }
-            None => drive(machine, services, emitter, cancel, persistence).await,
         }
     }
 }
@@ -596,7 +728,7 @@ impl Agent {
             input_saved: true,
             trace,
         };
-        self.drive_saved(machine, Some(step), saving, &mut emitter, cancel)
+        self.drive_saved(machine, DriveFrom::Step(step), saving, &mut emitter, cancel)
             .await
     }
 

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     emitter::Emitter,
-    machine::{RunMachine, Step},
+    machine::{MachineChanges, RunMachine, Step},
     store::{Checkpoint, RunEnd, SESSION_LEASE, StepRecord, Store, StoreError},
     telemetry::Telemetry,
 };
@@ -85,13 +85,12 @@ impl StepWriter {
         if let Some(error) = &self.disowned {
             return Err(error.clone());
         }
-        let changes = machine.take_changes();
+        let mut changes = machine.take_changes();
         for record in &changes.records {
             self.telemetry.tool_call(machine.run_id(), record);
         }
         let sent_before = emitter.last_seq();
-        let events: Vec<Event> = changes
-            .events
+        let events: Vec<Event> = std::mem::take(&mut changes.events)
             .into_iter()
             .map(|kind| emitter.number(kind))
             .collect();
@@ -99,45 +98,8 @@ impl StepWriter {
             send(emitter, events);
             return Ok(());
         };
-        let end = match step {
-            Step::Finished(outcome) => Some(RunEnd {
-                status: outcome.status,
-                answer_message_id: outcome.message_id,
-                failure: outcome.failure.clone(),
-                finalize_reason: outcome.finalize_reason,
-                finished_at: crate::clock::now(),
-            }),
-            _ => None,
-        };
-        // What the run needs to go on from this step. A state that cannot be written could
-        // never resume: not saving the step at all is the honest failure.
-        let head = machine.checkpoint_head().map_err(|error| {
-            StoreError::corrupt(format!("the state of the run cannot be written: {error}"))
-        })?;
-        let input = (!persistence.input_saved)
-            .then(|| machine.state().fixed_input(persistence.history_window));
-        let (messages, turn) = if persistence.save_messages {
-            (changes.messages, Vec::new())
-        } else {
-            (Vec::new(), changes.messages)
-        };
-        let checkpoint = Checkpoint {
-            input,
-            head,
-            last_seq: emitter.last_seq(),
-            turn,
-        };
-        let mut record = StepRecord {
-            run_id: machine.run_id(),
-            session_id: machine.input().session_id,
-            messages,
-            records: changes.records,
-            events: std::mem::take(&mut self.deltas),
-            progress: changes.progress,
-            end,
-            checkpoint: Some(checkpoint),
-            owner: persistence.owner.clone(),
-        };
+        let mut record = step_record(persistence, machine, step, changes, emitter.last_seq())?;
+        record.events = std::mem::take(&mut self.deltas);
         if let Some(mut lost) = self.lost.take() {
             // The run's failure after the store went away: sent now, saved when it can be,
             // together with what the earlier steps could not save.
@@ -186,6 +148,79 @@ impl StepWriter {
             }
         }
     }
+}
+
+/// The record of a run's first step, made before the run is saved (to be saved with its
+/// beginning): what `machine` changed, its events numbered from 1.
+pub(crate) fn first_record(
+    persistence: &Persistence,
+    machine: &mut RunMachine,
+    step: &Step,
+    telemetry: &dyn Telemetry,
+) -> Result<StepRecord, StoreError> {
+    let mut changes = machine.take_changes();
+    for record in &changes.records {
+        telemetry.tool_call(machine.run_id(), record);
+    }
+    let mut numbering = Emitter::numbering(machine.run_id());
+    let events: Vec<Event> = std::mem::take(&mut changes.events)
+        .into_iter()
+        .map(|kind| numbering.number(kind))
+        .collect();
+    let mut record = step_record(persistence, machine, step, changes, numbering.last_seq())?;
+    record.events = events;
+    Ok(record)
+}
+
+/// What `machine` changed in `step`, as the store saves it (without events): its messages (or
+/// its turn, for a run that saves no chat), tool records, counters, end, and the checkpoint the
+/// run goes on from, `last_seq` being its last event.
+pub(crate) fn step_record(
+    persistence: &Persistence,
+    machine: &mut RunMachine,
+    step: &Step,
+    changes: MachineChanges,
+    last_seq: u64,
+) -> Result<StepRecord, StoreError> {
+    let end = match step {
+        Step::Finished(outcome) => Some(RunEnd {
+            status: outcome.status,
+            answer_message_id: outcome.message_id,
+            failure: outcome.failure.clone(),
+            finalize_reason: outcome.finalize_reason,
+            finished_at: crate::clock::now(),
+        }),
+        _ => None,
+    };
+    // What the run needs to go on from this step. A state that cannot be written could
+    // never resume: not saving the step at all is the honest failure.
+    let head = machine.checkpoint_head().map_err(|error| {
+        StoreError::corrupt(format!("the state of the run cannot be written: {error}"))
+    })?;
+    let input =
+        (!persistence.input_saved).then(|| machine.state().fixed_input(persistence.history_window));
+    let (messages, turn) = if persistence.save_messages {
+        (changes.messages, Vec::new())
+    } else {
+        (Vec::new(), changes.messages)
+    };
+    let checkpoint = Checkpoint {
+        input,
+        head,
+        last_seq,
+        turn,
+    };
+    Ok(StepRecord {
+        run_id: machine.run_id(),
+        session_id: machine.input().session_id,
+        messages,
+        records: changes.records,
+        events: Vec::new(),
+        progress: changes.progress,
+        end,
+        checkpoint: Some(checkpoint),
+        owner: persistence.owner.clone(),
+    })
 }
 
 fn send(emitter: &Emitter, events: Vec<Event>) {

@@ -161,6 +161,21 @@ pub struct RunStart {
     /// by the instance that adopts it. A store that cannot write it with the row leaves it out
     /// (the trait's default does); such a run then ends failed when adopted.
     pub checkpoint: Option<Checkpoint>,
+    /// The run's first step, saved in the same commit as its beginning (a run on a new session,
+    /// whose first step does not depend on a history read from the store). Its checkpoint
+    /// replaces [`RunStart::checkpoint`]. Written only when the run begins; its events are
+    /// emitted once `begin_run` returns.
+    pub first_step: Option<StepRecord>,
+}
+
+impl RunStart {
+    /// Whether the first step given with the run saves what the run starts from.
+    pub fn first_step_saves_input(&self) -> bool {
+        self.first_step
+            .as_ref()
+            .and_then(|step| step.checkpoint.as_ref())
+            .is_some_and(|checkpoint| checkpoint.input.is_some())
+    }
 }
 
 /// What a run does when its session does not exist.
@@ -441,12 +456,15 @@ pub trait Store: Send + Sync {
                 None => Vec::new(),
             };
             self.start_run(run).await?;
+            if let Some(step) = &start.first_step {
+                self.save_step(step).await?;
+            }
             Ok(history)
         };
         match begun.await {
             Ok(history) => Ok(RunBegin::Begun {
                 history,
-                checkpoint_saved: false,
+                checkpoint_saved: start.first_step_saves_input(),
             }),
             Err(error) => {
                 if let Err(unlock) = self.unlock_session(run.session_id, run.id).await {

@@ -1,12 +1,12 @@
 //! A run's beginning in one transaction: its session found (or created), taken for the run, its
-//! history read and its row written. One commit where the steps one by one took three, and
-//! nothing half done when one of them fails.
+//! history read and its row written, and for a run on a new session its first step too. One
+//! commit where the steps one by one took four, and nothing half done when one of them fails.
 
 use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError};
 
 use crate::columns::{millis, now};
 use crate::db::Db;
-use crate::{durable, locks, messages, runs, sessions};
+use crate::{durable, locks, messages, runs, sessions, step};
 
 pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
     let run = &start.run;
@@ -58,9 +58,12 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
     if let Some(checkpoint) = &checkpoint {
         durable::write_checkpoint(db, &mut tx, &run_id, checkpoint.input.as_deref(), &[]).await?;
     }
+    if let Some(first) = &start.first_step {
+        step::write(db, first, Some(&mut tx)).await?;
+    }
     tx.commit().await?;
     Ok(RunBegin::Begun {
         history,
-        checkpoint_saved: checkpoint.is_some(),
+        checkpoint_saved: checkpoint.is_some() || start.first_step_saves_input(),
     })
 }

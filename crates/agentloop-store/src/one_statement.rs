@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use agentloop_core::StoreError;
 use sqlx::PgPool;
 
-use crate::db::Db;
+use crate::db::{Db, Tx};
 use crate::postgres;
 use crate::runs;
 use crate::sql::{Fetch, Query};
@@ -54,6 +54,17 @@ pub(crate) async fn run(
         Err(error) if is_not_written(&error) => Err(runs::not_written(db, db, run_id).await),
         Err(error) => Err(db.error(error)),
     }
+}
+
+/// Runs `first` and `rest` as one statement in `tx`, a transaction that wrote the run's row
+/// itself (a run's beginning with its first step): the statement fails only with the
+/// transaction, which the caller then drops.
+pub(crate) async fn run_within(
+    tx: &mut Tx<'_>,
+    first: Query<'_>,
+    rest: Vec<Query<'_>>,
+) -> Result<(), StoreError> {
+    combine(first, rest).execute(tx).await.map(drop)
 }
 
 fn is_not_written(error: &sqlx::Error) -> bool {

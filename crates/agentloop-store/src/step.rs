@@ -7,7 +7,7 @@ use agentloop_core::{StepRecord, StoreError};
 use chrono::{DateTime, Utc};
 
 use crate::columns::{millis, now};
-use crate::db::{Db, Engine, changed};
+use crate::db::{Db, Engine, Tx, changed};
 use crate::locks::LockAfterStep;
 use crate::messages::MessageRow;
 use crate::outputs::SharedOutputs;
@@ -35,6 +35,16 @@ fn session_touch(step: &StepRecord) -> Option<DateTime<Utc>> {
 }
 
 pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
+    write(db, step, None).await
+}
+
+/// Writes `step` in `within`, a transaction the caller commits (a run's beginning that brings
+/// its first step); in a transaction of its own (or one statement) without.
+pub(crate) async fn write<'d>(
+    db: &'d Db,
+    step: &StepRecord,
+    within: Option<&mut Tx<'d>>,
+) -> Result<(), StoreError> {
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
     // A large tool output in both a message and a record is kept once (see `outputs`).
     let mut shared = SharedOutputs::default();
@@ -97,20 +107,32 @@ pub(crate) async fn save(db: &Db, step: &StepRecord) -> Result<(), StoreError> {
         lock,
     ));
 
-    if let Engine::Postgres(pool) = &db.engine
+    let one = matches!(db.engine, Engine::Postgres(_))
         && shared.is_empty()
         && in_order
-        && one_statement::fits(&progress, &rest)
-    {
-        return one_statement::run(db, pool, progress, rest, &run_id).await;
+        && one_statement::fits(&progress, &rest);
+    let mut own = None;
+    let tx = match within {
+        Some(tx) if one => return one_statement::run_within(tx, progress, rest).await,
+        Some(tx) => tx,
+        None => {
+            if let Engine::Postgres(pool) = &db.engine
+                && one
+            {
+                return one_statement::run(db, pool, progress, rest, &run_id).await;
+            }
+            own.insert(db.begin().await?)
+        }
+    };
+    if !changed(&progress.execute(&mut *tx).await?) {
+        return Err(runs::not_written(db, &mut *tx, &run_id).await);
     }
-    let mut tx = db.begin().await?;
-    if !changed(&progress.execute(&mut tx).await?) {
-        return Err(runs::not_written(db, &mut tx, &run_id).await);
-    }
-    shared.insert(db, &mut tx, &run_id).await?;
+    shared.insert(db, tx, &run_id).await?;
     for query in rest {
-        query.execute(&mut tx).await?;
+        query.execute(&mut *tx).await?;
     }
-    tx.commit().await
+    match own {
+        Some(tx) => tx.commit().await,
+        None => Ok(()),
+    }
 }

@@ -306,8 +306,13 @@ impl Store for SqlStore {
     }
 
     async fn begin_run(&self, start: &RunStart) -> Result<RunBegin, StoreError> {
-        self.bounded(CALL_TIMEOUT, begin::begin(&self.db, start))
-            .await
+        let begun = self
+            .bounded(CALL_TIMEOUT, begin::begin(&self.db, start))
+            .await?;
+        if start.first_step.is_some() && matches!(begun, RunBegin::Begun { .. }) {
+            self.notices.announce(start.run.id);
+        }
+        Ok(begun)
     }
 
     async fn save_step(&self, step: &StepRecord) -> Result<(), StoreError> {

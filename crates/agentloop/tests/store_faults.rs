@@ -245,11 +245,23 @@ async fn a_run_adopted_elsewhere_stops_here_without_writing_or_sending_more() {
     );
 }
 
-/// The process died between recording a run and saving its first step (the narrowest window of
-/// a crash): the instance that adopts it starts it from what the run's beginning saved, and it
-/// completes, its events numbered from `run_started`.
+/// The process died between recording a run on an existing session and saving its first step
+/// (the narrowest window of a crash): the instance that adopts it starts it from what the run's
+/// beginning saved, and it completes, its events numbered from `run_started`.
 #[tokio::test]
 async fn a_run_whose_instance_died_before_its_first_step_is_started_again_by_its_adopter() {
+    died_after_its_beginning(true).await;
+}
+
+/// A run on a new session saves its first step with its beginning: a process that died right
+/// after leaves the run at its first step, and the adopter goes on from there (`run_resumed`),
+/// the question asked once.
+#[tokio::test]
+async fn a_run_on_a_new_session_is_saved_with_its_first_step_and_goes_on_from_it() {
+    died_after_its_beginning(false).await;
+}
+
+async fn died_after_its_beginning(existing_session: bool) {
     use agentloop::core::{InstanceKind, durability};
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}", dir.path().join("runs.db").display());
@@ -261,8 +273,19 @@ async fn a_run_whose_instance_died_before_its_first_step_is_started_again_by_its
     let first = durability::register(store.as_ref(), InstanceKind::Server)
         .await
         .unwrap();
+    let mut request = RunRequest::new("anyone there?");
+    if existing_session {
+        let session = agentloop::core::NewSession {
+            id: uuid::Uuid::now_v7(),
+            user_id: agentloop::core::DEFAULT_USER.into(),
+            title: "earlier".into(),
+        };
+        store.create_session(&session).await.unwrap();
+        request.session_id = Some(session.id);
+        request.existing_session = true;
+    }
     let dying = runtime.agent().clone().owned_by(first.id.clone());
-    let begun = dying.begin(RunRequest::new("anyone there?")).await.unwrap();
+    let begun = dying.begin(request).await.unwrap();
     let run_id = begun.run_id();
     // The process stops here: nothing of the run is driven, nothing given back.
     std::mem::forget(begun);
@@ -296,11 +319,18 @@ async fn a_run_whose_instance_died_before_its_first_step_is_started_again_by_its
         events.push(event);
     }
     let types = common::types(&events);
-    assert_eq!(types.first(), Some(&"run_started"), "{types:?}");
+    let went_on_with = if existing_session {
+        "run_started"
+    } else {
+        "run_resumed"
+    };
+    assert_eq!(types.first(), Some(&went_on_with), "{types:?}");
     assert_eq!(types.last(), Some(&"done"), "{types:?}");
+    assert_eq!(llm.requests().len(), 1, "the model asked once");
     let stored = store.events(run_id, 0).await.unwrap();
     let seqs: Vec<u64> = stored.iter().map(|event| event.seq).collect();
     assert_eq!(seqs, (1..=stored.len() as u64).collect::<Vec<_>>());
+    assert_eq!(common::types(&stored).first(), Some(&"run_started"));
     let session_id = store.run(run_id).await.unwrap().unwrap().session_id;
     let messages = store.messages(session_id).await.unwrap();
     let said: Vec<_> = messages

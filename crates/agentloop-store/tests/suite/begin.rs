@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentloop_core::protocol::RunStatus;
+use agentloop_core::protocol::{EventKind, RunStatus};
 use agentloop_core::{
     Checkpoint, MissingSession, NewRun, NewSession, RunBegin, RunStart, StepRecord, Store,
 };
@@ -34,6 +34,7 @@ fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> Run
         lease: LEASE,
         history,
         checkpoint: None,
+        first_step: None,
     }
 }
 
@@ -220,4 +221,77 @@ pub async fn a_run_begins_with_its_first_checkpoint(fixture: &Fixture) {
         Some(json!({"phase": "awaiting_step", "version": 4}))
     );
     assert_eq!(saved.last_seq, 1);
+}
+
+/// A run on a new session brings its first step (the question, its first events, its state
+/// after them) and both are written in one commit: what it starts from comes with the step.
+pub async fn a_run_begins_with_its_first_step(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        let run = new_run(Uuid::new_v4(), true);
+        let first = StepRecord {
+            messages: vec![question(run.session_id, run.id, "what is up?")],
+            events: vec![
+                event(
+                    run.id,
+                    1,
+                    EventKind::RunStarted {
+                        session_id: run.session_id,
+                    },
+                ),
+                delta(run.id, 2, "no"),
+            ],
+            checkpoint: Some(Checkpoint {
+                input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
+                head: json!({"phase": "awaiting_model", "version": 4}).to_string(),
+                last_seq: 2,
+                turn: vec![],
+            }),
+            ..step(run.id, run.session_id)
+        };
+        let request = RunStart {
+            first_step: Some(first.clone()),
+            ..start(run.clone(), create(&run), Some(10))
+        };
+        let begun = store.begin_run(&request).await.unwrap();
+        assert_eq!(
+            begun,
+            RunBegin::Begun {
+                history: vec![],
+                checkpoint_saved: true
+            }
+        );
+        let saved = store.saved_run(run.id).await.unwrap().unwrap();
+        assert_eq!(saved.input, first.checkpoint.as_ref().unwrap().input);
+        assert_eq!(
+            saved.head,
+            Some(json!({"phase": "awaiting_model", "version": 4}))
+        );
+        assert_eq!(saved.last_seq, 2);
+        assert_eq!(saved.status, RunStatus::Running);
+        assert_eq!(store.events(run.id, 0).await.unwrap(), first.events);
+        let messages = store.messages(run.session_id).await.unwrap();
+        assert_eq!(messages.len(), 1);
+        assert_eq!(
+            messages[0].message.content,
+            first.messages[0].message.content
+        );
+        assert_eq!(holder(store.as_ref(), run.session_id).await, Some(run.id));
+
+        // Refused, the run writes nothing of its first step either.
+        let second = new_run(run.session_id, true);
+        let refused = RunStart {
+            first_step: Some(StepRecord {
+                run_id: second.id,
+                ..first.clone()
+            }),
+            ..start(second.clone(), create(&second), None)
+        };
+        assert_eq!(
+            store.begin_run(&refused).await.unwrap(),
+            RunBegin::SessionBusy { run_id: run.id }
+        );
+        assert_eq!(store.run(second.id).await.unwrap(), None);
+        assert!(store.events(second.id, 0).await.unwrap().is_empty());
+        assert_eq!(store.messages(run.session_id).await.unwrap().len(), 1);
+    }
 }

@@ -101,6 +101,7 @@ macro_rules! suite_tests {
             a_run_refused_at_its_beginning_writes_nothing,
             a_run_that_cannot_be_recorded_leaves_its_session_free,
             a_run_begins_with_its_first_checkpoint,
+            a_run_begins_with_its_first_step,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {
