@@ -280,6 +280,7 @@ impl Agent {
             history: history_window,
             checkpoint,
             first_step: None,
+            session_is_new: new_session,
         };
         // On a new session the machine starts now, and its first step (the question, usually
         // with the first LLM call asked for) is saved in the same commit as the run's beginning.

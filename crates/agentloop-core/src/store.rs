@@ -166,6 +166,9 @@ pub struct RunStart {
     /// replaces [`RunStart::checkpoint`]. Written only when the run begins; its events are
     /// emitted once `begin_run` returns.
     pub first_step: Option<StepRecord>,
+    /// The session's id was made for this run (the request named none): it cannot exist yet,
+    /// so a store may create it (as `if_missing` says) without looking it up first.
+    pub session_is_new: bool,
 }
 
 impl RunStart {

@@ -6,9 +6,12 @@ use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError
 
 use crate::columns::{millis, now};
 use crate::db::Db;
-use crate::{durable, locks, messages, runs, sessions, step};
+use crate::{durable, fresh, locks, messages, runs, sessions, step};
 
 pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
+    if let Some(step) = fresh::first_step(start) {
+        return fresh::begin(db, start, step).await;
+    }
     let run = &start.run;
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
     let checkpoint = start.checkpoint.as_ref().map(durable::encode).transpose()?;

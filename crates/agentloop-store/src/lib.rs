@@ -25,6 +25,7 @@ mod dialect;
 mod durable;
 mod errors;
 mod events;
+mod fresh;
 mod keys;
 mod locks;
 mod messages;

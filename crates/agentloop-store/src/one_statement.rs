@@ -33,8 +33,15 @@ const MAX_PARAMETERS: usize = u16::MAX as usize;
 const NOT_WRITTEN: &str = "22012";
 
 /// Whether `first` and `rest` fit in one statement.
-pub(crate) fn fits(first: &Query<'_>, rest: &[Query<'_>]) -> bool {
-    first.params.len() + rest.iter().map(|query| query.params.len()).sum::<usize>()
+pub(crate) fn fits<'q, 'p: 'q>(
+    first: &Query<'_>,
+    rest: impl IntoIterator<Item = &'q Query<'p>>,
+) -> bool {
+    first.params.len()
+        + rest
+            .into_iter()
+            .map(|query| query.params.len())
+            .sum::<usize>()
         <= MAX_PARAMETERS
 }
 

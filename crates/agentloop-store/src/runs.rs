@@ -19,6 +19,12 @@ pub(crate) async fn start<'a, 'd: 'a>(
     run: &NewRun,
     head: Option<(&str, u64)>,
 ) -> Result<(), StoreError> {
+    start_query(db, run, head).execute(on).await?;
+    Ok(())
+}
+
+/// The statement of [`start`].
+pub(crate) fn start_query<'p>(db: &Db, run: &'p NewRun, head: Option<(&'p str, u64)>) -> Query<'p> {
     let (head, seq) = head.unzip();
     db.query(
         "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
@@ -39,9 +45,6 @@ pub(crate) async fn start<'a, 'd: 'a>(
     .bind(run.traceparent.as_deref())
     .bind(head)
     .bind(seq.map(count))
-    .execute(on)
-    .await?;
-    Ok(())
 }
 
 /// What a step writes to its run's row.

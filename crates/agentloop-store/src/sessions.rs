@@ -1,6 +1,6 @@
 //! Sessions and their users.
 
-use crate::sql::Row;
+use crate::sql::{Query, Row};
 use agentloop_core::protocol::SessionInfo;
 use agentloop_core::{NewSession, SessionCursor, StoreError};
 use chrono::{DateTime, Utc};
@@ -39,21 +39,35 @@ pub(crate) async fn insert(
     created_at: DateTime<Utc>,
     held_by: Option<(&str, i64)>,
 ) -> Result<(), StoreError> {
-    add_user(db, tx, &session.user_id, created_at).await?;
-    db.query(
-        "INSERT INTO sessions (id, user_id, title, created_at, updated_at, active_run_id, \
-             lock_expires_at) \
-         VALUES ($1, $2, $3, $4, $4, $5, $6)",
-    )
-    .bind(session.id.to_string())
-    .bind(db.text(&session.user_id))
-    .bind(db.text(&session.title))
-    .bind(millis(created_at))
-    .bind(held_by.map(|(run_id, _)| run_id))
-    .bind(held_by.map(|(_, expires_at)| expires_at))
-    .execute(&mut *tx)
-    .await?;
+    for query in insert_queries(db, session, created_at, held_by) {
+        query.execute(&mut *tx).await?;
+    }
     Ok(())
+}
+
+/// The statements of [`insert`]: the user first.
+pub(crate) fn insert_queries<'p>(
+    db: &Db,
+    session: &'p NewSession,
+    created_at: DateTime<Utc>,
+    held_by: Option<(&'p str, i64)>,
+) -> [Query<'p>; 2] {
+    let session_row = db
+        .query(
+            "INSERT INTO sessions (id, user_id, title, created_at, updated_at, active_run_id, \
+                 lock_expires_at) \
+             VALUES ($1, $2, $3, $4, $4, $5, $6)",
+        )
+        .bind(session.id.to_string())
+        .bind(db.text(&session.user_id))
+        .bind(db.text(&session.title))
+        .bind(millis(created_at))
+        .bind(held_by.map(|(run_id, _)| run_id))
+        .bind(held_by.map(|(_, expires_at)| expires_at));
+    [
+        add_user_query(db, &session.user_id, created_at),
+        session_row,
+    ]
 }
 
 /// Adds the user unless it exists: users come into being with their first session or key.
@@ -63,12 +77,14 @@ pub(crate) async fn add_user(
     user_id: &str,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
+    add_user_query(db, user_id, at).execute(&mut *tx).await?;
+    Ok(())
+}
+
+fn add_user_query<'p>(db: &Db, user_id: &'p str, at: DateTime<Utc>) -> Query<'p> {
     db.query("INSERT INTO users (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
         .bind(db.text(user_id))
         .bind(millis(at))
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
 }
 
 pub(crate) async fn get(db: &Db, id: Uuid) -> Result<Option<SessionInfo>, StoreError> {

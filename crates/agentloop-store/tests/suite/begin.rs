@@ -35,6 +35,7 @@ fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> Run
         history,
         checkpoint: None,
         first_step: None,
+        session_is_new: false,
     }
 }
 
@@ -224,74 +225,146 @@ pub async fn a_run_begins_with_its_first_checkpoint(fixture: &Fixture) {
 }
 
 /// A run on a new session brings its first step (the question, its first events, its state
-/// after them) and both are written in one commit: what it starts from comes with the step.
+/// after them) and both are written in one commit: what it starts from comes with the step. The
+/// same whether the store looks the session up first or is told it is new (and only inserts).
 pub async fn a_run_begins_with_its_first_step(fixture: &Fixture) {
-    for store in both_ways(fixture).await {
-        let run = new_run(Uuid::new_v4(), true);
-        let first = StepRecord {
-            messages: vec![question(run.session_id, run.id, "what is up?")],
-            events: vec![
-                event(
-                    run.id,
-                    1,
-                    EventKind::RunStarted {
-                        session_id: run.session_id,
-                    },
-                ),
-                delta(run.id, 2, "no"),
-            ],
-            checkpoint: Some(Checkpoint {
-                input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
-                head: json!({"phase": "awaiting_model", "version": 4}).to_string(),
-                last_seq: 2,
-                turn: vec![],
-            }),
-            ..step(run.id, run.session_id)
-        };
-        let request = RunStart {
-            first_step: Some(first.clone()),
-            ..start(run.clone(), create(&run), Some(10))
-        };
-        let begun = store.begin_run(&request).await.unwrap();
-        assert_eq!(
-            begun,
-            RunBegin::Begun {
-                history: vec![],
-                checkpoint_saved: true
-            }
-        );
-        let saved = store.saved_run(run.id).await.unwrap().unwrap();
-        assert_eq!(saved.input, first.checkpoint.as_ref().unwrap().input);
-        assert_eq!(
-            saved.head,
-            Some(json!({"phase": "awaiting_model", "version": 4}))
-        );
-        assert_eq!(saved.last_seq, 2);
-        assert_eq!(saved.status, RunStatus::Running);
-        assert_eq!(store.events(run.id, 0).await.unwrap(), first.events);
-        let messages = store.messages(run.session_id).await.unwrap();
-        assert_eq!(messages.len(), 1);
-        assert_eq!(
-            messages[0].message.content,
-            first.messages[0].message.content
-        );
-        assert_eq!(holder(store.as_ref(), run.session_id).await, Some(run.id));
+    let [own, step_by_step] = both_ways(fixture).await;
+    for session_is_new in [false, true] {
+        begins_with_its_first_step(own.as_ref(), session_is_new, session_is_new).await;
+        begins_with_its_first_step(step_by_step.as_ref(), session_is_new, false).await;
+    }
+}
 
-        // Refused, the run writes nothing of its first step either.
-        let second = new_run(run.session_id, true);
-        let refused = RunStart {
-            first_step: Some(StepRecord {
-                run_id: second.id,
-                ..first.clone()
-            }),
-            ..start(second.clone(), create(&second), None)
-        };
-        assert_eq!(
-            store.begin_run(&refused).await.unwrap(),
-            RunBegin::SessionBusy { run_id: run.id }
-        );
-        assert_eq!(store.run(second.id).await.unwrap(), None);
-        assert!(store.events(second.id, 0).await.unwrap().is_empty());
-        assert_eq!(store.messages(run.session_id).await.unwrap().len(), 1);
+fn first_step_of(run: &NewRun) -> StepRecord {
+    StepRecord {
+        messages: vec![question(run.session_id, run.id, "what is up?")],
+        events: vec![
+            event(
+                run.id,
+                1,
+                EventKind::RunStarted {
+                    session_id: run.session_id,
+                },
+            ),
+            delta(run.id, 2, "no"),
+        ],
+        checkpoint: Some(Checkpoint {
+            input: Some(json!({"history_window": 10, "system_prompt": "Be brief."})),
+            head: json!({"phase": "awaiting_model", "version": 4}).to_string(),
+            last_seq: 2,
+            turn: vec![],
+        }),
+        ..step(run.id, run.session_id)
+    }
+}
+
+/// `inserts_only`: the store believes `session_is_new` (SqlStore's beginning inserts the
+/// session without looking it up).
+async fn begins_with_its_first_step(store: &dyn Store, session_is_new: bool, inserts_only: bool) {
+    let run = new_run(Uuid::now_v7(), true);
+    let first = first_step_of(&run);
+    let request = RunStart {
+        first_step: Some(first.clone()),
+        session_is_new,
+        ..start(run.clone(), create(&run), Some(10))
+    };
+    let begun = store.begin_run(&request).await.unwrap();
+    assert_eq!(
+        begun,
+        RunBegin::Begun {
+            history: vec![],
+            checkpoint_saved: true
+        }
+    );
+    let saved = store.saved_run(run.id).await.unwrap().unwrap();
+    assert_eq!(saved.input, first.checkpoint.as_ref().unwrap().input);
+    assert_eq!(
+        saved.head,
+        Some(json!({"phase": "awaiting_model", "version": 4}))
+    );
+    assert_eq!(saved.last_seq, 2);
+    assert_eq!(saved.status, RunStatus::Running);
+    assert_eq!(store.events(run.id, 0).await.unwrap(), first.events);
+    let messages = store.messages(run.session_id).await.unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        messages[0].message.content,
+        first.messages[0].message.content
+    );
+    assert_eq!(holder(store, run.session_id).await, Some(run.id));
+    let session = store.session(run.session_id).await.unwrap().unwrap();
+    assert_eq!(session.user_id, run.user_id);
+
+    // A second run on that session writes nothing of its first step: refused as busy when the
+    // session is looked up, failed when it was said to be new and only inserted (the trait's
+    // default looks it up anyway).
+    let second = new_run(run.session_id, true);
+    let refused = RunStart {
+        first_step: Some(StepRecord {
+            run_id: second.id,
+            ..first.clone()
+        }),
+        session_is_new,
+        ..start(second.clone(), create(&second), None)
+    };
+    match store.begin_run(&refused).await {
+        Ok(begun) => {
+            assert!(!inserts_only, "{begun:?}");
+            assert_eq!(begun, RunBegin::SessionBusy { run_id: run.id });
+        }
+        Err(error) => assert!(inserts_only, "{error}"),
+    }
+    assert_eq!(store.run(second.id).await.unwrap(), None);
+    assert!(store.events(second.id, 0).await.unwrap().is_empty());
+    assert_eq!(store.messages(run.session_id).await.unwrap().len(), 1);
+    assert_eq!(holder(store, run.session_id).await, Some(run.id));
+}
+
+/// A run that keeps no chat on a new session: no session row, its question kept with the run
+/// only (its turn), and it begins and goes on as any other.
+pub async fn a_run_without_chat_begins_with_its_first_step(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        for session_is_new in [false, true] {
+            let run = new_run(Uuid::now_v7(), false);
+            let question = question(run.session_id, run.id, "off the record");
+            let first = StepRecord {
+                messages: vec![],
+                checkpoint: Some(Checkpoint {
+                    turn: vec![question.clone()],
+                    ..first_step_of(&run).checkpoint.unwrap()
+                }),
+                ..first_step_of(&run)
+            };
+            let request = RunStart {
+                first_step: Some(first.clone()),
+                session_is_new,
+                ..start(run.clone(), MissingSession::Ignore, None)
+            };
+            let begun = store.begin_run(&request).await.unwrap();
+            assert!(matches!(begun, RunBegin::Begun { .. }), "{begun:?}");
+            assert_eq!(store.session(run.session_id).await.unwrap(), None);
+            let saved = store.saved_run(run.id).await.unwrap().unwrap();
+            assert_eq!(saved.turn.len(), 1);
+            assert_eq!(saved.turn[0].message.content, question.message.content);
+            assert_eq!(saved.last_seq, 2);
+            assert_eq!(store.events(run.id, 0).await.unwrap(), first.events);
+
+            // Its next step is written over the state the first one left.
+            let next = StepRecord {
+                events: vec![delta(run.id, 3, "yes")],
+                checkpoint: Some(Checkpoint {
+                    input: None,
+                    head: json!({"phase": "awaiting_tools", "version": 4}).to_string(),
+                    last_seq: 3,
+                    turn: vec![],
+                }),
+                ..step(run.id, run.session_id)
+            };
+            store.save_step(&next).await.unwrap();
+            let saved = store.saved_run(run.id).await.unwrap().unwrap();
+            assert_eq!(saved.last_seq, 3);
+            assert_eq!(saved.turn.len(), 1);
+            assert_eq!(store.events(run.id, 0).await.unwrap().len(), 3);
+        }
     }
 }

@@ -102,6 +102,7 @@ macro_rules! suite_tests {
             a_run_that_cannot_be_recorded_leaves_its_session_free,
             a_run_begins_with_its_first_checkpoint,
             a_run_begins_with_its_first_step,
+            a_run_without_chat_begins_with_its_first_step,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {
