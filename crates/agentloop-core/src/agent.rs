@@ -53,6 +53,10 @@ pub struct RunRequest {
     /// With a store: the session must exist already; a `session_id` that names no session is
     /// refused (`session_not_found`) instead of being created (default false).
     pub existing_session: bool,
+    /// `session_id` was made for this request ([`RunRequest::new_session_id`]): with a store,
+    /// the session is created without being looked up first (default false; a request without
+    /// a `session_id` gets a new one all the same).
+    pub session_is_new: bool,
     /// Defaults to a new run id.
     pub run_id: Option<Uuid>,
     /// Earlier messages of the conversation, oldest first. With a store and
@@ -87,6 +91,7 @@ impl Default for RunRequest {
             query: String::new(),
             session_id: None,
             existing_session: false,
+            session_is_new: false,
             run_id: None,
             history: Vec::new(),
             save_chat: true,
@@ -107,6 +112,17 @@ impl RunRequest {
         Self {
             query: query.into(),
             ..Self::default()
+        }
+    }
+
+    /// The request's session id, made now when it has none: such a session is new.
+    pub fn new_session_id(&mut self) -> Uuid {
+        match self.session_id {
+            Some(id) => id,
+            None => {
+                self.session_is_new = true;
+                *self.session_id.insert(Uuid::now_v7())
+            }
         }
     }
 
@@ -660,6 +676,23 @@ mod tests {
         llm::{LlmError, ModelReply, ModelRequest, TextSink},
         tool::{FnTool, ToolOutput},
     };
+
+    #[test]
+    fn a_session_id_made_for_a_request_is_new_and_one_it_names_is_not() {
+        let mut request = RunRequest::new("hi");
+        let made = request.new_session_id();
+        assert_eq!(request.session_id, Some(made));
+        assert!(request.session_is_new);
+        assert_eq!(request.new_session_id(), made, "made once");
+
+        let named = Uuid::now_v7();
+        let mut request = RunRequest {
+            session_id: Some(named),
+            ..RunRequest::new("hi")
+        };
+        assert_eq!(request.new_session_id(), named);
+        assert!(!request.session_is_new);
+    }
 
     struct NoLlm;
 

@@ -190,9 +190,9 @@ impl Agent {
     /// started at once, and its first step saved with its beginning, in the same commit.
     /// Nothing is emitted yet.
     pub async fn begin(&self, mut request: RunRequest) -> Result<BegunRun, StartError> {
-        // A session the request does not name is new: it has no history to read.
-        let new_session = request.session_id.is_none() && !request.existing_session;
-        let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
+        // A session the request does not name (or made for it) is new: no history to read.
+        let session_id = request.new_session_id();
+        let new_session = request.session_is_new && !request.existing_session;
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         self.policy_for(&request.context)?;
         let Some(store) = self.store().cloned() else {

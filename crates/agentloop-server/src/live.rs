@@ -338,7 +338,7 @@ impl LiveRuns {
             )
             .await?;
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
-        let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
+        let session_id = request.new_session_id();
         let run = self.admit(agent, run_id, session_id, 0, user, true)?;
         let begun = match agent.begin(request).await {
             Ok(begun) => begun,

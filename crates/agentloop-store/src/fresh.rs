@@ -5,10 +5,10 @@
 //! the general beginning and its step took 10) and as the parts of one statement on PostgreSQL
 //! (one round trip where they took 8: see `one_statement`).
 //!
-//! A first step that ends the run, or that counts calls or tokens already, takes the general way
-//! (`begin`), which writes the step as any other.
+//! A first step that ends the run or records a tool call takes the general way (`begin`), which
+//! writes the step as any other.
 
-use agentloop_core::{MissingSession, RunBegin, RunProgress, RunStart, StepRecord, StoreError};
+use agentloop_core::{MissingSession, RunBegin, RunStart, StepRecord, StoreError};
 
 use crate::columns::{millis, now};
 use crate::db::{Db, Engine};
@@ -19,10 +19,7 @@ use crate::{durable, events, locks, messages, one_statement, runs, sessions};
 /// The first step of `start`, when the run can begin the fresh way.
 pub(crate) fn first_step(start: &RunStart) -> Option<&StepRecord> {
     let step = start.first_step.as_ref()?;
-    let plain = step.end.is_none()
-        && step.records.is_empty()
-        && step.progress == RunProgress::default()
-        && step.checkpoint.is_some();
+    let plain = step.end.is_none() && step.records.is_empty() && step.checkpoint.is_some();
     (start.session_is_new && plain).then_some(step)
 }
 
@@ -56,7 +53,7 @@ pub(crate) async fn begin(
     let head = checkpoint
         .as_ref()
         .map(|checkpoint| (checkpoint.head, checkpoint.last_seq));
-    let run_row = runs::start_query(db, run, head);
+    let run_row = runs::start_query(db, run, head, &step.progress);
     let mut rest = Vec::new();
     if let Some(checkpoint) = &checkpoint {
         rest.extend(durable::checkpoint_queries(

@@ -19,18 +19,27 @@ pub(crate) async fn start<'a, 'd: 'a>(
     run: &NewRun,
     head: Option<(&str, u64)>,
 ) -> Result<(), StoreError> {
-    start_query(db, run, head).execute(on).await?;
+    let nothing = RunProgress::default();
+    start_query(db, run, head, &nothing).execute(on).await?;
     Ok(())
 }
 
-/// The statement of [`start`].
-pub(crate) fn start_query<'p>(db: &Db, run: &'p NewRun, head: Option<(&'p str, u64)>) -> Query<'p> {
+/// The statement of [`start`], with the counters of the run's first step when it is written
+/// with it.
+pub(crate) fn start_query<'p>(
+    db: &Db,
+    run: &'p NewRun,
+    head: Option<(&'p str, u64)>,
+    progress: &RunProgress,
+) -> Query<'p> {
     let (head, seq) = head.unzip();
+    let usage = &progress.usage;
     db.query(
         "INSERT INTO runs (id, session_id, user_id, query, model, status, save_chat, context, \
              iterations, tools_used, prompt_tokens, completion_tokens, started_at, owner, \
-             traceparent, state_head, state_seq) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, 0, 0, $9, $10, $11, $12, $13)",
+             traceparent, state_head, state_seq, cost_usd, cost_complete) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $18, $19)",
     )
     .bind(run.id.to_string())
     .bind(run.session_id.to_string())
@@ -40,11 +49,17 @@ pub(crate) fn start_query<'p>(db: &Db, run: &'p NewRun, head: Option<(&'p str, u
     .bind(RunStatus::Running.as_str())
     .bind(i64::from(run.save_chat))
     .bind(json_text(&run.context))
+    .bind(i64::from(progress.iterations))
+    .bind(i64::from(progress.tools_used))
+    .bind(count(usage.prompt_tokens))
+    .bind(count(usage.completion_tokens))
     .bind(millis(run.started_at))
     .bind(run.owner.as_deref())
     .bind(run.traceparent.as_deref())
     .bind(head)
     .bind(seq.map(count))
+    .bind(usage.cost_usd)
+    .bind(i64::from(usage.cost_complete))
 }
 
 /// What a step writes to its run's row.

@@ -56,11 +56,10 @@ pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Re
         view.warn(warning);
     }
     let run_id = Uuid::now_v7();
-    let session_id = args.session.unwrap_or_else(Uuid::now_v7);
-    let request = RunRequest {
+    let mut request = RunRequest {
         query: args.query.join(" "),
         run_id: Some(run_id),
-        session_id: Some(session_id),
+        session_id: args.session,
         include_history: !args.no_history,
         max_iterations: args.max_iterations,
         context: RunContext {
@@ -71,6 +70,7 @@ pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Re
         },
         ..RunRequest::default()
     };
+    let session_id = request.new_session_id();
 
     let cancel = CancellationToken::new();
     let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentloop_core::protocol::{EventKind, RunStatus};
+use agentloop_core::protocol::{EventKind, RunStatus, Usage};
 use agentloop_core::{
-    Checkpoint, MissingSession, NewRun, NewSession, RunBegin, RunStart, StepRecord, Store,
+    Checkpoint, MissingSession, NewRun, NewSession, RunBegin, RunProgress, RunStart, StepRecord,
+    Store,
 };
 use agentloop_store::SqlStore;
 use agentloop_test_support::faulty_store::FaultyStore;
@@ -254,6 +255,10 @@ fn first_step_of(run: &NewRun) -> StepRecord {
             last_seq: 2,
             turn: vec![],
         }),
+        progress: RunProgress {
+            usage: Usage::nothing_spent(),
+            ..RunProgress::default()
+        },
         ..step(run.id, run.session_id)
     }
 }
@@ -294,6 +299,9 @@ async fn begins_with_its_first_step(store: &dyn Store, session_is_new: bool, ins
     assert_eq!(holder(store, run.session_id).await, Some(run.id));
     let session = store.session(run.session_id).await.unwrap().unwrap();
     assert_eq!(session.user_id, run.user_id);
+    // Its counters as the first step left them: nothing spent yet, and all of it known.
+    let info = store.run(run.id).await.unwrap().unwrap();
+    assert_eq!(info.usage, Usage::nothing_spent());
 
     // A second run on that session writes nothing of its first step: refused as busy when the
     // session is looked up, failed when it was said to be new and only inserted (the trait's
