@@ -121,10 +121,7 @@ pub async fn drive_from(
     persistence: Option<Persistence>,
 ) -> RunOutcome {
     let first = First { step, saved: false };
-    let trace = services.trace.clone();
-    let outcome = drive_steps(machine, first, services, emitter, cancel, persistence).await;
-    trace.end(&outcome);
-    outcome
+    drive_traced(machine, first, services, emitter, cancel, persistence).await
 }
 
 /// Like [`drive_from`], from a step whose changes are saved already and whose events were
@@ -138,6 +135,18 @@ pub(crate) async fn drive_after_saved(
     persistence: Option<Persistence>,
 ) -> RunOutcome {
     let first = First { step, saved: true };
+    drive_traced(machine, first, services, emitter, cancel, persistence).await
+}
+
+/// Drives the steps from `first`, and ends the run's span with its outcome.
+async fn drive_traced(
+    machine: RunMachine,
+    first: First,
+    services: RunServices,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+    persistence: Option<Persistence>,
+) -> RunOutcome {
     let trace = services.trace.clone();
     let outcome = drive_steps(machine, first, services, emitter, cancel, persistence).await;
     trace.end(&outcome);

@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use crate::{
     agent::Agent,
-    session_run::{ResumeError, Resumed},
+    session_resume::{ResumeError, Resumed},
     store::{Instance, InstanceKind, Store, StoreError},
 };
 

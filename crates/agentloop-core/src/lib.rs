@@ -31,6 +31,7 @@ pub mod machine;
 mod names;
 mod policy;
 mod registry;
+mod session_resume;
 mod session_run;
 mod settings;
 mod steering;
@@ -70,7 +71,8 @@ pub use policy::{
     WorkflowSettings,
 };
 pub use registry::{SourceLeftOut, ToolRegistry};
-pub use session_run::{BegunRun, CorruptRun, ResumeError, Resumed, StartError};
+pub use session_resume::{CorruptRun, ResumeError, Resumed};
+pub use session_run::{BegunRun, StartError};
 pub use settings::{
     AgentSettings, Budget, InvalidSetting, PlanningSettings, ReviewSettings, ToolSettings,
     UnknownOutcome,

@@ -175,7 +175,7 @@ pub(crate) fn first_record(
 /// What `machine` changed in `step`, as the store saves it (without events): its messages (or
 /// its turn, for a run that saves no chat), tool records, counters, end, and the checkpoint the
 /// run goes on from, `last_seq` being its last event.
-pub(crate) fn step_record(
+fn step_record(
     persistence: &Persistence,
     machine: &mut RunMachine,
     step: &Step,
