@@ -14,7 +14,11 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
     }
     let run = &start.run;
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
-    let checkpoint = start.checkpoint.as_ref().map(durable::encode).transpose()?;
+    // A first step's checkpoint replaces the one of the beginning.
+    let checkpoint = match &start.first_step {
+        Some(_) => None,
+        None => start.checkpoint.as_ref().map(durable::encode).transpose()?,
+    };
     let session_id = run.session_id.to_string();
     let run_id = run.id.to_string();
     let mut tx = db.begin().await?;

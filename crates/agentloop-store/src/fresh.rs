@@ -20,7 +20,9 @@ use crate::{durable, events, locks, messages, one_statement, runs, sessions};
 pub(crate) fn first_step(start: &RunStart) -> Option<&StepRecord> {
     let step = start.first_step.as_ref()?;
     let plain = step.end.is_none() && step.records.is_empty() && step.checkpoint.is_some();
-    (start.session_is_new && plain).then_some(step)
+    // A run meant for an existing session is refused by the general way when there is none.
+    let creates = !matches!(start.if_missing, MissingSession::Refuse);
+    (start.session_is_new && creates && plain).then_some(step)
 }
 
 pub(crate) async fn begin(

@@ -376,3 +376,45 @@ pub async fn a_run_without_chat_begins_with_its_first_step(fixture: &Fixture) {
         }
     }
 }
+
+/// Given both, the first step's checkpoint is the one saved: the beginning's is not written
+/// beside it.
+pub async fn a_first_step_replaces_the_checkpoint_of_the_beginning(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        let run = new_run(Uuid::now_v7(), true);
+        let first = first_step_of(&run);
+        let request = RunStart {
+            checkpoint: Some(Checkpoint {
+                input: Some(json!({"system_prompt": "the beginning's"})),
+                head: json!({"phase": "created", "version": 4}).to_string(),
+                last_seq: 0,
+                turn: vec![],
+            }),
+            first_step: Some(first.clone()),
+            ..start(run.clone(), create(&run), None)
+        };
+        let begun = store.begin_run(&request).await.unwrap();
+        assert!(matches!(begun, RunBegin::Begun { .. }), "{begun:?}");
+        let saved = store.saved_run(run.id).await.unwrap().unwrap();
+        assert_eq!(saved.input, first.checkpoint.as_ref().unwrap().input);
+        assert_eq!(saved.last_seq, 2);
+    }
+}
+
+/// A run meant for an existing session is refused when there is none, even if its session is
+/// said to be new: nothing of it, or of its first step, is written.
+pub async fn a_run_for_an_existing_session_is_refused_whatever_its_first_step(fixture: &Fixture) {
+    for store in both_ways(fixture).await {
+        let run = new_run(Uuid::now_v7(), true);
+        let request = RunStart {
+            first_step: Some(first_step_of(&run)),
+            session_is_new: true,
+            ..start(run.clone(), MissingSession::Refuse, None)
+        };
+        let begun = store.begin_run(&request).await.unwrap();
+        assert_eq!(begun, RunBegin::SessionNotFound);
+        assert_eq!(store.run(run.id).await.unwrap(), None);
+        assert!(store.events(run.id, 0).await.unwrap().is_empty());
+        assert_eq!(store.session(run.session_id).await.unwrap(), None);
+    }
+}

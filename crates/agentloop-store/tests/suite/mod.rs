@@ -103,6 +103,8 @@ macro_rules! suite_tests {
             a_run_begins_with_its_first_checkpoint,
             a_run_begins_with_its_first_step,
             a_run_without_chat_begins_with_its_first_step,
+            a_first_step_replaces_the_checkpoint_of_the_beginning,
+            a_run_for_an_existing_session_is_refused_whatever_its_first_step,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {
