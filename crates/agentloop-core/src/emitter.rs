@@ -8,6 +8,10 @@ use uuid::Uuid;
 /// Where a run's events go: a channel, a broadcast, a store. Must not block.
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: Event);
+
+    /// The store has every event of the run up to `last_seq`: the step that ends with it was
+    /// saved. A sink that keeps events for its readers may rely on the store for those.
+    fn saved(&self, _last_seq: u64) {}
 }
 
 impl EventSink for tokio::sync::mpsc::UnboundedSender<Event> {
@@ -73,6 +77,11 @@ impl Emitter {
 
     pub fn send(&self, event: Event) {
         self.sink.emit(event);
+    }
+
+    /// Tells the sink that the store has every event up to the last one numbered.
+    pub(crate) fn saved(&self) {
+        self.sink.saved(self.last_seq);
     }
 
     /// Gives an event of a sub-agent's run its place in this run's stream; it keeps its own

@@ -392,7 +392,10 @@ impl Agent {
         };
         let mut emitter = Emitter::new(machine.run_id(), sink);
         // The first step's events, saved with the run's beginning.
-        emitter.send_numbered(events);
+        if !events.is_empty() {
+            emitter.send_numbered(events);
+            emitter.saved();
+        }
         let Some(store) = store else {
             let services = self.services_traced(trace);
             return from

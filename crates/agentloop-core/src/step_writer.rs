@@ -129,6 +129,7 @@ impl StepWriter {
                     persistence.input_saved = true;
                 }
                 send(emitter, record.events.split_off(fresh));
+                emitter.saved();
                 Ok(())
             }
             // Another instance works on the run now: nothing more is written or sent here.

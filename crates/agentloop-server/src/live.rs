@@ -13,7 +13,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -69,6 +72,8 @@ pub struct LiveRun {
     /// Set at the end; kept while requests wait for it, and [`OUTCOME_KEPT`] at least.
     ended: watch::Sender<Option<Arc<RunOutcome>>>,
     progress: watch::Sender<Progress>,
+    /// The seq of the last event the run's driver saw saved ([`EventSink::saved`]).
+    saved_seq: AtomicU64,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -148,8 +153,9 @@ impl LiveRun {
         lock(&self.log)
     }
 
-    /// Records the end; then, once the store is seen to have it (and with it every event),
-    /// lets go of the events. A run that never started, or whose store went away, is not in
+    /// Records the end; then, once the store is known to have it (and with it every event:
+    /// the driver saw the step with the last event saved, or the store says so), lets go of
+    /// the events. A run that never started, or whose store went away, is not in
     /// the store (yet): its events stay for the followers.
     async fn finish(&self, outcome: RunOutcome, active: Active) {
         let status = outcome.status;
@@ -159,6 +165,11 @@ impl LiveRun {
         let Some(store) = &self.store else {
             return;
         };
+        // The driver saw the step with the last event saved: the store has the end.
+        if self.saved_seq.load(Ordering::Acquire) >= self.progress.borrow().last_seq {
+            self.lock_log().release();
+            return;
+        }
         match store.run(self.id).await {
             Ok(Some(run)) if run.status == status => self.lock_log().release(),
             Ok(_) => {}
@@ -186,6 +197,10 @@ impl EventSink for LiveRun {
                 "followers too far behind are dropped; they reattach with Last-Event-ID");
         }
         self.progress.send_modify(|p| p.last_seq = seq);
+    }
+
+    fn saved(&self, last_seq: u64) {
+        self.saved_seq.fetch_max(last_seq, Ordering::AcqRel);
     }
 }
 
@@ -441,6 +456,7 @@ impl LiveRuns {
                 last_seq: base_seq,
                 finished: false,
             }),
+            saved_seq: AtomicU64::new(base_seq),
         });
         {
             let mut runs = self.lock_runs();
@@ -636,6 +652,54 @@ mod tests {
         assert!(matches!(log.read(slow), Read::Dropped));
         assert_eq!(fast_read, (1..=1000).collect::<Vec<_>>());
         assert!(log.bytes <= MAX_BACKLOG_BYTES);
+    }
+
+    /// A run with `store`, never driven: the test plays its driver.
+    fn run_with(store: Arc<dyn Store>) -> Arc<LiveRun> {
+        Arc::new(LiveRun {
+            id: Uuid::now_v7(),
+            user_id: "user".into(),
+            session_id: Uuid::now_v7(),
+            base_seq: 0,
+            cancel: CancellationToken::new(),
+            log: Mutex::new(Log::new(0, true)),
+            store: Some(store),
+            ended: watch::Sender::new(None),
+            progress: watch::Sender::new(Progress::default()),
+            saved_seq: AtomicU64::new(0),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_driver_saw_its_end_saved_lets_go_of_its_events_without_the_store() {
+        // The store has no such run: asked, it keeps the run's events in memory.
+        let store = agentloop::SqlStore::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let registry = LiveRuns::new(10);
+        for saved_through in [0, 1, 2] {
+            let run = run_with(store.clone());
+            run.emit(delta(1, 10));
+            run.emit(delta(2, 10));
+            run.saved(saved_through);
+            let outcome: RunOutcome = serde_json::from_value(serde_json::json!({
+                "run_id": run.id, "session_id": run.session_id, "status": "completed",
+                "iterations": 1, "tools_used": 0, "should_refresh": false,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            }))
+            .unwrap();
+            let active = Active {
+                registry: registry.clone(),
+                user: run.user_id.clone(),
+            };
+            run.finish(outcome, active).await;
+            assert_eq!(
+                run.lock_log().released,
+                saved_through == 2,
+                "{saved_through}"
+            );
+        }
     }
 
     #[test]

@@ -354,3 +354,55 @@ async fn died_after_its_beginning(existing_session: bool) {
         "the question and the answer, once each"
     );
 }
+
+/// Records what a run emits and what its driver says the store has.
+#[derive(Default)]
+struct Watching {
+    last_emitted: std::sync::atomic::AtomicU64,
+    last_saved: std::sync::atomic::AtomicU64,
+}
+
+impl agentloop::core::EventSink for Watching {
+    fn emit(&self, event: agentloop::core::protocol::Event) {
+        self.last_emitted
+            .fetch_max(event.seq, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn saved(&self, last_seq: u64) {
+        self.last_saved
+            .fetch_max(last_seq, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The sink learns which events the store has: all of them once a run's end is saved; not the
+/// end of a run whose final step the store refused (sent, to be saved later).
+#[tokio::test]
+async fn the_sink_learns_which_events_the_store_has() {
+    use std::sync::atomic::Ordering;
+    let llm = ScriptedLlm::start(vec![Reply::text("saved"), Reply::text("not saved")]).await;
+    let setup = setup(&llm, 0.2).await;
+    for fault in [Fault::Healthy, Fault::FinalSteps] {
+        setup.faulty.set(fault);
+        let watching = Arc::new(Watching::default());
+        let outcome = setup
+            .runtime
+            .agent()
+            .run_with_sink(RunRequest::new("hi"), watching.clone(), Default::default())
+            .await;
+        let (emitted, saved) = (
+            watching.last_emitted.load(Ordering::SeqCst),
+            watching.last_saved.load(Ordering::SeqCst),
+        );
+        assert!(emitted > 0);
+        match fault {
+            Fault::Healthy => {
+                assert_eq!(outcome.status, RunStatus::Completed);
+                assert_eq!(saved, emitted, "every event saved");
+            }
+            _ => {
+                assert_eq!(outcome.status, RunStatus::Failed);
+                assert!(saved > 0 && saved < emitted, "{saved} of {emitted}");
+            }
+        }
+    }
+}
