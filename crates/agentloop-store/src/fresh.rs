@@ -12,9 +12,8 @@ use agentloop_core::{MissingSession, RunBegin, RunStart, StepRecord, StoreError}
 
 use crate::columns::{millis, now};
 use crate::db::{Db, Engine};
-use crate::messages::MessageRow;
-use crate::outputs::SharedOutputs;
-use crate::{durable, events, locks, messages, one_statement, runs, sessions};
+use crate::step::StepRows;
+use crate::{locks, one_statement, runs, sessions};
 
 /// The first step of `start`, when the run can begin the fresh way.
 pub(crate) fn first_step(start: &RunStart) -> Option<&StepRecord> {
@@ -31,15 +30,7 @@ pub(crate) async fn begin(
     step: &StepRecord,
 ) -> Result<RunBegin, StoreError> {
     let run = &start.run;
-    // Encoded first, so that nothing but the database runs while the transaction holds locks.
-    let checkpoint = step.checkpoint.as_ref().map(durable::encode).transpose()?;
-    let mut shared = SharedOutputs::default();
-    let message_rows = step
-        .messages
-        .iter()
-        .map(|message| MessageRow::encode(db, message, step.run_id, &mut shared))
-        .collect::<Result<Vec<_>, _>>()?;
-    let event_rows = events::encode(&step.events)?;
+    let rows = StepRows::encode(db, step)?;
     let run_id = run.id.to_string();
     let created_at = now();
     let expires_at = locks::expiry(millis(created_at), start.lease);
@@ -52,34 +43,15 @@ pub(crate) async fn begin(
         }
         MissingSession::Refuse | MissingSession::Ignore => Vec::new(),
     };
-    let head = checkpoint
-        .as_ref()
-        .map(|checkpoint| (checkpoint.head, checkpoint.last_seq));
-    let run_row = runs::start_query(db, run, head, &step.progress);
-    let mut rest = Vec::new();
-    if let Some(checkpoint) = &checkpoint {
-        rest.extend(durable::checkpoint_queries(
-            db,
-            &run_id,
-            checkpoint.input.as_deref(),
-            &checkpoint.turn,
-        ));
-    }
-    let message_inserts = messages::insert_queries(db, &message_rows);
-    // Numbered rows keep their order within one statement only (see `one_statement`).
-    let in_order = message_inserts.len() <= 1
-        && checkpoint
-            .as_ref()
-            .is_none_or(|checkpoint| checkpoint.turn.len() <= 1);
-    rest.extend(message_inserts);
-    rest.extend(events::insert_queries(db, &run_id, &event_rows));
+    let run_row = runs::start_query(db, run, rows.head(), &step.progress);
+    let (rest, in_order) = rows.queries(db, &run_id);
     let begun = RunBegin::Begun {
         history: Vec::new(),
         checkpoint_saved: start.first_step_saves_input(),
     };
 
     if let Engine::Postgres(pool) = &db.engine
-        && shared.is_empty()
+        && rows.shared.is_empty()
         && in_order
         && one_statement::fits(&run_row, session_rows.iter().chain(&rest))
     {
@@ -93,7 +65,7 @@ pub(crate) async fn begin(
         query.execute(&mut tx).await?;
     }
     run_row.execute(&mut tx).await?;
-    shared.insert(db, &mut tx, &run_id).await?;
+    rows.shared.insert(db, &mut tx, &run_id).await?;
     for query in rest {
         query.execute(&mut tx).await?;
     }

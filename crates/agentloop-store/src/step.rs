@@ -8,9 +8,13 @@ use chrono::{DateTime, Utc};
 
 use crate::columns::{millis, now};
 use crate::db::{Db, Engine, Tx, changed};
+use crate::durable::EncodedCheckpoint;
+use crate::events::EventRow;
 use crate::locks::LockAfterStep;
 use crate::messages::MessageRow;
 use crate::outputs::SharedOutputs;
+use crate::records::RecordRow;
+use crate::sql::Query;
 use crate::{durable, events, locks, messages, one_statement, records, runs};
 
 /// Whether a step moves its session's `updated_at`, and to when: a step that brings a user's
@@ -45,17 +49,7 @@ pub(crate) async fn write<'d>(
     step: &StepRecord,
     within: Option<&mut Tx<'d>>,
 ) -> Result<(), StoreError> {
-    // Encoded first, so that nothing but the database runs while the transaction holds locks.
-    // A large tool output in both a message and a record is kept once (see `outputs`).
-    let mut shared = SharedOutputs::default();
-    let message_rows = step
-        .messages
-        .iter()
-        .map(|message| MessageRow::encode(db, message, step.run_id, &mut shared))
-        .collect::<Result<Vec<_>, _>>()?;
-    let record_rows = records::encode(db, &step.records, &mut shared)?;
-    let event_rows = events::encode(&step.events)?;
-    let checkpoint = step.checkpoint.as_ref().map(durable::encode).transpose()?;
+    let rows = StepRows::encode(db, step)?;
     let run_id = step.run_id.to_string();
     let session_id = step.session_id.to_string();
 
@@ -67,32 +61,11 @@ pub(crate) async fn write<'d>(
         runs::Progress {
             progress: &step.progress,
             end: step.end.as_ref(),
-            head: checkpoint
-                .as_ref()
-                .map(|checkpoint| (checkpoint.head, checkpoint.last_seq)),
+            head: rows.head(),
             owner: step.owner.as_deref(),
         },
     );
-    let mut rest = Vec::new();
-    if let Some(checkpoint) = &checkpoint {
-        rest.extend(durable::checkpoint_queries(
-            db,
-            &run_id,
-            checkpoint.input.as_deref(),
-            &checkpoint.turn,
-        ));
-    }
-    let message_inserts = messages::insert_queries(db, &message_rows);
-    // Numbered rows keep their order within one statement only: the parts of one statement
-    // run in no set order.
-    let mut in_order = message_inserts.len() <= 1;
-    rest.extend(message_inserts);
-    let record_upserts = records::upsert_queries(db, &run_id, &record_rows);
-    in_order &= record_upserts.len() <= 1;
-    rest.extend(record_upserts);
-    // On PostgreSQL, inserting events also notifies the followers of every instance, when the
-    // step commits (a trigger: migration 10).
-    rest.extend(events::insert_queries(db, &run_id, &event_rows));
+    let (mut rest, in_order) = rows.queries(db, &run_id);
     let lock = step.end.as_ref().map(|end| match end.status.is_final() {
         true => LockAfterStep::Release,
         // A paused run keeps its session until it resumes or is cancelled.
@@ -108,7 +81,7 @@ pub(crate) async fn write<'d>(
     ));
 
     let one = matches!(db.engine, Engine::Postgres(_))
-        && shared.is_empty()
+        && rows.shared.is_empty()
         && in_order
         && one_statement::fits(&progress, &rest);
     let mut own = None;
@@ -127,12 +100,74 @@ pub(crate) async fn write<'d>(
     if !changed(&progress.execute(&mut *tx).await?) {
         return Err(runs::not_written(db, &mut *tx, &run_id).await);
     }
-    shared.insert(db, tx, &run_id).await?;
+    rows.shared.insert(db, tx, &run_id).await?;
     for query in rest {
         query.execute(&mut *tx).await?;
     }
     match own {
         Some(tx) => tx.commit().await,
         None => Ok(()),
+    }
+}
+
+/// A step's rows, encoded before a transaction opens, so that nothing but the database runs
+/// while it holds locks. A large tool output in both a message and a record is kept once (see
+/// `outputs`).
+pub(crate) struct StepRows<'s> {
+    pub(crate) shared: SharedOutputs<'s>,
+    messages: Vec<MessageRow<'s>>,
+    records: Vec<RecordRow<'s>>,
+    events: Vec<EventRow>,
+    checkpoint: Option<EncodedCheckpoint<'s>>,
+}
+
+impl<'s> StepRows<'s> {
+    pub(crate) fn encode(db: &Db, step: &'s StepRecord) -> Result<Self, StoreError> {
+        let mut shared = SharedOutputs::default();
+        let messages = step
+            .messages
+            .iter()
+            .map(|message| MessageRow::encode(db, message, step.run_id, &mut shared))
+            .collect::<Result<Vec<_>, _>>()?;
+        let records = records::encode(db, &step.records, &mut shared)?;
+        Ok(Self {
+            shared,
+            messages,
+            records,
+            events: events::encode(&step.events)?,
+            checkpoint: step.checkpoint.as_ref().map(durable::encode).transpose()?,
+        })
+    }
+
+    /// The head of the step's checkpoint, and the seq it was taken at.
+    pub(crate) fn head(&self) -> Option<(&str, u64)> {
+        self.checkpoint
+            .as_ref()
+            .map(|checkpoint| (checkpoint.head, checkpoint.last_seq))
+    }
+
+    /// The statements that insert the rows (what the run starts from and its turn, messages,
+    /// tool records, events), and whether they keep their order as the parts of one statement:
+    /// numbered rows (messages, tool records) keep it within one statement only, since the
+    /// parts of one statement run in no set order.
+    pub(crate) fn queries<'p>(&'p self, db: &Db, run_id: &'p str) -> (Vec<Query<'p>>, bool) {
+        let mut queries = Vec::new();
+        if let Some(checkpoint) = &self.checkpoint {
+            queries.extend(durable::checkpoint_queries(
+                db,
+                run_id,
+                checkpoint.input.as_deref(),
+                &checkpoint.turn,
+            ));
+        }
+        let message_inserts = messages::insert_queries(db, &self.messages);
+        let record_upserts = records::upsert_queries(db, run_id, &self.records);
+        let in_order = message_inserts.len() <= 1 && record_upserts.len() <= 1;
+        queries.extend(message_inserts);
+        queries.extend(record_upserts);
+        // On PostgreSQL, inserting events also notifies the followers of every instance, when
+        // the step commits (a trigger: migration 10).
+        queries.extend(events::insert_queries(db, run_id, &self.events));
+        (queries, in_order)
     }
 }
