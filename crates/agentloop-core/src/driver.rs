@@ -124,22 +124,8 @@ pub async fn drive_from(
     drive_traced(machine, first, services, emitter, cancel, persistence).await
 }
 
-/// Like [`drive_from`], from a step whose changes are saved already and whose events were
-/// emitted (a run's first step, saved with its beginning).
-pub(crate) async fn drive_after_saved(
-    machine: RunMachine,
-    step: Step,
-    services: RunServices,
-    emitter: &mut Emitter,
-    cancel: CancellationToken,
-    persistence: Option<Persistence>,
-) -> RunOutcome {
-    let first = First { step, saved: true };
-    drive_traced(machine, first, services, emitter, cancel, persistence).await
-}
-
 /// Drives the steps from `first`, and ends the run's span with its outcome.
-async fn drive_traced(
+pub(crate) async fn drive_traced(
     machine: RunMachine,
     first: First,
     services: RunServices,
@@ -153,10 +139,11 @@ async fn drive_traced(
     outcome
 }
 
-/// The step a driver starts from, and whether it is saved already.
-struct First {
-    step: Step,
-    saved: bool,
+/// The step a driver starts from, and whether it is saved already (a run's first step, saved
+/// with its beginning, its events emitted).
+pub(crate) struct First {
+    pub(crate) step: Step,
+    pub(crate) saved: bool,
 }
 
 async fn drive_steps(

@@ -125,16 +125,15 @@ impl DriveFrom {
         cancel: CancellationToken,
         persistence: Option<Persistence>,
     ) -> RunOutcome {
-        use crate::driver::{drive_after_saved, drive_from};
-        match self {
-            DriveFrom::Start => drive(machine, services, emitter, cancel, persistence).await,
-            DriveFrom::Step(step) => {
-                drive_from(machine, step, services, emitter, cancel, persistence).await
+        use crate::driver::{First, drive_traced};
+        let first = match self {
+            DriveFrom::Start => {
+                return drive(machine, services, emitter, cancel, persistence).await;
             }
-            DriveFrom::Saved(step) => {
-                drive_after_saved(machine, step, services, emitter, cancel, persistence).await
-            }
-        }
+            DriveFrom::Step(step) => First { step, saved: false },
+            DriveFrom::Saved(step) => First { step, saved: true },
+        };
+        drive_traced(machine, first, services, emitter, cancel, persistence).await
     }
 }
 

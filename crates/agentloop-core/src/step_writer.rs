@@ -85,15 +85,8 @@ impl StepWriter {
         if let Some(error) = &self.disowned {
             return Err(error.clone());
         }
-        let mut changes = machine.take_changes();
-        for record in &changes.records {
-            self.telemetry.tool_call(machine.run_id(), record);
-        }
         let sent_before = emitter.last_seq();
-        let events: Vec<Event> = std::mem::take(&mut changes.events)
-            .into_iter()
-            .map(|kind| emitter.number(kind))
-            .collect();
+        let (changes, events) = take_numbered(machine, emitter, self.telemetry.as_ref());
         let Some(persistence) = &self.persistence else {
             send(emitter, events);
             return Ok(());
@@ -159,18 +152,29 @@ pub(crate) fn first_record(
     step: &Step,
     telemetry: &dyn Telemetry,
 ) -> Result<StepRecord, StoreError> {
+    let mut numbering = Emitter::numbering(machine.run_id());
+    let (changes, events) = take_numbered(machine, &mut numbering, telemetry);
+    let mut record = step_record(persistence, machine, step, changes, numbering.last_seq())?;
+    record.events = events;
+    Ok(record)
+}
+
+/// What `machine` changed since its changes were last taken, its tool records reported to
+/// `telemetry`, and its events numbered by `emitter` (not sent).
+fn take_numbered(
+    machine: &mut RunMachine,
+    emitter: &mut Emitter,
+    telemetry: &dyn Telemetry,
+) -> (MachineChanges, Vec<Event>) {
     let mut changes = machine.take_changes();
     for record in &changes.records {
         telemetry.tool_call(machine.run_id(), record);
     }
-    let mut numbering = Emitter::numbering(machine.run_id());
-    let events: Vec<Event> = std::mem::take(&mut changes.events)
+    let events = std::mem::take(&mut changes.events)
         .into_iter()
-        .map(|kind| numbering.number(kind))
+        .map(|kind| emitter.number(kind))
         .collect();
-    let mut record = step_record(persistence, machine, step, changes, numbering.last_seq())?;
-    record.events = events;
-    Ok(record)
+    (changes, events)
 }
 
 /// What `machine` changed in `step`, as the store saves it (without events): its messages (or
