@@ -212,7 +212,7 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
                 // database where the next start must see none.
                 Open::Uri(_) => Checkpointer::start(&Target::parse(url, IfMissing::Fail)?.url),
             };
-            Engine::Sqlite(Lite::new(connection, checkpointer))
+            Engine::Sqlite(Lite::new(connection, checkpointer, target.location.clone()))
         }
         Backend::Postgres => {
             probe(&target).await?;

@@ -14,6 +14,7 @@ use tokio::sync::MappedMutexGuard;
 
 use crate::columns::Cells;
 use crate::dialect::Backend;
+use crate::group_commit::Member;
 use crate::sql::{Query, Row};
 use crate::sqlite::{self, Lite};
 use crate::text;
@@ -59,7 +60,8 @@ impl Db {
     }
 
     /// A transaction, holding SQLite's write lock from its first statement (see
-    /// `sqlite::begin`); on PostgreSQL, on a connection of its own.
+    /// `sqlite::begin`), committed with the transactions that wait for the connection meanwhile
+    /// (see `group_commit`); on PostgreSQL, on a connection of its own.
     ///
     /// The PostgreSQL transaction is begun with a plain `BEGIN` rather than sqlx's
     /// `begin_with`: sqlx counts transactions per connection and never resets its count when
@@ -67,11 +69,14 @@ impl Db {
     /// goes back to the pool "inside" a transaction. [`Tx`] owns the end of the transaction.
     pub(crate) async fn begin(&self) -> Result<Tx<'_>, StoreError> {
         let connection = match &self.engine {
-            Engine::Sqlite(lite) => {
-                let connection = self.sqlite(lite).await?;
-                sqlite::begin(&connection).map_err(|error| self.sqlite_error(error))?;
-                TxConnection::Sqlite(connection)
-            }
+            Engine::Sqlite(lite) => match lite.join().await? {
+                Some((connection, member)) => TxConnection::Sqlite {
+                    connection,
+                    member,
+                    lite,
+                },
+                None => return Err(self.closed()),
+            },
             // Boxed: sqlx's futures are kilobytes (see `Query::run`).
             Engine::Postgres(pool) => Box::pin(begin_postgres(pool))
                 .await
@@ -90,12 +95,14 @@ impl Db {
         &self,
         lite: &'l Lite,
     ) -> Result<MappedMutexGuard<'l, Connection>, StoreError> {
-        lite.lock().await.ok_or_else(|| {
-            StoreError::unavailable(format!(
-                "the database at {} is unavailable: the store was closed (agentloop is stopping)",
-                self.location
-            ))
-        })
+        lite.lock().await.ok_or_else(|| self.closed())
+    }
+
+    fn closed(&self) -> StoreError {
+        StoreError::unavailable(format!(
+            "the database at {} is unavailable: the store was closed (agentloop is stopping)",
+            self.location
+        ))
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
@@ -137,15 +144,25 @@ pub(crate) fn changed(count: &u64) -> bool {
 
 /// The connection a transaction holds.
 pub(crate) enum TxConnection<'d> {
-    Sqlite(MappedMutexGuard<'d, Connection>),
+    Sqlite {
+        connection: MappedMutexGuard<'d, Connection>,
+        /// Its place in a group of transactions committed together.
+        member: Member,
+        lite: &'d Lite,
+    },
     Postgres(PoolConnection<Postgres>),
+    /// Let go of by a commit.
+    Ended,
 }
 
 /// A transaction begun by [`Db::begin`]. Statements run on it with `&mut tx`; it ends with
 /// [`Tx::commit`], or is dropped. Dropped unfinished (an error returned early, a failed
 /// COMMIT, a cancelled call), it is rolled back: on SQLite at once, before the connection is
-/// free again; on PostgreSQL by closing its connection instead of giving it back to the pool,
-/// so that what the failure left behind never reaches the next caller.
+/// free again (its own work only: the rest of its group goes on, see `group_commit`); on
+/// PostgreSQL by closing its connection instead of giving it back to the pool, so that what the
+/// failure left behind never reaches the next caller. On SQLite, once `commit` was called the
+/// work belongs to its group: `commit` returns when the group was committed (or failed), and a
+/// call cancelled while it waits leaves the work to be committed with the group.
 pub(crate) struct Tx<'d> {
     pub(crate) db: &'d Db,
     pub(crate) connection: TxConnection<'d>,
@@ -155,18 +172,26 @@ pub(crate) struct Tx<'d> {
 
 impl Tx<'_> {
     pub(crate) async fn commit(mut self) -> Result<(), StoreError> {
-        match &mut self.connection {
-            TxConnection::Sqlite(connection) => {
-                sqlite::commit(connection).map_err(|error| self.db.sqlite_error(error))?;
+        match std::mem::replace(&mut self.connection, TxConnection::Ended) {
+            // Kept or undone by its group from here on, whatever happens to this call.
+            TxConnection::Sqlite {
+                connection,
+                member,
+                lite,
+            } => {
+                self.open = false;
+                lite.keep(connection, &member).await
             }
-            TxConnection::Postgres(connection) => {
-                Box::pin(connection.execute("COMMIT"))
-                    .await
-                    .map_err(|error| self.db.error(error))?;
+            TxConnection::Postgres(mut connection) => {
+                if let Err(error) = Box::pin(connection.execute("COMMIT")).await {
+                    connection.close_on_drop();
+                    return Err(self.db.error(error));
+                }
+                self.open = false;
+                Ok(())
             }
+            TxConnection::Ended => Err(StoreError::query("the transaction was already ended")),
         }
-        self.open = false;
-        Ok(())
     }
 }
 
@@ -176,8 +201,13 @@ impl Drop for Tx<'_> {
             return;
         }
         match &mut self.connection {
-            TxConnection::Sqlite(connection) => sqlite::rollback(connection),
+            TxConnection::Sqlite {
+                connection,
+                member,
+                lite,
+            } => lite.abandon(connection, member),
             TxConnection::Postgres(connection) => connection.close_on_drop(),
+            TxConnection::Ended => {}
         }
     }
 }

@@ -26,6 +26,7 @@ mod durable;
 mod errors;
 mod events;
 mod fresh;
+mod group_commit;
 mod keys;
 mod locks;
 mod messages;

@@ -254,13 +254,16 @@ impl<'p> Query<'p> {
             On::Tx(tx) => {
                 let db = tx.db;
                 match &mut tx.connection {
-                    TxConnection::Sqlite(connection) => {
+                    TxConnection::Sqlite { connection, .. } => {
                         sqlite::run(connection, self, fetch).map_err(|error| db.sqlite_error(error))
                     }
                     TxConnection::Postgres(connection) => {
                         Box::pin(postgres::run(self, fetch, &mut **connection))
                             .await
                             .map_err(|error| db.error(error))
+                    }
+                    TxConnection::Ended => {
+                        Err(StoreError::query("a statement after its transaction ended"))
                     }
                 }
             }

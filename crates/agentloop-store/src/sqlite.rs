@@ -9,6 +9,9 @@
 //! concurrency on writes; reads wait for the write in progress (microseconds) instead of
 //! running beside it. Prepared statements are cached per connection.
 //!
+//! Transactions that queue for the connection while one is open are committed together (see
+//! `group_commit`).
+//!
 //! The cost: a statement that waits (another process holding the write lock, up to
 //! `busy_timeout`; a disk that stalls) blocks its tokio worker thread while it waits.
 
@@ -19,6 +22,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
+use crate::group_commit::{Groups, Kept, Member, Waiting};
 use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
 
 /// How long a statement waits for another process's write lock before it fails with
@@ -46,12 +50,19 @@ const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 /// The connection of a SQLite store; `None` once the store is closed.
 pub(crate) struct Lite {
     connection: Mutex<Option<Connection>>,
+    /// Boxed: the engine's other variant is a pool handle of a few words.
+    groups: Box<Groups>,
     checkpointer: std::sync::Mutex<Option<Checkpointer>>,
 }
 
 impl Lite {
-    /// `checkpointer`: see [`Checkpointer::start`]; none for a memory database.
-    pub(crate) fn new(connection: Connection, checkpointer: Option<Checkpointer>) -> Self {
+    /// `checkpointer`: see [`Checkpointer::start`]; none for a memory database. `location`
+    /// names the database in errors.
+    pub(crate) fn new(
+        connection: Connection,
+        checkpointer: Option<Checkpointer>,
+        location: String,
+    ) -> Self {
         if checkpointer.is_some()
             && let Err(error) = connection.execute_batch(&format!(
                 "PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}"
@@ -61,29 +72,136 @@ impl Lite {
         }
         Self {
             connection: Mutex::new(Some(connection)),
+            groups: Box::new(Groups::new(location)),
             checkpointer: std::sync::Mutex::new(checkpointer),
         }
     }
 
-    /// The connection, once no other task uses it; `None` when the store was closed. Nothing
-    /// awaits while it is held: every statement runs synchronously.
+    /// The connection, once no other task uses it, with no transaction open on it (a group
+    /// left open is committed first); `None` when the store was closed. Nothing awaits while it
+    /// is held: every statement runs synchronously.
     pub(crate) async fn lock(&self) -> Option<MappedMutexGuard<'_, Connection>> {
-        MutexGuard::try_map(self.connection.lock().await, Option::as_mut).ok()
+        let connection = MutexGuard::try_map(self.connection.lock().await, Option::as_mut).ok()?;
+        self.groups.settle(&connection);
+        Some(connection)
+    }
+
+    /// The connection for a transaction, which joins the group open on it or begins one (see
+    /// `group_commit`); `Ok(None)` when the store was closed.
+    pub(crate) async fn join(
+        &self,
+    ) -> Result<Option<(MappedMutexGuard<'_, Connection>, Member)>, agentloop_core::StoreError>
+    {
+        let mut queued = Queued {
+            lite: self,
+            waiting: Some(self.groups.wait()),
+            got: false,
+        };
+        let connection = self.connection.lock().await;
+        queued.got = true;
+        drop(queued);
+        let Ok(connection) = MutexGuard::try_map(connection, Option::as_mut) else {
+            return Ok(None);
+        };
+        let member = self.groups.join(&connection)?;
+        Ok(Some((connection, member)))
+    }
+
+    /// Keeps the work of a transaction begun by [`Lite::join`]: once this returns `Ok`, it is
+    /// committed (with its group).
+    pub(crate) async fn keep(
+        &self,
+        connection: MappedMutexGuard<'_, Connection>,
+        member: &Member,
+    ) -> Result<(), agentloop_core::StoreError> {
+        match self.groups.keep(&connection, member) {
+            Kept::Done(result) => result,
+            Kept::HandedOn(group) => {
+                drop(connection);
+                // Those it was handed on to may have stopped waiting before it let go.
+                self.settle_if_free();
+                match tokio::time::timeout(GROUP_PATIENCE, self.groups.ended(group)).await {
+                    Ok(outcome) => outcome,
+                    // Should the group be left open after all, taking the connection ends it.
+                    Err(_) => {
+                        let again = self.lock().await;
+                        drop(again);
+                        self.groups.ended(group).await
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits a group left open when nobody waits to join it and the connection is free.
+    fn settle_if_free(&self) {
+        if !self.groups.nobody_waits() || !self.groups.is_open() {
+            return;
+        }
+        if let Ok(connection) = self.connection.try_lock()
+            && let Some(connection) = connection.as_ref()
+        {
+            self.groups.settle(connection);
+        }
+    }
+
+    /// Transactions waiting for the connection to join a group.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.groups.waiting()
+    }
+
+    /// How many groups were begun.
+    #[cfg(test)]
+    pub(crate) fn groups_begun(&self) -> u64 {
+        self.groups.begun()
+    }
+
+    /// Undoes the work of a transaction begun by [`Lite::join`] (the rest of its group goes on).
+    pub(crate) fn abandon(&self, connection: &Connection, member: &Member) {
+        self.groups.abandon(connection, member);
     }
 
     /// Closes the connection once the statement in progress is done (SQLite checkpoints the
-    /// WAL into the file as its last connection closes); later calls fail.
+    /// WAL into the file as its last connection closes); later calls fail. A group left open
+    /// is committed first.
     pub(crate) async fn close(&self) {
         if let Ok(mut checkpointer) = self.checkpointer.lock() {
             checkpointer.take();
         }
-        if let Some(connection) = self.connection.lock().await.take()
+        let mut connection = self.connection.lock().await;
+        if let Some(open) = connection.as_ref() {
+            self.groups.settle(open);
+        }
+        if let Some(connection) = connection.take()
             && let Err((_, error)) = connection.close()
         {
             tracing::warn!(%error, "closing the SQLite database failed");
         }
     }
 }
+
+/// A transaction waiting for the connection to join a group. Dropped before it got it (its task
+/// cancelled), it may have been the one a group was handed on to: the group is committed if
+/// nobody else waits and the connection is free.
+struct Queued<'l> {
+    lite: &'l Lite,
+    waiting: Option<Waiting<'l>>,
+    got: bool,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        drop(self.waiting.take());
+        if !self.got {
+            self.lite.settle_if_free();
+        }
+    }
+}
+
+/// How long a transaction that handed its group on waits for the group's end before it takes
+/// the connection to end it itself (a safety net: the group ends once nobody waits to join).
+const GROUP_PATIENCE: Duration = Duration::from_secs(2);
 
 /// A thread of its own, with a connection of its own, that copies the WAL back into the
 /// database file every 200 ms (a PASSIVE checkpoint, which never blocks the writer). SQLite
@@ -336,7 +454,7 @@ mod tests {
         let path = dir.path().join("c.db");
         let uri = format!("file:{}?mode=rwc", path.display());
         let connection = open(&Open::Uri(uri.clone())).unwrap();
-        let lite = Lite::new(connection, Checkpointer::start(&uri));
+        let lite = Lite::new(connection, Checkpointer::start(&uri), uri.clone());
         let size = || std::fs::metadata(&path).unwrap().len();
         let before = size();
         {
@@ -364,6 +482,130 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn transactions_that_wait_for_the_connection_are_committed_with_the_open_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = format!("file:{}?mode=rwc", dir.path().join("g.db").display());
+        let lite = Arc::new(Lite::new(
+            open(&Open::Uri(uri.clone())).unwrap(),
+            None,
+            uri.clone(),
+        ));
+        let reader = open(&Open::Uri(uri)).unwrap();
+        let count = || -> i64 {
+            reader
+                .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+                .unwrap()
+        };
+        lite.lock()
+            .await
+            .unwrap()
+            .execute_batch("CREATE TABLE t (a BIGINT)")
+            .unwrap();
+
+        let (connection, first) = lite.join().await.unwrap().unwrap();
+        connection.execute("INSERT INTO t VALUES (0)", []).unwrap();
+        let others: Vec<_> = (1..=3_i64)
+            .map(|a| {
+                let lite = lite.clone();
+                tokio::spawn(async move {
+                    let (connection, member) = lite.join().await.unwrap().unwrap();
+                    connection
+                        .execute("INSERT INTO t VALUES (?1)", [a])
+                        .unwrap();
+                    let group = member.group;
+                    lite.keep(connection, &member).await.map(|()| group)
+                })
+            })
+            .collect();
+        while lite.groups.waiting() < 3 {
+            tokio::task::yield_now().await;
+        }
+        let group = first.group;
+        lite.keep(connection, &first).await.unwrap();
+        assert_eq!(
+            count(),
+            4,
+            "committed once the first transaction's commit returned"
+        );
+        for other in others {
+            assert_eq!(
+                other.await.unwrap().unwrap(),
+                group,
+                "one group for all four"
+            );
+        }
+        // Nobody waits now: the next transaction commits at once, in a group of its own.
+        let (connection, next) = lite.join().await.unwrap().unwrap();
+        connection.execute("INSERT INTO t VALUES (4)", []).unwrap();
+        assert_ne!(next.group, group);
+        lite.keep(connection, &next).await.unwrap();
+        assert_eq!(count(), 5);
+    }
+
+    /// A store with a table `t`, and a second connection that sees what was committed.
+    fn grouped_store() -> (tempfile::TempDir, Lite, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = format!("file:{}?mode=rwc", dir.path().join("g.db").display());
+        let connection = open(&Open::Uri(uri.clone())).unwrap();
+        connection
+            .execute_batch("CREATE TABLE t (a BIGINT)")
+            .unwrap();
+        let lite = Lite::new(connection, None, uri.clone());
+        (dir, lite, open(&Open::Uri(uri)).unwrap())
+    }
+
+    fn committed(reader: &Connection) -> i64 {
+        reader
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    /// The group was handed on to a transaction that stopped waiting (its task cancelled)
+    /// after the first let go of the connection: the one that stopped waiting commits it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_group_handed_on_to_a_transaction_that_went_away_is_committed_at_once() {
+        let (_dir, lite, reader) = grouped_store();
+        let (connection, first) = lite.join().await.unwrap().unwrap();
+        connection.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut waiter = Box::pin(lite.join());
+        assert!(waiter.as_mut().poll(&mut context).is_pending());
+        assert_eq!(lite.groups.waiting(), 1);
+        let Kept::HandedOn(group) = lite.groups.keep(&connection, &first) else {
+            panic!("a transaction waits: the group is handed on");
+        };
+        drop(connection);
+        assert_eq!(committed(&reader), 0);
+        drop(waiter);
+        assert_eq!(committed(&reader), 1);
+        let mut ended = Box::pin(lite.groups.ended(group));
+        assert!(matches!(
+            ended.as_mut().poll(&mut context),
+            std::task::Poll::Ready(Ok(()))
+        ));
+    }
+
+    /// The same, when the waiter went away before the first let go of the connection: the first
+    /// commits it once it let go (as `Lite::keep` does).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_group_handed_on_to_nobody_is_committed_by_the_one_that_let_go() {
+        let (_dir, lite, reader) = grouped_store();
+        let (connection, first) = lite.join().await.unwrap().unwrap();
+        connection.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut waiter = Box::pin(lite.join());
+        assert!(waiter.as_mut().poll(&mut context).is_pending());
+        let Kept::HandedOn(_) = lite.groups.keep(&connection, &first) else {
+            panic!("handed on");
+        };
+        drop(waiter);
+        assert_eq!(committed(&reader), 0, "the connection was still taken");
+        drop(connection);
+        lite.settle_if_free();
+        assert_eq!(committed(&reader), 1);
     }
 
     #[test]

@@ -255,3 +255,163 @@ async fn postgres_statements_are_bounded_unless_the_url_says_otherwise() {
     store.close().await;
     schema.drop_schema().await;
 }
+
+/// A SQLite file store with a session and `runs` runs begun on it.
+async fn store_with_runs(dir: &tempfile::TempDir, runs: usize) -> (SqlStore, Uuid, Vec<Uuid>) {
+    let url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
+    let store = SqlStore::connect(&url).await.unwrap();
+    let session_id = Uuid::new_v4();
+    store
+        .create_session(&NewSession {
+            id: session_id,
+            user_id: "alice".into(),
+            title: "groups".into(),
+        })
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..runs {
+        let id = Uuid::now_v7();
+        store
+            .start_run(&NewRun {
+                id,
+                session_id,
+                user_id: "alice".into(),
+                query: "q".into(),
+                model: None,
+                save_chat: false,
+                context: serde_json::Value::Null,
+                started_at: now(),
+                owner: None,
+                traceparent: None,
+            })
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    (store, session_id, ids)
+}
+
+/// Saves `steps` at once while the store's connection is taken, so that they all wait for it,
+/// then lets it go; their results in order, and how many groups they were committed in.
+async fn saved_at_once(
+    store: &SqlStore,
+    steps: &[StepRecord],
+) -> (Vec<Result<(), StoreError>>, u64) {
+    let Engine::Sqlite(lite) = &store.db.engine else {
+        panic!("a SQLite store");
+    };
+    let held = lite.lock().await.unwrap();
+    let groups_before = lite.groups_begun();
+    let mut saves = Box::pin(futures::future::join_all(
+        steps.iter().map(|step| store.save_step(step)),
+    ));
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(saves.as_mut().poll(&mut context).is_pending());
+    assert_eq!(
+        lite.waiting(),
+        steps.len(),
+        "every step waits for the connection"
+    );
+    drop(held);
+    let results = saves.await;
+    (results, lite.groups_begun() - groups_before)
+}
+
+#[tokio::test]
+async fn steps_of_runs_saved_at_once_are_committed_together_and_fail_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, session_id, runs) = store_with_runs(&dir, 4).await;
+    // The third names a session that has no row: its message breaks a foreign key after its
+    // run's counters were written.
+    let steps: Vec<StepRecord> = runs
+        .iter()
+        .enumerate()
+        .map(|(n, &run_id)| {
+            let session = if n == 2 { Uuid::new_v4() } else { session_id };
+            StepRecord {
+                session_id,
+                ..step(session, run_id, 5, vec![format!("answer {n}")])
+            }
+        })
+        .collect();
+    let (results, groups) = saved_at_once(&store, &steps).await;
+    assert_eq!(groups, 1, "one commit for all four");
+    for (n, result) in results.iter().enumerate() {
+        let run = store.run(runs[n]).await.unwrap().unwrap();
+        if n == 2 {
+            assert!(
+                matches!(result, Err(StoreError::Query { .. })),
+                "{result:?}"
+            );
+            assert_eq!(run.iterations, 0, "its counters undone with it");
+        } else {
+            result.as_ref().unwrap();
+            assert_eq!(run.iterations, 5);
+        }
+    }
+    let texts: Vec<String> = store
+        .messages(session_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|message| message.message.content.unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["answer 0", "answer 1", "answer 3"]);
+
+    // Seen from another connection: committed, not only visible to the store's own.
+    drop(store);
+    let store = SqlStore::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("agentloop.db").display()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(store.messages(session_id).await.unwrap().len(), 3);
+}
+
+/// A full disk in one member makes SQLite roll the whole transaction back: the members before
+/// it learn that their steps were not saved, and the ones after it begin a new group.
+#[tokio::test]
+async fn a_full_disk_in_a_group_fails_the_members_it_undid_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, session_id, runs) = store_with_runs(&dir, 3).await;
+    let counters = |run_id, iterations| step(session_id, run_id, iterations, Vec::new());
+    let pause = StepRecord {
+        end: Some(RunEnd {
+            status: RunStatus::AwaitingInput,
+            answer_message_id: None,
+            failure: None,
+            finalize_reason: None,
+            finished_at: now(),
+        }),
+        // A head larger than the free pages, written by a one-row UPDATE: SQLite has no
+        // statement journal for it and rolls the whole transaction back (see the test above).
+        checkpoint: Some(agentloop_core::Checkpoint {
+            input: None,
+            head: serde_json::json!({"state": "y".repeat(64 * 1024)}).to_string(),
+            last_seq: 3,
+            turn: Vec::new(),
+        }),
+        ..step(session_id, runs[1], 1, big())
+    };
+    limit_pages(&store, Some(page_count(&store).await)).await;
+    let steps = [counters(runs[0], 7), pause, counters(runs[2], 9)];
+    let (results, groups) = saved_at_once(&store, &steps).await;
+    assert!(
+        matches!(&results[0], Err(StoreError::Unavailable { message, .. }) if message.contains("rolled back")),
+        "{:?}",
+        results[0]
+    );
+    assert!(
+        matches!(&results[1], Err(StoreError::Unavailable { message, .. }) if message.contains("full")),
+        "{:?}",
+        results[1]
+    );
+    results[2].as_ref().unwrap();
+    assert_eq!(groups, 2, "the third began a group of its own");
+    limit_pages(&store, None).await;
+    assert_eq!(store.run(runs[0]).await.unwrap().unwrap().iterations, 0);
+    assert_eq!(store.run(runs[2]).await.unwrap().unwrap().iterations, 9);
+    assert!(store.messages(session_id).await.unwrap().is_empty());
+}

@@ -206,7 +206,7 @@ impl ScriptedLlm {
         address: &str,
         record: bool,
     ) -> ScriptedLlm {
-        let listener = tokio::net::TcpListener::bind(address)
+        let listener = listen(address)
             .await
             .expect("the scripted LLM cannot bind its address");
         let address = listener
@@ -246,6 +246,25 @@ impl ScriptedLlm {
             task,
         }
     }
+}
+
+/// A listener on `address` that queues as many connections as the system allows: a bench opens
+/// thousands of LLM connections at once, and a connection refused by a full queue waits a
+/// second for its SYN to be sent again, which is the harness's delay, not the runtime's (an LLM
+/// provider's front door does not turn away a burst of a few thousand).
+async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let address = tokio::net::lookup_host(address)
+        .await?
+        .next()
+        .ok_or_else(|| std::io::Error::other("the address names no host"))?;
+    let socket = match address {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    // The kernel caps it at net.core.somaxconn (4096 on current kernels).
+    socket.listen(65_535)
 }
 
 impl Drop for ScriptedLlm {
