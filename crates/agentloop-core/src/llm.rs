@@ -106,6 +106,10 @@ pub enum LlmError {
          OPENAI_BASE_URL environment variable) at a running OpenAI-compatible server"
     )]
     ConnectionLost { url: String, detail: String },
+    /// agentloop could not open a connection for lack of its own resources (file descriptors,
+    /// local ports): the server may be fine; `detail` says what to raise.
+    #[error("cannot open a connection to the LLM at {url}: {detail}")]
+    NoConnection { url: String, detail: String },
     /// `key_env` is the variable the key was looked for in (`llm.api_key_env`, else the
     /// provider's own: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`); `base_url_env` the variable
     /// that overrides `llm.base_url` (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`).
@@ -192,6 +196,7 @@ impl LlmError {
             LlmError::RateLimited { .. }
                 | LlmError::Server { .. }
                 | LlmError::ConnectionLost { .. }
+                | LlmError::NoConnection { .. }
                 | LlmError::CutReply { .. }
         )
     }
@@ -202,6 +207,7 @@ impl LlmError {
             // A client that cannot be configured reaches no LLM.
             LlmError::Unreachable { .. }
             | LlmError::ConnectionLost { .. }
+            | LlmError::NoConnection { .. }
             | LlmError::InvalidConfig(_) => ErrorCode::LlmUnreachable,
             LlmError::MissingApiKey { .. } => ErrorCode::LlmMissingApiKey,
             LlmError::Unauthorized { .. } => ErrorCode::LlmUnauthorized,
@@ -241,6 +247,10 @@ mod tests {
                 detail: detail.clone(),
             },
             LlmError::CutReply {
+                url: url.clone(),
+                detail: detail.clone(),
+            },
+            LlmError::NoConnection {
                 url: url.clone(),
                 detail: detail.clone(),
             },

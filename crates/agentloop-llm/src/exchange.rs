@@ -58,6 +58,9 @@ pub(crate) enum AttemptError {
     },
     /// The connection broke before an answer came (reset, closed before the status line).
     Connection { detail: String },
+    /// No connection could be opened for lack of this process's resources (see
+    /// `short_of_resources`).
+    NoConnection { detail: String },
     /// The answer began, then its body broke off (a stream cut mid-delta, a body shorter than
     /// its `Content-Length`) before any text was shown: the server was reached.
     Cut { detail: String },
@@ -94,6 +97,14 @@ impl AttemptError {
                 _ => LlmError::Rejected { status, message },
             },
             AttemptError::Connection { detail } => LlmError::ConnectionLost {
+                url: url.to_owned(),
+                detail: if retries == 0 {
+                    detail
+                } else {
+                    format!("{detail}; still failing after {retries} retries")
+                },
+            },
+            AttemptError::NoConnection { detail } => LlmError::NoConnection {
                 url: url.to_owned(),
                 detail: if retries == 0 {
                     detail
@@ -176,8 +187,15 @@ pub(crate) async fn exchange<D: Dialect>(
 }
 
 /// Connection refused and DNS failures mean a wrong `base_url` or a server that is not
-/// running: retrying only delays telling the user.
+/// running: retrying only delays telling the user. A connection this process could not open for
+/// lack of its own resources (file descriptors, local ports, buffers) says nothing about the
+/// server, and may open once other calls let theirs go: it is tried again, and told as such.
 fn send_error(url: &str, error: &reqwest::Error) -> AttemptError {
+    if let Some(advice) = short_of_resources(error) {
+        return AttemptError::NoConnection {
+            detail: format!("{} ({advice})", root_cause(error)),
+        };
+    }
     if error.is_connect() || error.is_builder() {
         AttemptError::Done(LlmError::Unreachable {
             url: url.to_owned(),
@@ -309,6 +327,33 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 /// reqwest's own message is generic ("error sending request"); the cause is in its sources.
 /// The innermost cause alone ("Connection refused (os error 111)"): the layers above it are
 /// reqwest and hyper internals that tell a user nothing more.
+/// What to do when a connection could not be opened for lack of this process's or this machine's
+/// resources; `None` for any other failure.
+fn short_of_resources(error: &(dyn StdError + 'static)) -> Option<&'static str> {
+    // The same numbers on Linux, the BSDs and macOS.
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if matches!(io.raw_os_error(), Some(EMFILE | ENFILE)) {
+                return Some(
+                    "agentloop has as many connections and files open as it may: raise its limit \
+                     of open files (`ulimit -n`, systemd's LimitNOFILE) or run fewer runs at once",
+                );
+            }
+            if io.kind() == std::io::ErrorKind::AddrNotAvailable {
+                return Some(
+                    "no local port is free for a new connection (too many opened and closed in a \
+                     short time): run fewer runs at once, or widen net.ipv4.ip_local_port_range",
+                );
+            }
+        }
+        cause = error.source();
+    }
+    None
+}
+
 fn root_cause(error: &dyn StdError) -> String {
     let mut cause = error;
     while let Some(source) = cause.source() {
@@ -328,5 +373,42 @@ pub(crate) fn error_chain(error: &dyn StdError) -> String {
         error.to_string()
     } else {
         parts.join(": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error caused by `cause`, as hyper's connect error wraps the socket's.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("tcp connect error")
+        }
+    }
+
+    impl StdError for Wrapped {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_connection_refused_for_lack_of_file_descriptors_is_told_as_such() {
+        let error = Wrapped(std::io::Error::from_raw_os_error(24));
+        let advice = short_of_resources(&error).expect("EMFILE is a shortage");
+        assert!(advice.contains("ulimit -n"), "{advice}");
+        let ports = Wrapped(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable));
+        assert!(short_of_resources(&ports).unwrap().contains("port"));
+    }
+
+    #[test]
+    fn a_server_that_refuses_is_no_shortage() {
+        let refused = Wrapped(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(short_of_resources(&refused), None);
+        assert_eq!(short_of_resources(&std::fmt::Error), None);
     }
 }

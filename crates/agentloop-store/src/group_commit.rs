@@ -188,6 +188,7 @@ impl Groups {
         {
             let error = self.error(error);
             self.undo(&mut book, connection, member);
+            self.go_on_without(&mut book, connection);
             return Kept::Done(Err(error));
         }
         if let Some(lost) = self.lost(&mut book, connection) {
@@ -211,13 +212,19 @@ impl Groups {
     pub(crate) fn abandon(&self, connection: &Connection, member: &Member) {
         let mut book = self.book();
         self.undo(&mut book, connection, member);
-        if self.lost(&mut book, connection).is_some() {
+        self.go_on_without(&mut book, connection);
+    }
+
+    /// After a member's work was undone: the rest of its group, if any, is left open for the
+    /// transactions waiting, or committed.
+    fn go_on_without(&self, book: &mut Book, connection: &Connection) {
+        if self.lost(book, connection).is_some() {
             return;
         }
         let waiting = !self.nobody_waits();
         if let Some(open) = &book.open
             && !(waiting && open.members < MOST_MEMBERS)
-            && let Err(error) = self.commit(&mut book, connection)
+            && let Err(error) = self.commit(book, connection)
         {
             tracing::debug!(%error, "committing the rest of a group failed");
         }
