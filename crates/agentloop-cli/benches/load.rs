@@ -24,8 +24,9 @@
 //! for the CPU and latency of one run without contention; `--store memory` keeps the store in
 //! `sqlite::memory:`; `--model NAME` names another model in the config (the server then counts
 //! tokens with its tokenizer: tiktoken for OpenAI's); `--threads N` sets `server.threads` (0,
-//! the default: the runtime's shared threads; N: threads of their own). The work of issue
-//! 14's table:
+//! the default: the runtime's shared threads; N: threads of their own); `--pg-setting
+//! NAME=VALUE` (repeated) sets a PostgreSQL setting on the server's connections, through the
+//! store URL's `options` (`--pg-setting synchronous_commit=off`). The work of issue 14's table:
 //!
 //! ```sh
 //! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 0 \
@@ -139,6 +140,9 @@ struct Options {
     /// `server.threads` (`--threads N`): 0 serves on the runtime's shared threads, N on N
     /// threads of their own.
     threads: usize,
+    /// PostgreSQL settings for the server's connections (`--pg-setting NAME=VALUE`, repeated),
+    /// given in the store URL's `options`: `synchronous_commit=off`, say.
+    pg_settings: Vec<String>,
 }
 
 /// What one run of the bench does: `tool_calls` LLM calls that each ask for one tool call, then
@@ -176,6 +180,7 @@ fn options() -> Options {
             sequential: false,
             model: "scripted".into(),
             threads: 0,
+            pg_settings: Vec::new(),
         }
     } else {
         // Under `cargo test`: the performance issue's work (2 tool calls, JSON answers, the
@@ -195,6 +200,7 @@ fn options() -> Options {
             sequential: false,
             model: "scripted".into(),
             threads: 0,
+            pg_settings: Vec::new(),
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
@@ -239,6 +245,7 @@ fn options() -> Options {
             "--sequential" => options.sequential = true,
             "--model" => options.model = value(),
             "--threads" => options.threads = value().parse().expect("--threads takes a count"),
+            "--pg-setting" => options.pg_settings.push(value()),
             "--memory" => measure_memory = true,
             "--answer-bytes" => {
                 memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
@@ -267,7 +274,7 @@ fn options() -> Options {
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
                  sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential \
-                 --threads N, \
+                 --threads N --pg-setting NAME=VALUE, \
                  or --memory [--runs N] [--answer-bytes B] [--slow-readers S], or --soak \
                  SECONDS [--concurrency C], or --chaos [--runs M] [--kill-every-s S] \
                  [--latency-ms L] [--concurrency C]"
@@ -854,7 +861,13 @@ async fn main() {
             let schema = TestSchema::try_create()
                 .await
                 .unwrap_or_else(|message| panic!("{message}"));
-            (schema.url().to_string(), Some(schema))
+            // libpq's `options`, which the schema's URL already has: `-c NAME=VALUE` added.
+            let settings: String = options
+                .pg_settings
+                .iter()
+                .map(|setting| format!("%20-c%20{}", setting.replace('=', "%3D")))
+                .collect();
+            (format!("{}{settings}", schema.url()), Some(schema))
         }
     };
     let most_runs = options.waves.iter().copied().max().unwrap_or(1);
