@@ -158,6 +158,9 @@ impl Groups {
     /// Joins the group open on `connection`, or begins one.
     pub(crate) fn join(&self, connection: &Connection) -> Result<Member, StoreError> {
         let mut book = self.book();
+        // A savepoint outside a transaction would begin one, and the lost group's members would
+        // be told it was committed.
+        self.lost(&mut book, connection);
         if let Some(open) = &mut book.open {
             execute(connection, "SAVEPOINT member").map_err(|error| self.error(error))?;
             open.members += 1;
@@ -504,6 +507,31 @@ mod tests {
         groups.settle(&writer);
         assert_eq!(rows(&reader, "t"), [1]);
         assert!(groups.outcome(group).is_ok());
+    }
+
+    #[test]
+    fn a_group_rolled_back_behind_its_back_is_failed_not_joined() {
+        let (_dir, writer, reader) = database();
+        let groups = Groups::new("g.db".into());
+        let first = groups.join(&writer).unwrap();
+        insert(&writer, 1);
+        let kept = {
+            let _another = groups.wait();
+            groups.keep(&writer, &first)
+        };
+        let Kept::HandedOn(group) = kept else {
+            panic!("handed on");
+        };
+        // What SQLite does by itself after some errors.
+        writer.execute_batch("ROLLBACK").unwrap();
+        let next = groups.join(&writer).unwrap();
+        assert!(!next.joined, "a new group, begun with BEGIN");
+        assert_ne!(next.group, group);
+        let lost = groups.outcome(group).unwrap_err();
+        assert!(lost.message().contains("rolled back"), "{lost}");
+        insert(&writer, 2);
+        assert!(matches!(groups.keep(&writer, &next), Kept::Done(Ok(()))));
+        assert_eq!(rows(&reader, "t"), [2]);
     }
 
     #[test]
