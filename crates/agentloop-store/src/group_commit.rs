@@ -52,6 +52,8 @@ struct Book {
     open: Option<Open>,
     /// The number of the last group begun.
     begun: u64,
+    /// Transactions that joined a group begun by another.
+    joined: u64,
     failed: Vec<Failure>,
 }
 
@@ -144,6 +146,12 @@ impl Groups {
         self.book().begun
     }
 
+    /// How many transactions there were, and how many groups (commits) they made.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        let book = self.book();
+        (book.begun + book.joined, book.begun)
+    }
+
     fn book(&self) -> MutexGuard<'_, Book> {
         // Nothing panics while the book is held; a poisoned one is still consistent.
         self.book
@@ -164,8 +172,10 @@ impl Groups {
         if let Some(open) = &mut book.open {
             execute(connection, "SAVEPOINT member").map_err(|error| self.error(error))?;
             open.members += 1;
+            let group = open.number;
+            book.joined += 1;
             return Ok(Member {
-                group: open.number,
+                group,
                 joined: true,
             });
         }
@@ -411,6 +421,7 @@ mod tests {
         assert!(matches!(groups.keep(&writer, &second), Kept::Done(Ok(()))));
         assert_eq!(rows(&reader, "t"), [1, 2], "one commit for both");
         assert!(groups.outcome(group).is_ok());
+        assert_eq!(groups.counts(), (2, 1), "two transactions, one group");
     }
 
     #[test]

@@ -173,6 +173,12 @@ impl Lite {
         if let Some(open) = connection.as_ref() {
             self.groups.settle(open);
         }
+        let (transactions, groups) = self.groups.counts();
+        tracing::debug!(
+            transactions,
+            groups,
+            "SQLite transactions and the groups they were committed in"
+        );
         if let Some(connection) = connection.take()
             && let Err((_, error)) = connection.close()
         {
