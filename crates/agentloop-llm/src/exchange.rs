@@ -98,27 +98,15 @@ impl AttemptError {
             },
             AttemptError::Connection { detail } => LlmError::ConnectionLost {
                 url: url.to_owned(),
-                detail: if retries == 0 {
-                    detail
-                } else {
-                    format!("{detail}; still failing after {retries} retries")
-                },
+                detail: after_retries(detail, "failing", retries),
             },
             AttemptError::NoConnection { detail } => LlmError::NoConnection {
                 url: url.to_owned(),
-                detail: if retries == 0 {
-                    detail
-                } else {
-                    format!("{detail}; still failing after {retries} retries")
-                },
+                detail: after_retries(detail, "failing", retries),
             },
             AttemptError::Cut { detail } => LlmError::CutReply {
                 url: url.to_owned(),
-                detail: if retries == 0 {
-                    detail
-                } else {
-                    format!("{detail}; still cut after {retries} retries")
-                },
+                detail: after_retries(detail, "cut", retries),
             },
             AttemptError::Done(error) => error,
         }
@@ -183,6 +171,15 @@ pub(crate) async fn exchange<D: Dialect>(
         read_stream(dialect.folder(), response, url, on_text, shown).await
     } else {
         read_body(dialect, response, endpoint, on_text, shown).await
+    }
+}
+
+/// `detail`, and how many retries it survived (`still`: what it still was) when there were any.
+fn after_retries(detail: String, still: &str, retries: u32) -> String {
+    if retries == 0 {
+        detail
+    } else {
+        format!("{detail}; still {still} after {retries} retries")
     }
 }
 
