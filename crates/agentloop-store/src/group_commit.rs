@@ -380,6 +380,19 @@ mod tests {
             .unwrap()
     }
 
+    /// Begins a group whose first member does `work` and hands it on (a transaction waits when
+    /// it is done); the group's number.
+    fn handed_on(groups: &Groups, writer: &Connection, work: impl FnOnce(&Connection)) -> u64 {
+        let first = groups.join(writer).unwrap();
+        assert!(!first.joined);
+        work(writer);
+        let _another = groups.wait();
+        let Kept::HandedOn(group) = groups.keep(writer, &first) else {
+            panic!("a transaction waits: the group must be handed on");
+        };
+        group
+    }
+
     fn insert(connection: &Connection, a: i64) {
         connection
             .execute("INSERT INTO t (a) VALUES (?1)", [a])
@@ -404,15 +417,7 @@ mod tests {
     fn a_group_handed_on_is_committed_by_its_last_member_for_all() {
         let (_dir, writer, reader) = database();
         let groups = Groups::new("g.db".into());
-        let first = groups.join(&writer).unwrap();
-        insert(&writer, 1);
-        let kept = {
-            let _another = groups.wait();
-            groups.keep(&writer, &first)
-        };
-        let Kept::HandedOn(group) = kept else {
-            panic!("a transaction waits: the group must be handed on");
-        };
+        let group = handed_on(&groups, &writer, |writer| insert(writer, 1));
         assert!(rows(&reader, "t").is_empty(), "nothing committed yet");
         let second = groups.join(&writer).unwrap();
         assert!(second.joined);
@@ -451,15 +456,7 @@ mod tests {
     fn a_failing_member_with_nobody_waiting_commits_the_rest_of_its_group() {
         let (_dir, writer, reader) = database();
         let groups = Groups::new("g.db".into());
-        let first = groups.join(&writer).unwrap();
-        insert(&writer, 1);
-        let kept = {
-            let _another = groups.wait();
-            groups.keep(&writer, &first)
-        };
-        let Kept::HandedOn(group) = kept else {
-            panic!("handed on");
-        };
+        let group = handed_on(&groups, &writer, |writer| insert(writer, 1));
         let failing = groups.join(&writer).unwrap();
         insert(&writer, 2);
         groups.abandon(&writer, &failing);
@@ -472,18 +469,12 @@ mod tests {
     fn a_group_whose_commit_fails_fails_every_member_and_saves_nothing() {
         let (_dir, writer, reader) = database();
         let groups = Groups::new("g.db".into());
-        let first = groups.join(&writer).unwrap();
         // A reference checked at COMMIT only: the group's commit fails.
-        writer
-            .execute_batch("INSERT INTO c (p) VALUES (99)")
-            .unwrap();
-        let kept = {
-            let _another = groups.wait();
-            groups.keep(&writer, &first)
-        };
-        let Kept::HandedOn(group) = kept else {
-            panic!("handed on");
-        };
+        let group = handed_on(&groups, &writer, |writer| {
+            writer
+                .execute_batch("INSERT INTO c (p) VALUES (99)")
+                .unwrap();
+        });
         let second = groups.join(&writer).unwrap();
         writer
             .execute_batch("INSERT INTO p (id) VALUES (1)")
@@ -504,16 +495,8 @@ mod tests {
     fn the_connection_taken_without_joining_commits_the_group_left_open() {
         let (_dir, writer, reader) = database();
         let groups = Groups::new("g.db".into());
-        let first = groups.join(&writer).unwrap();
-        insert(&writer, 1);
         // The transaction that waited went away (its task cancelled): nobody joins.
-        let kept = {
-            let _gone = groups.wait();
-            groups.keep(&writer, &first)
-        };
-        let Kept::HandedOn(group) = kept else {
-            panic!("handed on");
-        };
+        let group = handed_on(&groups, &writer, |writer| insert(writer, 1));
         assert!(rows(&reader, "t").is_empty());
         groups.settle(&writer);
         assert_eq!(rows(&reader, "t"), [1]);
@@ -524,15 +507,7 @@ mod tests {
     fn a_group_rolled_back_behind_its_back_is_failed_not_joined() {
         let (_dir, writer, reader) = database();
         let groups = Groups::new("g.db".into());
-        let first = groups.join(&writer).unwrap();
-        insert(&writer, 1);
-        let kept = {
-            let _another = groups.wait();
-            groups.keep(&writer, &first)
-        };
-        let Kept::HandedOn(group) = kept else {
-            panic!("handed on");
-        };
+        let group = handed_on(&groups, &writer, |writer| insert(writer, 1));
         // What SQLite does by itself after some errors.
         writer.execute_batch("ROLLBACK").unwrap();
         let next = groups.join(&writer).unwrap();

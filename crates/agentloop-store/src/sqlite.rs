@@ -492,24 +492,9 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn transactions_that_wait_for_the_connection_are_committed_with_the_open_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = format!("file:{}?mode=rwc", dir.path().join("g.db").display());
-        let lite = Arc::new(Lite::new(
-            open(&Open::Uri(uri.clone())).unwrap(),
-            None,
-            uri.clone(),
-        ));
-        let reader = open(&Open::Uri(uri)).unwrap();
-        let count = || -> i64 {
-            reader
-                .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
-                .unwrap()
-        };
-        lite.lock()
-            .await
-            .unwrap()
-            .execute_batch("CREATE TABLE t (a BIGINT)")
-            .unwrap();
+        let (_dir, lite, reader) = grouped_store();
+        let lite = Arc::new(lite);
+        let count = || committed(&reader);
 
         let (connection, first) = lite.join().await.unwrap().unwrap();
         connection.execute("INSERT INTO t VALUES (0)", []).unwrap();

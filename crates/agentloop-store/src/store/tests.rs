@@ -84,51 +84,70 @@ fn step(session_id: Uuid, run_id: Uuid, iterations: u32, texts: Vec<String>) -> 
     }
 }
 
-#[tokio::test]
-async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
-    let store = SqlStore::connect(&url).await.unwrap();
+/// A session of alice's in `store`.
+async fn new_session(store: &SqlStore, title: &str) -> Uuid {
     let session_id = Uuid::new_v4();
     store
         .create_session(&NewSession {
             id: session_id,
             user_id: "alice".into(),
-            title: "disk".into(),
+            title: title.into(),
         })
         .await
         .unwrap();
-    let run_id = Uuid::new_v4();
-    store
-        .start_run(&NewRun {
-            id: run_id,
-            session_id,
-            user_id: "alice".into(),
-            query: "q".into(),
-            model: None,
-            save_chat: true,
-            context: serde_json::Value::Null,
-            started_at: now(),
-            owner: None,
-            traceparent: None,
-        })
-        .await
-        .unwrap();
+    session_id
+}
 
-    // The disk is full: a step that needs new pages fails in the middle of its transaction. The
-    // pause's one-row UPDATE of the run has no statement journal, so SQLite rolls the whole
-    // transaction back by itself, as it does after a disk I/O error.
-    limit_pages(&store, Some(page_count(&store).await)).await;
-    let pause = RunEnd {
+/// A run of alice's on `session_id`.
+fn new_run(id: Uuid, session_id: Uuid) -> NewRun {
+    NewRun {
+        id,
+        session_id,
+        user_id: "alice".into(),
+        query: "q".into(),
+        model: None,
+        save_chat: true,
+        context: serde_json::Value::Null,
+        started_at: now(),
+        owner: None,
+        traceparent: None,
+    }
+}
+
+/// The end of a step that pauses its run.
+fn paused() -> RunEnd {
+    RunEnd {
         status: RunStatus::AwaitingInput,
         answer_message_id: None,
         failure: None,
         finalize_reason: None,
         finished_at: now(),
-    };
+    }
+}
+
+/// A checkpoint's head larger than the pages a full disk leaves, written by a one-row UPDATE of
+/// the run: SQLite has no statement journal for it and rolls the whole transaction back by
+/// itself, as it does after a disk I/O error.
+fn head_too_big() -> String {
+    serde_json::json!({"state": "y".repeat(64 * 1024)}).to_string()
+}
+
+#[tokio::test]
+async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
+    let store = SqlStore::connect(&url).await.unwrap();
+    let session_id = new_session(&store, "disk").await;
+    let run_id = Uuid::new_v4();
+    store.start_run(&new_run(run_id, session_id)).await.unwrap();
+
+    // The disk is full: a step that needs new pages fails in the middle of its transaction, and
+    // SQLite rolls the whole transaction back (see `head_too_big`).
+    limit_pages(&store, Some(page_count(&store).await)).await;
+    let pause = paused();
     let checkpoint = agentloop_core::Checkpoint {
         input: Some(serde_json::json!({"history": []})),
-        head: serde_json::json!({"state": "y".repeat(64 * 1024)}).to_string(),
+        head: head_too_big(),
         last_seq: 3,
         turn: Vec::new(),
     };
@@ -179,27 +198,8 @@ async fn a_full_disk_mid_transaction_does_not_poison_later_steps() {
 #[tokio::test]
 async fn a_failed_transaction_on_a_memory_database_is_rolled_back_before_the_next_use() {
     let store = SqlStore::connect("sqlite::memory:").await.unwrap();
-    let session_id = Uuid::new_v4();
-    store
-        .create_session(&NewSession {
-            id: session_id,
-            user_id: "alice".into(),
-            title: "memory".into(),
-        })
-        .await
-        .unwrap();
-    let run = |id| NewRun {
-        id,
-        session_id,
-        user_id: "alice".into(),
-        query: "q".into(),
-        model: None,
-        save_chat: true,
-        context: serde_json::Value::Null,
-        started_at: now(),
-        owner: None,
-        traceparent: None,
-    };
+    let session_id = new_session(&store, "memory").await;
+    let run = |id| new_run(id, session_id);
     let run_id = Uuid::new_v4();
     store.start_run(&run(run_id)).await.unwrap();
 
@@ -260,33 +260,11 @@ async fn postgres_statements_are_bounded_unless_the_url_says_otherwise() {
 async fn store_with_runs(dir: &tempfile::TempDir, runs: usize) -> (SqlStore, Uuid, Vec<Uuid>) {
     let url = format!("sqlite://{}", dir.path().join("agentloop.db").display());
     let store = SqlStore::connect(&url).await.unwrap();
-    let session_id = Uuid::new_v4();
-    store
-        .create_session(&NewSession {
-            id: session_id,
-            user_id: "alice".into(),
-            title: "groups".into(),
-        })
-        .await
-        .unwrap();
+    let session_id = new_session(&store, "groups").await;
     let mut ids = Vec::new();
     for _ in 0..runs {
         let id = Uuid::now_v7();
-        store
-            .start_run(&NewRun {
-                id,
-                session_id,
-                user_id: "alice".into(),
-                query: "q".into(),
-                model: None,
-                save_chat: false,
-                context: serde_json::Value::Null,
-                started_at: now(),
-                owner: None,
-                traceparent: None,
-            })
-            .await
-            .unwrap();
+        store.start_run(&new_run(id, session_id)).await.unwrap();
         ids.push(id);
     }
     (store, session_id, ids)
@@ -378,18 +356,10 @@ async fn a_full_disk_in_a_group_fails_the_members_it_undid_and_no_others() {
     let (store, session_id, runs) = store_with_runs(&dir, 3).await;
     let counters = |run_id, iterations| step(session_id, run_id, iterations, Vec::new());
     let pause = StepRecord {
-        end: Some(RunEnd {
-            status: RunStatus::AwaitingInput,
-            answer_message_id: None,
-            failure: None,
-            finalize_reason: None,
-            finished_at: now(),
-        }),
-        // A head larger than the free pages, written by a one-row UPDATE: SQLite has no
-        // statement journal for it and rolls the whole transaction back (see the test above).
+        end: Some(paused()),
         checkpoint: Some(agentloop_core::Checkpoint {
             input: None,
-            head: serde_json::json!({"state": "y".repeat(64 * 1024)}).to_string(),
+            head: head_too_big(),
             last_seq: 3,
             turn: Vec::new(),
         }),
