@@ -439,3 +439,42 @@ async fn a_line_typed_while_the_run_works_steers_it() {
     assert_eq!(last.last().unwrap()["role"], "user");
     assert_eq!(last.last().unwrap()["content"], "only the open ones");
 }
+
+/// Under a limit of open files too low for one more connection, the LLM call fails saying which
+/// limit to raise, never that the LLM is unreachable at a wrong `base_url`. The limit at which
+/// the connection is the first thing to fail depends on how many files the process opened
+/// before (its runtime, its store, the MCP server's pipes): every limit from ample to too low
+/// for the process to start is tried.
+#[tokio::test]
+async fn a_connection_refused_for_want_of_open_files_says_which_limit_to_raise() {
+    let llm = ScriptedLlm::start((0..60).map(|_| Reply::text("Fine.")).collect::<Vec<_>>()).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &llm.base_url(), "");
+    let mut told = Vec::new();
+    for limit in (6..=60).rev() {
+        let mut shell = std::process::Command::new("sh");
+        common::clean_env(&mut shell);
+        shell
+            .current_dir(dir.path())
+            .arg("-c")
+            .arg(format!("ulimit -n {limit} && exec \"$0\" run hi"))
+            .arg(env!("CARGO_BIN_EXE_agentloop"));
+        let output = tokio::task::spawn_blocking(move || shell.output().unwrap())
+            .await
+            .unwrap();
+        let error = stderr(&output);
+        if error.contains("Too many open files") && error.contains("LLM") {
+            assert!(
+                error.contains("cannot open a connection to the LLM")
+                    && error.contains("ulimit -n")
+                    && !error.contains("llm.base_url"),
+                "limit {limit}: {error}"
+            );
+            told.push(limit);
+        }
+    }
+    assert!(
+        !told.is_empty(),
+        "no limit made the LLM's connection the one to fail"
+    );
+}

@@ -15,6 +15,12 @@ pub mod frontends;
 pub fn command(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
     command.current_dir(dir);
+    clean_env(&mut command);
+    command
+}
+
+/// Leaves out of `command`'s environment what would configure agentloop.
+pub fn clean_env(command: &mut Command) {
     for name in [
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
@@ -24,7 +30,6 @@ pub fn command(dir: &Path) -> Command {
     ] {
         command.env_remove(name);
     }
-    command
 }
 
 /// Runs `agentloop ARGS` in `dir` to its end (off the async runtime, which serves the test's
