@@ -10,6 +10,7 @@ mod auth;
 mod body;
 mod chat;
 mod config;
+mod connections;
 mod conversation;
 mod daily;
 mod durable;
@@ -176,9 +177,8 @@ pub async fn serve(
     let runs = state.runs.clone();
     let grace = state.config.shutdown_grace();
     let threads = state.config.threads;
-    // Routes made once, then shared: `axum::serve` given the router itself rebuilds every route
-    // for each connection (some 20 boxed services, ~10 KiB per connection).
-    let app = router(state).with_state(()).into_make_service();
+    // Routes made once, then shared by the connections (a clone of the router is a reference).
+    let app = router(state).with_state(());
     let mut http = serving::Serving::start(listener, app, threads)?;
     let stop_accepting = http.stop_accepting();
     // Connections (SSE streams included) end as their runs end; the runs get `grace`, and the

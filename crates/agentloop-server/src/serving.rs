@@ -21,7 +21,7 @@
 
 use std::{io, net::TcpListener as StdListener};
 
-use axum::{Router, routing::IntoMakeService};
+use axum::Router;
 use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::{net::TcpListener, sync::oneshot};
 use tokio_util::sync::CancellationToken;
@@ -45,11 +45,7 @@ enum Loop {
 impl Serving {
     /// Serves `app` on `listener`: on the caller's runtime when `threads` is 0, else on that
     /// many threads of their own.
-    pub(crate) fn start(
-        listener: TcpListener,
-        app: IntoMakeService<Router>,
-        threads: usize,
-    ) -> io::Result<Serving> {
+    pub(crate) fn start(listener: TcpListener, app: Router, threads: usize) -> io::Result<Serving> {
         let mut serving = Serving {
             stop_accepting: CancellationToken::new(),
             exit: CancellationToken::new(),
@@ -76,7 +72,7 @@ impl Serving {
     }
 
     /// An accept loop on `listener`, whose end [`Serving::served`] waits for.
-    fn accept_loop(&mut self, listener: Listener, app: IntoMakeService<Router>) -> AcceptLoop {
+    fn accept_loop(&mut self, listener: Listener, app: Router) -> AcceptLoop {
         let (served, on_served) = oneshot::channel();
         self.served.push(on_served);
         AcceptLoop {
@@ -157,7 +153,7 @@ enum Listener {
 /// One accept loop and what it owns.
 struct AcceptLoop {
     listener: Listener,
-    app: IntoMakeService<Router>,
+    app: Router,
     stop_accepting: CancellationToken,
     exit: CancellationToken,
     served: oneshot::Sender<io::Result<()>>,
@@ -180,9 +176,7 @@ impl AcceptLoop {
                     TcpListener::from_std(listener)?
                 }
             };
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop_accepting.cancelled_owned())
-                .await
+            crate::connections::serve(listener, app, stop_accepting).await
         };
         let result = tokio::select! {
             result = accepted => result,
@@ -204,20 +198,18 @@ mod tests {
     use super::*;
 
     /// Answers with the name of the thread that ran the handler, after `?ms=` milliseconds.
-    fn app() -> IntoMakeService<Router> {
-        Router::new()
-            .route(
-                "/thread",
-                get(|query: axum::extract::RawQuery| async move {
-                    let ms = query
-                        .0
-                        .and_then(|q| q.strip_prefix("ms=").and_then(|ms| ms.parse().ok()))
-                        .unwrap_or(0);
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    std::thread::current().name().unwrap_or("").to_string()
-                }),
-            )
-            .into_make_service()
+    fn app() -> Router {
+        Router::new().route(
+            "/thread",
+            get(|query: axum::extract::RawQuery| async move {
+                let ms = query
+                    .0
+                    .and_then(|q| q.strip_prefix("ms=").and_then(|ms| ms.parse().ok()))
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                std::thread::current().name().unwrap_or("").to_string()
+            }),
+        )
     }
 
     async fn listener() -> (TcpListener, String) {
@@ -285,5 +277,29 @@ mod tests {
             "no connection is accepted once stopped"
         );
         threads.exit().await;
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stops_writing_after_its_request_still_gets_the_answer() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (listener, url) = listener().await;
+        let serving = Serving::start(listener, app(), 0).unwrap();
+        let address = url.trim_start_matches("http://");
+        let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+        client
+            .write_all(b"GET /thread?ms=100 HTTP/1.1\r\nhost: agentloop\r\n\r\n")
+            .await
+            .unwrap();
+        // Half-closed: the request is all sent, and the client waits for its answer.
+        client.shutdown().await.unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_string(&mut answer))
+            .await
+            .expect("answered in time")
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        let caller = std::thread::current().name().unwrap_or("").to_string();
+        assert!(answer.ends_with(&caller), "{answer}");
+        serving.exit().await;
     }
 }

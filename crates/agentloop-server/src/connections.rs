@@ -1,0 +1,73 @@
+//! Accepting connections and serving HTTP/1.1 on each: hyper's own connection, configured for
+//! a server whose requests wait on runs (what `axum::serve` does, with the settings it does not
+//! expose).
+//!
+//! A connection whose request is being answered does not read from its socket until the
+//! answer is written (hyper's `half_close`). `axum::serve` had hyper read it, to notice a client
+//! that hung up mid-request, and each such read took a read buffer of its own (8 KiB per
+//! connection while its run works: the request's buffer is still held by the request). Runs
+//! outlive their connection anyway (a client that hangs up loses nothing and follows again), so
+//! nothing waits on that notice: an answer to a client that left fails when it is written, and
+//! a stream of events at its next event or keep-alive comment.
+
+use std::{io, time::Duration};
+
+use axum::Router;
+use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// How long accepting waits after an error that is not the client's (out of open files): the
+/// connections in progress may close some meanwhile.
+const AFTER_ACCEPT_ERROR: Duration = Duration::from_secs(1);
+
+/// Serves `app` on connections from `listener` until `stop_accepting` is cancelled; then waits
+/// for the open connections to finish their requests in progress and close.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    stop_accepting: CancellationToken,
+) -> io::Result<()> {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.half_close(true);
+    let open = GracefulShutdown::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop_accepting.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                after_accept_error(error).await;
+                continue;
+            }
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let connection = http.serve_connection(TokioIo::new(stream), service);
+        let connection = open.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::trace!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    open.shutdown().await;
+    Ok(())
+}
+
+/// A client's failed connection is skipped; anything else (out of open files) is logged, and
+/// accepting waits a moment before it tries again.
+async fn after_accept_error(error: io::Error) {
+    if matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(%error, "cannot accept a connection; trying again in a second");
+    tokio::time::sleep(AFTER_ACCEPT_ERROR).await;
+}
