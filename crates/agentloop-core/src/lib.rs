@@ -31,6 +31,7 @@ pub mod machine;
 mod names;
 mod policy;
 mod registry;
+mod resources;
 mod session_resume;
 mod session_run;
 mod settings;
@@ -71,6 +72,7 @@ pub use policy::{
     WorkflowSettings,
 };
 pub use registry::{SourceLeftOut, ToolRegistry};
+pub use resources::short_of_resources;
 pub use session_resume::{CorruptRun, ResumeError, Resumed};
 pub use session_run::{BegunRun, StartError};
 pub use settings::{

@@ -5,7 +5,7 @@
 use std::error::Error as StdError;
 use std::time::{Duration, Instant, SystemTime};
 
-use agentloop_core::{LlmError, ModelReply, TextSink};
+use agentloop_core::{LlmError, ModelReply, TextSink, short_of_resources};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
@@ -324,33 +324,6 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 /// reqwest's own message is generic ("error sending request"); the cause is in its sources.
 /// The innermost cause alone ("Connection refused (os error 111)"): the layers above it are
 /// reqwest and hyper internals that tell a user nothing more.
-/// What to do when a connection could not be opened for lack of this process's or this machine's
-/// resources; `None` for any other failure.
-fn short_of_resources(error: &(dyn StdError + 'static)) -> Option<&'static str> {
-    // The same numbers on Linux, the BSDs and macOS.
-    const ENFILE: i32 = 23;
-    const EMFILE: i32 = 24;
-    let mut cause = Some(error);
-    while let Some(error) = cause {
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            if matches!(io.raw_os_error(), Some(EMFILE | ENFILE)) {
-                return Some(
-                    "agentloop has as many connections and files open as it may: raise its limit \
-                     of open files (`ulimit -n`, systemd's LimitNOFILE) or run fewer runs at once",
-                );
-            }
-            if io.kind() == std::io::ErrorKind::AddrNotAvailable {
-                return Some(
-                    "no local port is free for a new connection (too many opened and closed in a \
-                     short time): run fewer runs at once, or widen net.ipv4.ip_local_port_range",
-                );
-            }
-        }
-        cause = error.source();
-    }
-    None
-}
-
 fn root_cause(error: &dyn StdError) -> String {
     let mut cause = error;
     while let Some(source) = cause.source() {
@@ -370,42 +343,5 @@ pub(crate) fn error_chain(error: &dyn StdError) -> String {
         error.to_string()
     } else {
         parts.join(": ")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An error caused by `cause`, as hyper's connect error wraps the socket's.
-    #[derive(Debug)]
-    struct Wrapped(std::io::Error);
-
-    impl std::fmt::Display for Wrapped {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("tcp connect error")
-        }
-    }
-
-    impl StdError for Wrapped {
-        fn source(&self) -> Option<&(dyn StdError + 'static)> {
-            Some(&self.0)
-        }
-    }
-
-    #[test]
-    fn a_connection_refused_for_lack_of_file_descriptors_is_told_as_such() {
-        let error = Wrapped(std::io::Error::from_raw_os_error(24));
-        let advice = short_of_resources(&error).expect("EMFILE is a shortage");
-        assert!(advice.contains("ulimit -n"), "{advice}");
-        let ports = Wrapped(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable));
-        assert!(short_of_resources(&ports).unwrap().contains("port"));
-    }
-
-    #[test]
-    fn a_server_that_refuses_is_no_shortage() {
-        let refused = Wrapped(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-        assert_eq!(short_of_resources(&refused), None);
-        assert_eq!(short_of_resources(&std::fmt::Error), None);
     }
 }

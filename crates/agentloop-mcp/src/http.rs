@@ -299,6 +299,10 @@ impl HttpLink {
                 self.unreachable.send_replace(Some(message.clone()));
                 ToolError::Unavailable(message)
             }
+            (Some(HttpFailure::ShortOfResources(advice)), _) => ToolError::Unavailable(format!(
+                "the request to MCP server '{server}' at {url} could not be sent: no connection \
+                 could be opened: {advice}"
+            )),
             (Some(HttpFailure::Refused(status)), _) => ToolError::Unavailable(format!(
                 "MCP server '{server}' at {url} refused the request ({status}); check \
                  mcp_servers.{server}.headers"

@@ -4,6 +4,7 @@
 
 use std::error::Error;
 
+use agentloop_core::short_of_resources;
 use rmcp::{
     ServiceError, service::ClientInitializeError,
     transport::streamable_http_client::StreamableHttpError,
@@ -22,6 +23,9 @@ pub(crate) enum HttpFailure {
     /// Nothing answered: connection refused, unknown host, connect timeout, a connection closed
     /// before the answer.
     Unreachable(String),
+    /// No connection could be opened for lack of this process's own resources (open files,
+    /// local ports): nothing is known of the server; what to do about it.
+    ShortOfResources(&'static str),
     /// HTTP 401 or 403: the credentials in `headers` are missing or wrong.
     Refused(String),
     /// Something answered, but not as an MCP endpoint (HTTP 404 without a session, HTML).
@@ -54,9 +58,18 @@ impl HttpFailure {
     }
 
     fn of_transport(error: &(dyn Error + 'static)) -> HttpFailure {
+        if let Some(advice) = short_of_resources(error) {
+            return Self::ShortOfResources(advice);
+        }
         let Some(http) = find::<HttpError>(error) else {
             return Self::Other(chain(error));
         };
+        // rmcp's `Client` variant names no source: reqwest's own chain is read from there.
+        if let StreamableHttpError::Client(client) = http
+            && let Some(advice) = short_of_resources(client)
+        {
+            return Self::ShortOfResources(advice);
+        }
         match http {
             StreamableHttpError::SessionExpired => Self::SessionExpired,
             // Also a request on a kept-alive connection the server closed as it was sent: the
@@ -104,6 +117,9 @@ impl HttpFailure {
                 "{why}; check that the server is running and that mcp_servers.{server}.url is \
                  right"
             ),
+            Self::ShortOfResources(advice) => {
+                format!("no connection to the server could be opened: {advice}")
+            }
             Self::Refused(status) => format!(
                 "the server refused the request ({status}); check mcp_servers.{server}.headers \
                  (does the server need an Authorization header, and is its token right?)"
@@ -164,6 +180,29 @@ mod tests {
             std::any::TypeId::of::<()>(),
             Box::new(error),
         ))
+    }
+
+    #[test]
+    fn a_connection_this_process_could_not_open_is_not_the_server_being_down() {
+        // What a socket that could not be made reports (EMFILE), as rmcp's transport passes it.
+        let shortage = send_error(StreamableHttpError::Io(std::io::Error::from_raw_os_error(
+            24,
+        )));
+        let failure = HttpFailure::of_request(&shortage).unwrap();
+        assert!(
+            matches!(failure, HttpFailure::ShortOfResources(_)),
+            "{failure:?}"
+        );
+        let advice = failure.advice("remote");
+        assert!(advice.contains("ulimit -n"), "{advice}");
+        assert!(!advice.contains("is running"), "{advice}");
+        let refused = send_error(StreamableHttpError::UnexpectedServerResponse(
+            "HTTP 500 Internal Server Error: oops".into(),
+        ));
+        assert!(!matches!(
+            HttpFailure::of_request(&refused),
+            Some(HttpFailure::ShortOfResources(_))
+        ));
     }
 
     #[test]

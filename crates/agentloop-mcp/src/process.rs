@@ -2,6 +2,7 @@
 
 use std::{io, process::Stdio, sync::Arc, time::Duration};
 
+use agentloop_core::short_of_resources;
 use futures::future::Either;
 use rmcp::{
     RoleClient,
@@ -68,6 +69,10 @@ pub(crate) fn spawn(
 }
 
 fn describe_spawn_error(server: &str, command: &str, error: &io::Error) -> String {
+    // The pipes to the child could not be made: not the command's fault.
+    if let Some(advice) = short_of_resources(error) {
+        return format!("cannot run command `{command}`: {error} ({advice})");
+    }
     match error.kind() {
         io::ErrorKind::NotFound => format!(
             "command `{command}` was not found; check mcp_servers.{server}.command (is the \
@@ -200,5 +205,23 @@ impl Transport<RoleClient> for ChildTransport {
         self.lifeline.mark_gone("it was shut down");
         // Closes stdin, then escalates to SIGTERM and SIGKILL if the server lingers.
         process.graceful_shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_that_cannot_start_says_what_to_check() {
+        let missing = describe_spawn_error("files", "npx", &io::ErrorKind::NotFound.into());
+        assert!(missing.contains("mcp_servers.files.command"), "{missing}");
+        // Out of open files for the pipes to the child: the limit, not the command.
+        let shortage = describe_spawn_error("files", "npx", &io::Error::from_raw_os_error(24));
+        assert!(shortage.contains("ulimit -n"), "{shortage}");
+        assert!(
+            !shortage.contains("mcp_servers.files.command"),
+            "{shortage}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agentloop_core::{CompletedCall, SideEffect, SideEffectError, ToolHook};
+use agentloop_core::{CompletedCall, SideEffect, SideEffectError, ToolHook, short_of_resources};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -70,10 +70,14 @@ impl ToolHook for WebhookSideEffects {
                 while let Some(source) = cause.source() {
                     cause = source;
                 }
-                let message = format!(
+                let mut message = format!(
                     "the side-effect webhook of {} ({url}) failed: {cause}",
                     call.tool
                 );
+                // Not the webhook's fault: this process could not open the connection.
+                if let Some(advice) = short_of_resources(&error) {
+                    message = format!("{message} ({advice})");
+                }
                 SideEffectError::new(message).caused_by(error)
             })?;
         let status = response.status();
