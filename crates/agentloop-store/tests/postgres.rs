@@ -234,18 +234,7 @@ async fn text_written_before_the_escape_reads_back_unchanged() {
     let url = schema.url().to_string();
     let store = SqlStore::connect(&url).await.unwrap();
     let session_id = new_session(&store).await.unwrap();
-    let run = agentloop_core::NewRun {
-        id: Uuid::new_v4(),
-        session_id,
-        user_id: "alice".into(),
-        query: "q".into(),
-        model: None,
-        save_chat: true,
-        context: serde_json::Value::Null,
-        started_at: chrono::Utc::now(),
-        owner: None,
-        traceparent: None,
-    };
+    let run = suite::new_run(session_id, true);
     store.start_run(&run).await.unwrap();
     let message = suite::question(session_id, run.id, "plain");
     store
@@ -352,18 +341,7 @@ async fn a_step_saved_by_another_instance_is_news_to_this_one() {
     let elsewhere = SqlStore::connect(schema.url()).await.unwrap();
     let mut news = agentloop_core::Store::run_news(&here).unwrap();
     let session_id = new_session(&elsewhere).await.unwrap();
-    let run = agentloop_core::NewRun {
-        id: Uuid::new_v4(),
-        session_id,
-        user_id: "alice".into(),
-        query: "q".into(),
-        model: None,
-        save_chat: true,
-        context: serde_json::Value::Null,
-        started_at: chrono::Utc::now(),
-        owner: None,
-        traceparent: None,
-    };
+    let run = suite::new_run(session_id, true);
     elsewhere.start_run(&run).await.unwrap();
     // The listener connects in the background: steps are saved until one is heard.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
