@@ -68,6 +68,7 @@ async fn after_accept_error(error: io::Error) {
     ) {
         return;
     }
-    tracing::error!(%error, "cannot accept a connection; trying again in a second");
+    let advice = agentloop_core::short_of_resources(&error).unwrap_or_default();
+    tracing::error!(%error, advice, "cannot accept a connection; trying again in a second");
     tokio::time::sleep(AFTER_ACCEPT_ERROR).await;
 }
