@@ -26,6 +26,7 @@ pub mod durability;
 mod emitter;
 mod hooks;
 mod json_text;
+mod lease;
 mod llm;
 pub mod machine;
 mod names;

@@ -10,10 +10,11 @@ use uuid::Uuid;
 
 use crate::{
     agent::Agent,
+    driver::DriveFrom,
     emitter::{Emitter, EventSink},
     machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState},
     policy::{DEFAULT_USER, UnknownWorkflow},
-    session_run::{DriveFrom, Saving},
+    session_run::Saving,
     store::{Store, StoreError},
     trace::RunTrace,
 };

@@ -11,8 +11,9 @@ use uuid::Uuid;
 
 use crate::{
     agent::{Agent, RunRequest},
-    driver::drive,
+    driver::{DriveFrom, Driven, drive, drive_traced},
     emitter::{Emitter, EventSink},
+    lease::LeaseRenewal,
     machine::{RunInput, RunMachine, RunOutcome, Step, first_checkpoint},
     policy::{DEFAULT_USER, UnknownWorkflow},
     step_writer::{Persistence, first_record},
@@ -104,37 +105,6 @@ struct Started {
     machine: RunMachine,
     step: Step,
     events: Vec<Event>,
-}
-
-/// Where a run's driver starts.
-pub(crate) enum DriveFrom {
-    /// The machine's start.
-    Start,
-    /// A step to save, then perform.
-    Step(Step),
-    /// A step saved already, whose events were sent: to perform.
-    Saved(Step),
-}
-
-impl DriveFrom {
-    async fn drive(
-        self,
-        machine: RunMachine,
-        services: crate::driver::RunServices,
-        emitter: &mut Emitter,
-        cancel: CancellationToken,
-        persistence: Option<Persistence>,
-    ) -> RunOutcome {
-        use crate::driver::{First, drive_traced};
-        let first = match self {
-            DriveFrom::Start => {
-                return drive(machine, services, emitter, cancel, persistence).await;
-            }
-            DriveFrom::Step(step) => First { step, saved: false },
-            DriveFrom::Saved(step) => First { step, saved: true },
-        };
-        drive_traced(machine, first, services, emitter, cancel, persistence).await
-    }
 }
 
 /// Where and how a run's steps are saved.
@@ -396,10 +366,8 @@ impl Agent {
             emitter.saved();
         }
         let Some(store) = store else {
-            let services = self.services_traced(trace);
-            return from
-                .drive(machine, services, &mut emitter, cancel, None)
-                .await;
+            let run = Driven::new(machine, self.services_traced(trace), None);
+            return drive_traced(run, from, &mut emitter, cancel).await;
         };
         if let Some(hold) = hold {
             hold.keep();
@@ -416,15 +384,15 @@ impl Agent {
     }
 
     /// Drives `machine` (from `from`) with its steps saved in `store`, renewing its session
-    /// lease while it works.
-    pub(crate) async fn drive_saved(
+    /// lease while it works. Not an `async fn`: see [`drive`].
+    pub(crate) fn drive_saved(
         &self,
         machine: RunMachine,
         from: DriveFrom,
         saving: Saving,
         emitter: &mut Emitter,
         cancel: CancellationToken,
-    ) -> RunOutcome {
+    ) -> impl Future<Output = RunOutcome> + Send {
         let Saving {
             store,
             save_chat,
@@ -432,12 +400,12 @@ impl Agent {
             input_saved,
             trace,
         } = saving;
-        let _renewal =
+        let lease =
             LeaseRenewal::start(store.clone(), machine.input().session_id, machine.run_id());
         let persistence = Some(self.persistence(store, save_chat, history_window, input_saved));
-        let services = self.services_traced(trace);
-        from.drive(machine, services, emitter, cancel, persistence)
-            .await
+        let mut run = Driven::new(machine, self.services_traced(trace), persistence);
+        run.lease = Some(lease);
+        drive_traced(run, from, emitter, cancel)
     }
 
     /// Where and how a run's steps are saved.
@@ -504,35 +472,6 @@ pub(crate) async fn run_with_store(
             let _ = machine.fail(error.code(), error.to_string());
             let services = agent.services().clone();
             drive(machine, services, emitter, CancellationToken::new(), None).await
-        }
-    }
-}
-
-/// Renews a run's session lease while it lives; stops when dropped.
-struct LeaseRenewal(tokio::task::JoinHandle<()>);
-
-impl LeaseRenewal {
-    fn start(store: Arc<dyn Store>, session_id: Uuid, run_id: Uuid) -> LeaseRenewal {
-        LeaseRenewal(tokio::spawn(renew_lease(store, session_id, run_id)))
-    }
-}
-
-impl Drop for LeaseRenewal {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-async fn renew_lease(store: Arc<dyn Store>, session_id: Uuid, run_id: Uuid) {
-    let mut ticks = tokio::time::interval(SESSION_LEASE / 3);
-    ticks.tick().await;
-    loop {
-        ticks.tick().await;
-        if let Err(error) = store
-            .renew_session_lock(session_id, run_id, SESSION_LEASE)
-            .await
-        {
-            tracing::warn!(%session_id, %run_id, %error, "cannot renew the session lease");
         }
     }
 }

@@ -160,6 +160,47 @@ async fn a_call_past_its_time_limit_is_aborted_and_the_model_told_what_to_change
     assert!(probe.dropped.load(Ordering::SeqCst));
 }
 
+#[tokio::test]
+async fn a_tool_that_panics_fails_its_call_and_the_run_goes_on() {
+    let llm = ScriptLlm::new(vec![
+        calls(&[("fragile", "{}"), ("slow", "{}")]),
+        text("done anyway"),
+    ]);
+    let fragile = FnTool::new(
+        "fragile",
+        "panics",
+        json!({"type": "object"}),
+        |arguments, _| async move {
+            if arguments.is_object() {
+                panic!("the tool's own bug");
+            }
+            Ok(ToolOutput::text("not reached"))
+        },
+    );
+    let (slow, probe) = slow_tool("slow", Duration::from_millis(20));
+    let agent = agent(llm.clone(), vec![fragile, slow], AgentSettings::default()).await;
+    let (_, outcome) = agent.run(RunRequest::new("go")).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.answer.as_deref(), Some("done anyway"));
+    let record = |tool: &str| {
+        outcome
+            .records
+            .iter()
+            .find(|record| record.tool == tool)
+            .unwrap()
+    };
+    assert_eq!(record("fragile").status, ToolStatus::Error);
+    let error = record("fragile").error.as_deref().unwrap();
+    assert!(
+        error.contains("crashed") && error.contains("the tool's own bug"),
+        "{error}"
+    );
+    // The call beside it, in the same batch, ran to its end.
+    assert_eq!(record("slow").status, ToolStatus::Success);
+    assert!(!probe.dropped.load(Ordering::SeqCst));
+    assert_eq!(llm.calls.load(Ordering::SeqCst), 2, "the model was told");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancel_lets_calls_in_flight_finish_and_be_recorded_then_stops() {
     let llm = ScriptLlm::new(vec![calls(&[("slow", "{}")]), text("never")]);
