@@ -1,0 +1,224 @@
+use super::*;
+use agentloop_core::protocol::EventKind;
+
+fn delta(seq: u64, bytes: usize) -> Event {
+    Event {
+        run_id: Uuid::nil(),
+        seq,
+        parent_run_id: None,
+        kind: EventKind::AssistantDelta {
+            text: "x".repeat(bytes),
+        },
+    }
+}
+
+fn seqs(read: Read) -> Vec<u64> {
+    match read {
+        Read::Events(events) => events.iter().map(|event| event.seq).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn without_followers_only_the_recent_events_stay() {
+    let mut log = Log::new(0, true);
+    for seq in 1..=100 {
+        log.push(delta(seq, 10_000));
+    }
+    assert!(log.bytes <= RECENT_BYTES, "{}", log.bytes);
+    assert_eq!(log.events.back().map(|held| held.event.seq), Some(100));
+    // A client asking for a trimmed event reads the store.
+    assert_eq!(log.attach(1), None);
+    assert!(log.attach(100).is_some());
+}
+
+#[test]
+fn a_follower_keeps_what_it_has_not_read_then_lets_go() {
+    let mut log = Log::new(0, true);
+    let id = log.attach(1).unwrap();
+    for seq in 1..=100 {
+        log.push(delta(seq, 10_000));
+    }
+    assert_eq!(log.events.len(), 100);
+    let mut read = Vec::new();
+    while let Read::Events(events) = log.read(id) {
+        read.extend(events.iter().map(|event| event.seq));
+    }
+    assert_eq!(read, (1..=100).collect::<Vec<_>>());
+    assert!(log.bytes <= RECENT_BYTES);
+    log.detach(id);
+    assert!(log.followers.is_empty());
+}
+
+#[test]
+fn a_follower_too_far_behind_is_dropped_and_the_others_keep_going() {
+    let mut log = Log::new(0, true);
+    let slow = log.attach(1).unwrap();
+    let fast = log.attach(1).unwrap();
+    let mut dropped = 0;
+    let mut fast_read = Vec::new();
+    for seq in 1..=1000 {
+        dropped += log.push(delta(seq, 10_000));
+        fast_read.extend(seqs(log.read(fast)));
+    }
+    assert_eq!(dropped, 1);
+    assert!(matches!(log.read(slow), Read::Dropped));
+    assert_eq!(fast_read, (1..=1000).collect::<Vec<_>>());
+    assert!(log.bytes <= MAX_BACKLOG_BYTES);
+}
+
+/// A run with `store`, never driven: the test plays its driver.
+fn run_with(store: Arc<dyn Store>) -> Arc<LiveRun> {
+    Arc::new(LiveRun {
+        id: Uuid::now_v7(),
+        user_id: "user".into(),
+        session_id: Uuid::now_v7(),
+        base_seq: 0,
+        cancel: CancellationToken::new(),
+        log: Mutex::new(Log::new(0, true)),
+        store: Some(store),
+        ended: watch::Sender::new(None),
+        progress: watch::Sender::new(Progress::default()),
+        saved_seq: AtomicU64::new(0),
+    })
+}
+
+fn completed(run: &LiveRun) -> RunOutcome {
+    serde_json::from_value(serde_json::json!({
+        "run_id": run.id, "session_id": run.session_id, "status": "completed",
+        "iterations": 1, "tools_used": 0, "should_refresh": false,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finished_run_keeps_its_outcome_a_moment_and_its_place_a_minute() {
+    let registry = LiveRuns::new(10);
+    let finish = async |registry: &Arc<LiveRuns>| {
+        let run = run_with_nothing();
+        registry.lock_runs().insert(run.id, run.clone());
+        let active = Active {
+            registry: registry.clone(),
+            user: run.user_id.clone(),
+        };
+        run.finish(completed(&run), active).await;
+        registry.linger(run.clone());
+        run
+    };
+    let waited_on = finish(&registry).await;
+    let request = waited_on.ended.subscribe();
+    tokio::time::sleep(REAP_EVERY / 2).await;
+    let alone = finish(&registry).await;
+    assert!(alone.outcome().await.is_some(), "asked just after the end");
+
+    tokio::time::sleep(OUTCOME_KEPT + REAP_EVERY * 2).await;
+    assert!(alone.outcome().await.is_none(), "forgotten");
+    assert!(
+        waited_on.ended.borrow().is_some(),
+        "kept while a request waits for it"
+    );
+    drop(request);
+    tokio::time::sleep(REAP_EVERY * 2).await;
+    assert!(
+        waited_on.ended.borrow().is_none(),
+        "forgotten once it has it"
+    );
+    assert!(registry.get(waited_on.id).is_some() && registry.get(alone.id).is_some());
+
+    tokio::time::sleep(LINGER - OUTCOME_KEPT - REAP_EVERY * 4).await;
+    assert!(
+        registry.get(waited_on.id).is_none(),
+        "let go after a minute"
+    );
+    assert!(registry.get(alone.id).is_some(), "finished later");
+    tokio::time::sleep(REAP_EVERY * 2).await;
+    assert!(registry.get(alone.id).is_none());
+    assert!(registry.lingering.is_reaped(), "the reaper ended");
+
+    // A run that finishes later starts another.
+    let later = finish(&registry).await;
+    tokio::time::sleep(LINGER + REAP_EVERY * 2).await;
+    assert!(registry.get(later.id).is_none());
+}
+
+/// A run without a store, never driven.
+fn run_with_nothing() -> Arc<LiveRun> {
+    Arc::new(LiveRun {
+        id: Uuid::now_v7(),
+        user_id: "user".into(),
+        session_id: Uuid::now_v7(),
+        base_seq: 0,
+        cancel: CancellationToken::new(),
+        log: Mutex::new(Log::new(0, false)),
+        store: None,
+        ended: watch::Sender::new(None),
+        progress: watch::Sender::new(Progress::default()),
+        saved_seq: AtomicU64::new(0),
+    })
+}
+
+#[tokio::test]
+async fn a_run_whose_driver_saw_its_end_saved_lets_go_of_its_events_without_the_store() {
+    // The store has no such run: asked, it keeps the run's events in memory.
+    let store = agentloop::SqlStore::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let registry = LiveRuns::new(10);
+    for saved_through in [0, 1, 2] {
+        let run = run_with(store.clone());
+        run.emit(delta(1, 10));
+        run.emit(delta(2, 10));
+        run.saved(saved_through);
+        let outcome: RunOutcome = serde_json::from_value(serde_json::json!({
+            "run_id": run.id, "session_id": run.session_id, "status": "completed",
+            "iterations": 1, "tools_used": 0, "should_refresh": false,
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+        }))
+        .unwrap();
+        let active = Active {
+            registry: registry.clone(),
+            user: run.user_id.clone(),
+        };
+        run.finish(outcome, active).await;
+        assert_eq!(
+            run.lock_log().released,
+            saved_through == 2,
+            "{saved_through}"
+        );
+    }
+}
+
+#[test]
+fn a_released_log_holds_nothing_and_sends_followers_to_the_store() {
+    let mut log = Log::new(5, true);
+    let id = log.attach(6).unwrap();
+    log.push(delta(6, 10));
+    log.release();
+    assert_eq!((log.events.len(), log.bytes), (0, 0));
+    assert!(matches!(log.read(id), Read::Released));
+    assert!(log.followers.is_empty());
+    assert_eq!(log.attach(7), None);
+}
+
+#[test]
+fn without_a_store_every_event_stays() {
+    let mut log = Log::new(0, false);
+    for seq in 1..=1000 {
+        log.push(delta(seq, 10_000));
+    }
+    assert_eq!(log.events.len(), 1000);
+    assert!(log.attach(1).is_some());
+}
+
+#[test]
+fn batches_are_bounded_but_never_empty() {
+    let mut log = Log::new(0, true);
+    let id = log.attach(1).unwrap();
+    log.push(delta(1, 3 * BATCH_BYTES));
+    log.push(delta(2, 10));
+    assert_eq!(seqs(log.read(id)), [1]);
+    assert_eq!(seqs(log.read(id)), [2]);
+    assert!(matches!(log.read(id), Read::CaughtUp));
+}
