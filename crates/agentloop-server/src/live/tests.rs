@@ -67,22 +67,23 @@ fn a_follower_too_far_behind_is_dropped_and_the_others_keep_going() {
     assert!(log.bytes <= MAX_BACKLOG_BYTES);
 }
 
-/// A run with `store`, never driven: the test plays its driver.
-fn run_with(store: Arc<dyn Store>) -> Arc<LiveRun> {
+/// A run with `store` (or none), never driven: the test plays its driver.
+fn run_with(store: Option<Arc<dyn Store>>) -> Arc<LiveRun> {
     Arc::new(LiveRun {
         id: Uuid::now_v7(),
         user_id: "user".into(),
         session_id: Uuid::now_v7(),
         base_seq: 0,
         cancel: CancellationToken::new(),
-        log: Mutex::new(Log::new(0, true)),
-        store: Some(store),
+        log: Mutex::new(Log::new(0, store.is_some())),
+        store,
         ended: watch::Sender::new(None),
         progress: watch::Sender::new(Progress::default()),
         saved_seq: AtomicU64::new(0),
     })
 }
 
+/// A completed outcome of `run`.
 fn completed(run: &LiveRun) -> RunOutcome {
     serde_json::from_value(serde_json::json!({
         "run_id": run.id, "session_id": run.session_id, "status": "completed",
@@ -96,7 +97,7 @@ fn completed(run: &LiveRun) -> RunOutcome {
 async fn a_finished_run_keeps_its_outcome_a_moment_and_its_place_a_minute() {
     let registry = LiveRuns::new(10);
     let finish = async |registry: &Arc<LiveRuns>| {
-        let run = run_with_nothing();
+        let run = run_with(None);
         registry.lock_runs().insert(run.id, run.clone());
         let active = Active {
             registry: registry.clone(),
@@ -142,22 +143,6 @@ async fn a_finished_run_keeps_its_outcome_a_moment_and_its_place_a_minute() {
     assert!(registry.get(later.id).is_none());
 }
 
-/// A run without a store, never driven.
-fn run_with_nothing() -> Arc<LiveRun> {
-    Arc::new(LiveRun {
-        id: Uuid::now_v7(),
-        user_id: "user".into(),
-        session_id: Uuid::now_v7(),
-        base_seq: 0,
-        cancel: CancellationToken::new(),
-        log: Mutex::new(Log::new(0, false)),
-        store: None,
-        ended: watch::Sender::new(None),
-        progress: watch::Sender::new(Progress::default()),
-        saved_seq: AtomicU64::new(0),
-    })
-}
-
 #[tokio::test]
 async fn a_run_whose_driver_saw_its_end_saved_lets_go_of_its_events_without_the_store() {
     // The store has no such run: asked, it keeps the run's events in memory.
@@ -167,16 +152,11 @@ async fn a_run_whose_driver_saw_its_end_saved_lets_go_of_its_events_without_the_
     let store: Arc<dyn Store> = Arc::new(store);
     let registry = LiveRuns::new(10);
     for saved_through in [0, 1, 2] {
-        let run = run_with(store.clone());
+        let run = run_with(Some(store.clone()));
         run.emit(delta(1, 10));
         run.emit(delta(2, 10));
         run.saved(saved_through);
-        let outcome: RunOutcome = serde_json::from_value(serde_json::json!({
-            "run_id": run.id, "session_id": run.session_id, "status": "completed",
-            "iterations": 1, "tools_used": 0, "should_refresh": false,
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1},
-        }))
-        .unwrap();
+        let outcome = completed(&run);
         let active = Active {
             registry: registry.clone(),
             user: run.user_id.clone(),
