@@ -14,7 +14,7 @@ use crate::{
     catalog::ToolCatalog,
     emitter::Emitter,
     hooks::{BeforeCall, CompletedCall, ToolHook},
-    lease::LeaseRenewal,
+    lease::{LeaseRenewal, Leased},
     llm::{CallPurpose, Llm},
     machine::{
         CallRefusal, Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation,
@@ -166,174 +166,184 @@ impl Driven {
 }
 
 /// Drives the steps from `from`, and ends the run's span with its outcome.
-pub(crate) async fn drive_traced(
-    run: Driven,
+///
+/// Plain functions that build the future, not `async fn`s: an `async fn` keeps its arguments
+/// twice for as long as it runs (as it received them, and moved into its body), and the
+/// run's machine, services and persistence are half a kilobyte. See `tests/run_footprint.rs`
+/// in the `agentloop` crate.
+pub(crate) fn drive_traced(
+    mut run: Driven,
     from: DriveFrom,
     emitter: &mut Emitter,
     cancel: CancellationToken,
-) -> RunOutcome {
+) -> impl Future<Output = RunOutcome> + Send {
     let trace = run.services.trace.clone();
-    let outcome = drive_steps(run, from, emitter, cancel).await;
-    trace.end(&outcome);
-    outcome
+    let lease = run.lease.take();
+    Leased::new(drive_steps(run, from, emitter, cancel), lease).map(move |outcome| {
+        trace.end(&outcome);
+        outcome
+    })
 }
 
-async fn drive_steps(
+fn drive_steps(
     run: Driven,
     from: DriveFrom,
     emitter: &mut Emitter,
     cancel: CancellationToken,
-) -> RunOutcome {
+) -> impl Future<Output = RunOutcome> + Send {
     let Driven {
         mut machine,
         services,
         persistence,
-        lease: _lease,
+        lease: _,
     } = run;
     let handover = persistence
         .as_ref()
         .map(|persistence| persistence.handover.clone());
     let mut writer = StepWriter::new(persistence, services.telemetry.clone());
-    let mut inbox = services.steering.open(machine.run_id());
-    let (mut step, mut saved) = match from {
-        DriveFrom::Start => (start(&mut machine, &services), false),
-        DriveFrom::Step(step) => (step, false),
-        DriveFrom::Saved(step) => (step, true),
-    };
-    loop {
-        // Saving and running tools are boxed: inline, this future kept their room (7.5 KB in all,
-        // 2.1 KB without them) for the whole run, most of which is spent waiting for the LLM.
-        if !std::mem::take(&mut saved)
-            && let Err(error) = Box::pin(writer.commit(&mut machine, emitter, &step)).await
-        {
-            if let StoreError::NotOwner(_) = error {
+    // Each is used where the future holds it: rebound in the block, it would be held twice.
+    async move {
+        let mut inbox = services.steering.open(machine.run_id());
+        let (mut step, mut saved) = match from {
+            DriveFrom::Start => (start(&mut machine, &services), false),
+            DriveFrom::Step(step) => (step, false),
+            DriveFrom::Saved(step) => (step, true),
+        };
+        loop {
+            // Saving and running tools are boxed: inline, this future kept their room (7.5 KB in all,
+            // 2.1 KB without them) for the whole run, most of which is spent waiting for the LLM.
+            if !std::mem::take(&mut saved)
+                && let Err(error) = Box::pin(writer.commit(&mut machine, emitter, &step)).await
+            {
+                if let StoreError::NotOwner(_) = error {
+                    return machine.left_behind();
+                }
+                step = unsaved(&mut machine, &services, emitter, error);
+                continue;
+            }
+            if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
+                step = feed_step(&mut machine, &services, Input::Cancel);
+                continue;
+            }
+            // Handed over before an LLM call, which the next owner makes again: the state saved
+            // with this step is where it goes on. Tool calls are run first (their results are
+            // saved), so that they are not left of unknown outcome.
+            let handing_over = handover.as_ref().filter(|handover| handover.is_cancelled());
+            if handing_over.is_some() && matches!(step, Step::CallModel(_)) {
+                tracing::info!(run_id = %machine.run_id(), "run handed over at a saved step");
                 return machine.left_behind();
             }
-            step = unsaved(&mut machine, &services, emitter, error);
-            continue;
-        }
-        if cancel.is_cancelled() && !matches!(step, Step::Finished(_)) {
-            step = feed_step(&mut machine, &services, Input::Cancel);
-            continue;
-        }
-        // Handed over before an LLM call, which the next owner makes again: the state saved
-        // with this step is where it goes on. Tool calls are run first (their results are
-        // saved), so that they are not left of unknown outcome.
-        let handing_over = handover.as_ref().filter(|handover| handover.is_cancelled());
-        if handing_over.is_some() && matches!(step, Step::CallModel(_)) {
-            tracing::info!(run_id = %machine.run_id(), "run handed over at a saved step");
-            return machine.left_behind();
-        }
-        step = match step {
-            Step::Finished(outcome) => {
-                services.telemetry.run_finished(&outcome);
-                return *outcome;
-            }
-            Step::CallModel(request) => {
-                let purpose = request.purpose;
-                let mut span = services.trace.chat(&request);
-                let started = Instant::now();
-                let reply = {
-                    let mut on_text = |text: &str| {
-                        if text.is_empty() {
-                            return;
-                        }
-                        let delta = text.to_string();
-                        let event = emitter.number(match purpose {
-                            CallPurpose::Step => EventKind::AssistantDelta { text: delta },
-                            CallPurpose::Finalize => EventKind::FinalResponse { delta },
-                            // Plans and reviews are JSON for the loop, not text for the user.
-                            CallPurpose::Plan | CallPurpose::Review => return,
-                        });
-                        // Live text is sent at once and saved with the next step.
-                        writer.keep_delta(&event);
-                        emitter.send(event);
-                    };
-                    let handed_over = async {
-                        match &handover {
-                            Some(handover) => handover.cancelled().await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::pin!(handed_over);
-                    let call = services.llm.complete(&request, &mut on_text);
-                    tokio::pin!(call);
-                    loop {
-                        tokio::select! {
-                            biased;
-                            () = cancel.cancelled() => break None,
-                            () = &mut handed_over => {
-                                tracing::info!(run_id = %machine.run_id(), "run handed over during an LLM call");
-                                return machine.left_behind();
+            step = match step {
+                Step::Finished(outcome) => {
+                    services.telemetry.run_finished(&outcome);
+                    return *outcome;
+                }
+                Step::CallModel(request) => {
+                    let purpose = request.purpose;
+                    let mut span = services.trace.chat(&request);
+                    let started = Instant::now();
+                    let reply = {
+                        let mut on_text = |text: &str| {
+                            if text.is_empty() {
+                                return;
                             }
-                            // Kept for the next LLM call: this one goes on.
-                            text = inbox.recv() => {
-                                feed(&mut machine, services.inputs.as_ref(), Input::Steer { text });
+                            let delta = text.to_string();
+                            let event = emitter.number(match purpose {
+                                CallPurpose::Step => EventKind::AssistantDelta { text: delta },
+                                CallPurpose::Finalize => EventKind::FinalResponse { delta },
+                                // Plans and reviews are JSON for the loop, not text for the user.
+                                CallPurpose::Plan | CallPurpose::Review => return,
+                            });
+                            // Live text is sent at once and saved with the next step.
+                            writer.keep_delta(&event);
+                            emitter.send(event);
+                        };
+                        let handed_over = async {
+                            match &handover {
+                                Some(handover) => handover.cancelled().await,
+                                None => std::future::pending().await,
                             }
-                            reply = &mut call => break Some(reply),
+                        };
+                        tokio::pin!(handed_over);
+                        let call = services.llm.complete(&request, &mut on_text);
+                        tokio::pin!(call);
+                        loop {
+                            tokio::select! {
+                                biased;
+                                () = cancel.cancelled() => break None,
+                                () = &mut handed_over => {
+                                    tracing::info!(run_id = %machine.run_id(), "run handed over during an LLM call");
+                                    return machine.left_behind();
+                                }
+                                // Kept for the next LLM call: this one goes on.
+                                text = inbox.recv() => {
+                                    feed(&mut machine, services.inputs.as_ref(), Input::Steer { text });
+                                }
+                                reply = &mut call => break Some(reply),
+                            }
                         }
+                    };
+                    let mut report = LlmCallReport {
+                        run_id: machine.run_id(),
+                        iteration: machine.iteration(),
+                        purpose: request.purpose,
+                        // The configured model when the request names none.
+                        model: request
+                            .model
+                            .clone()
+                            .or_else(|| services.settings.pricing.default_model.clone()),
+                        duration: started.elapsed(),
+                        usage: reply
+                            .as_ref()
+                            .and_then(|reply| reply.as_ref().ok())
+                            .and_then(|reply| reply.usage),
+                        error: match &reply {
+                            None => Some("cancelled"),
+                            Some(Err(error)) => Some(error.code().as_str()),
+                            Some(Ok(_)) => None,
+                        },
+                        cost_usd: None,
+                    };
+                    tracing::debug!(
+                        run_id = %report.run_id,
+                        iteration = report.iteration,
+                        elapsed_ms = report.duration.as_millis() as u64,
+                        error = report.error,
+                        "llm call"
+                    );
+                    if let Some(span) = span.as_mut() {
+                        span.reply(reply.as_ref());
                     }
-                };
-                let mut report = LlmCallReport {
-                    run_id: machine.run_id(),
-                    iteration: machine.iteration(),
-                    purpose: request.purpose,
-                    // The configured model when the request names none.
-                    model: request
-                        .model
-                        .clone()
-                        .or_else(|| services.settings.pricing.default_model.clone()),
-                    duration: started.elapsed(),
-                    usage: reply
-                        .as_ref()
-                        .and_then(|reply| reply.as_ref().ok())
-                        .and_then(|reply| reply.usage),
-                    error: match &reply {
-                        None => Some("cancelled"),
-                        Some(Err(error)) => Some(error.code().as_str()),
-                        Some(Ok(_)) => None,
-                    },
-                    cost_usd: None,
-                };
-                tracing::debug!(
-                    run_id = %report.run_id,
-                    iteration = report.iteration,
-                    elapsed_ms = report.duration.as_millis() as u64,
-                    error = report.error,
-                    "llm call"
-                );
-                if let Some(span) = span.as_mut() {
-                    span.reply(reply.as_ref());
+                    let input = match reply {
+                        Some(reply) => Input::ModelReply {
+                            reply,
+                            duration_ms: report.duration.as_millis() as u64,
+                        },
+                        None => Input::Cancel,
+                    };
+                    let next = feed_step(&mut machine, &services, input);
+                    // Priced by the machine, which knows the price table.
+                    report.cost_usd = report
+                        .error
+                        .is_none()
+                        .then(|| machine.last_call_cost())
+                        .flatten();
+                    if let Some(span) = span {
+                        span.end(&report);
+                    }
+                    services.telemetry.llm_call(&report);
+                    next
                 }
-                let input = match reply {
-                    Some(reply) => Input::ModelReply {
-                        reply,
-                        duration_ms: report.duration.as_millis() as u64,
-                    },
-                    None => Input::Cancel,
-                };
-                let next = feed_step(&mut machine, &services, input);
-                // Priced by the machine, which knows the price table.
-                report.cost_usd = report
-                    .error
-                    .is_none()
-                    .then(|| machine.last_call_cost())
-                    .flatten();
-                if let Some(span) = span {
-                    span.end(&report);
+                Step::CallTools(invocations) => {
+                    let batch = Batch {
+                        emitter,
+                        writer: &mut writer,
+                        inbox: &mut inbox,
+                    };
+                    Box::pin(run_tools(&mut machine, &services, batch, invocations)).await
                 }
-                services.telemetry.llm_call(&report);
-                next
-            }
-            Step::CallTools(invocations) => {
-                let batch = Batch {
-                    emitter,
-                    writer: &mut writer,
-                    inbox: &mut inbox,
-                };
-                Box::pin(run_tools(&mut machine, &services, batch, invocations)).await
-            }
-        };
+            };
+        }
     }
 }
 

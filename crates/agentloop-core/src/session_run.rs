@@ -2,6 +2,7 @@
 //! of the same session is refused, never interleaved), the history is read from it, the question
 //! is saved before the first LLM call, and every step after.
 
+use futures::future::Either;
 use std::sync::Arc;
 
 use agentloop_protocol::{ErrorCode, Event};
@@ -339,48 +340,57 @@ impl Agent {
         sink: Arc<dyn EventSink>,
         cancel: CancellationToken,
     ) -> RunOutcome {
-        let BegunRun {
-            beginning,
-            save_chat,
-            history_window,
-            store,
-            hold,
-            input_saved,
-            trace,
-        } = begun;
-        let (machine, from, events) = match beginning {
-            Beginning::Input(input) => (self.machine_for(*input), DriveFrom::Start, Vec::new()),
-            Beginning::Started(started) => {
-                let Started {
-                    machine,
-                    step,
-                    events,
-                } = *started;
-                (machine, DriveFrom::Saved(step), events)
+        let mut emitter;
+        // Made in a block of its own: what it borrows or moves on (the machine, half a
+        // kilobyte) then takes no room in this future while the run is driven.
+        let drive = {
+            let BegunRun {
+                beginning,
+                save_chat,
+                history_window,
+                store,
+                hold,
+                input_saved,
+                trace,
+            } = begun;
+            let (machine, from, events) = match beginning {
+                Beginning::Input(input) => (self.machine_for(*input), DriveFrom::Start, Vec::new()),
+                Beginning::Started(started) => {
+                    let Started {
+                        machine,
+                        step,
+                        events,
+                    } = *started;
+                    (machine, DriveFrom::Saved(step), events)
+                }
+            };
+            emitter = Emitter::new(machine.run_id(), sink);
+            // The first step's events, saved with the run's beginning.
+            if !events.is_empty() {
+                emitter.send_numbered(events);
+                emitter.saved();
+            }
+            match store {
+                None => {
+                    let run = Driven::new(machine, self.services_traced(trace), None);
+                    Either::Left(drive_traced(run, from, &mut emitter, cancel))
+                }
+                Some(store) => {
+                    if let Some(hold) = hold {
+                        hold.keep();
+                    }
+                    let saving = Saving {
+                        store,
+                        save_chat,
+                        history_window,
+                        input_saved,
+                        trace,
+                    };
+                    Either::Right(self.drive_saved(machine, from, saving, &mut emitter, cancel))
+                }
             }
         };
-        let mut emitter = Emitter::new(machine.run_id(), sink);
-        // The first step's events, saved with the run's beginning.
-        if !events.is_empty() {
-            emitter.send_numbered(events);
-            emitter.saved();
-        }
-        let Some(store) = store else {
-            let run = Driven::new(machine, self.services_traced(trace), None);
-            return drive_traced(run, from, &mut emitter, cancel).await;
-        };
-        if let Some(hold) = hold {
-            hold.keep();
-        }
-        let saving = Saving {
-            store,
-            save_chat,
-            history_window,
-            input_saved,
-            trace,
-        };
-        self.drive_saved(machine, from, saving, &mut emitter, cancel)
-            .await
+        drive.await
     }
 
     /// Drives `machine` (from `from`) with its steps saved in `store`, renewing its session
@@ -401,7 +411,7 @@ impl Agent {
             trace,
         } = saving;
         let lease =
-            LeaseRenewal::start(store.clone(), machine.input().session_id, machine.run_id());
+            LeaseRenewal::in_store(store.clone(), machine.input().session_id, machine.run_id());
         let persistence = Some(self.persistence(store, save_chat, history_window, input_saved));
         let mut run = Driven::new(machine, self.services_traced(trace), persistence);
         run.lease = Some(lease);
