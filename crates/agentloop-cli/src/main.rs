@@ -16,7 +16,7 @@ use cli::{Cli, Command};
 /// jemalloc instead of glibc's malloc, whose calls were 15% of the server's CPU per run: 12-19%
 /// less CPU per run with 2,000 runs at once (within the noise one run at a time), and memory
 /// given back after a burst of large answers (idle 54 MiB against 109 MiB), for 2 MiB more when
-/// idle and 4-6% more per run in flight (its size classes). Figures: README, Performance. Not
+/// idle and 4-6% more per run in flight (its size classes). Figures: docs/performance.md. Not
 /// with MSVC, which jemalloc does not support.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]

@@ -7,7 +7,7 @@
 //! Why threads of their own: on the multi-thread runtime, a run that works alone wakes an idle
 //! worker thread at many hand-overs between its tasks (the connection, the LLM call, the
 //! store); on a thread of its own, a connection, its runs and their LLM connections (a pool per
-//! such thread: `agentloop-llm`'s `pools`) wake nothing else. Measured (README, Performance):
+//! such thread: `agentloop-llm`'s `pools`) wake nothing else. Measured (docs/performance.md):
 //! a fifth less CPU for a run of one LLM call one run at a time, a tenth for three calls and
 //! two tools; but waves of thousands of runs at once 5-15% slower (a thread cannot take work
 //! from a busier one), and on PostgreSQL a fifth more CPU (its pool is shared by the threads).
