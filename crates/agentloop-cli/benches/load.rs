@@ -59,19 +59,16 @@
 
 use std::{
     fmt,
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Child, Command, ExitStatus, Stdio},
+    process::Command,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
 
-use agentloop_test_support::{
-    mcp::test_mcp_server_config_toml, postgres::TestSchema, scripted_llm_path,
-};
+use agentloop_test_support::{mcp::test_mcp_server_config_toml, postgres::TestSchema};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -83,12 +80,18 @@ mod llm_alone;
 mod measure;
 #[path = "load/memory.rs"]
 mod memory;
+#[path = "load/options.rs"]
+mod options;
+#[path = "load/processes.rs"]
+mod processes;
 #[path = "load/report.rs"]
 mod report;
 #[path = "load/soak.rs"]
 mod soak;
 
 use measure::*;
+use options::{Options, StoreKind, Work, options};
+use processes::{Server, start_llm};
 use report::*;
 
 /// How often the server's memory and its runs in progress are sampled during a wave.
@@ -98,341 +101,6 @@ const FAILURES_SHOWN: usize = 10;
 /// Connections opened at a time before a wave: within the listen backlog (128, the default of
 /// std and mio), so no SYN is dropped.
 const CONNECT_BATCH: usize = 100;
-
-#[derive(Clone, Copy, PartialEq)]
-enum StoreKind {
-    Sqlite,
-    /// `sqlite::memory:`: the store's work without its file.
-    Memory,
-    Postgres,
-}
-
-impl fmt::Display for StoreKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StoreKind::Sqlite => "SQLite file (WAL)",
-            StoreKind::Memory => "SQLite in memory (sqlite::memory:)",
-            StoreKind::Postgres => "PostgreSQL",
-        })
-    }
-}
-
-struct Options {
-    waves: Vec<usize>,
-    latency: Duration,
-    store: StoreKind,
-    /// Open the wave's connections in the same burst as its runs, instead of beforehand.
-    cold_connections: bool,
-    /// Measure memory under large answers instead of latency under waves.
-    memory: Option<memory::Settings>,
-    /// Keep one server under steady load for a while instead.
-    soak: Option<soak::Settings>,
-    /// Kill and restart servers under runs instead.
-    chaos: Option<chaos::Settings>,
-    /// What each run does.
-    work: Work,
-    /// The wave's runs one after another instead of all at once: CPU and latency per run
-    /// without contention.
-    sequential: bool,
-    /// The model named in the config (`--model`): the scripted LLM answers whatever the name,
-    /// but the server counts tokens with that model's tokenizer (tiktoken for OpenAI's).
-    model: String,
-    /// `server.threads` (`--threads N`): 0 serves on the runtime's shared threads, N on N
-    /// threads of their own.
-    threads: usize,
-    /// PostgreSQL settings for the server's connections (`--pg-setting NAME=VALUE`, repeated),
-    /// given in the store URL's `options`: `synchronous_commit=off`, say.
-    pg_settings: Vec<String>,
-}
-
-/// What one run of the bench does: `tool_calls` LLM calls that each ask for one tool call, then
-/// one that answers; streamed over SSE (`stream: true`, the LLM streaming too) or answered as
-/// JSON (`stream: false` on both sides).
-#[derive(Debug, Clone, Copy)]
-struct Work {
-    tool_calls: usize,
-    stream: bool,
-}
-
-impl Default for Work {
-    fn default() -> Work {
-        Work {
-            tool_calls: 1,
-            stream: true,
-        }
-    }
-}
-
-fn options() -> Options {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    // cargo passes `--bench` to a bench it runs as one; `cargo test --benches` does not.
-    let benchmarking = args.iter().any(|arg| arg == "--bench");
-    let mut options = if benchmarking {
-        Options {
-            waves: vec![100, 1000, 3000],
-            latency: Duration::from_millis(500),
-            store: StoreKind::Sqlite,
-            cold_connections: false,
-            memory: None,
-            soak: None,
-            chaos: None,
-            work: Work::default(),
-            sequential: false,
-            model: "scripted".into(),
-            threads: 0,
-            pg_settings: Vec::new(),
-        }
-    } else {
-        // Under `cargo test`: the performance issue's work (2 tool calls, JSON answers, the
-        // LLM not streaming), one small wave, to prove the bench runs; figures printed only.
-        Options {
-            waves: vec![20],
-            latency: Duration::from_millis(50),
-            store: StoreKind::Sqlite,
-            cold_connections: false,
-            memory: None,
-            soak: None,
-            chaos: None,
-            work: Work {
-                tool_calls: 2,
-                stream: false,
-            },
-            sequential: false,
-            model: "scripted".into(),
-            threads: 0,
-            pg_settings: Vec::new(),
-        }
-    };
-    let mut memory = memory::Settings::new(benchmarking);
-    let mut measure_memory = false;
-    let mut runs_given = false;
-    let mut soak_concurrency = None;
-    let mut chaos = chaos::Settings::bench(benchmarking);
-    let mut run_chaos = false;
-    let mut latency_given = false;
-    let mut args = args.into_iter();
-    while let Some(flag) = args.next() {
-        let mut value = || {
-            args.next()
-                .unwrap_or_else(|| panic!("{flag} needs a value"))
-        };
-        match flag.as_str() {
-            "--runs" => {
-                runs_given = true;
-                options.waves = value()
-                    .split(',')
-                    .map(|n| n.trim().parse().expect("--runs takes counts: 100,1000"))
-                    .collect();
-            }
-            "--latency-ms" => {
-                let ms = value().parse().expect("--latency-ms takes milliseconds");
-                options.latency = Duration::from_millis(ms);
-                latency_given = true;
-            }
-            "--store" => {
-                options.store = match value().as_str() {
-                    "sqlite" => StoreKind::Sqlite,
-                    "memory" => StoreKind::Memory,
-                    "postgres" => StoreKind::Postgres,
-                    other => panic!("--store is sqlite, memory or postgres, not {other:?}"),
-                }
-            }
-            "--cold-connections" => options.cold_connections = true,
-            "--tool-calls" => {
-                options.work.tool_calls = value().parse().expect("--tool-calls takes a count");
-            }
-            "--no-stream" => options.work.stream = false,
-            "--sequential" => options.sequential = true,
-            "--model" => options.model = value(),
-            "--threads" => options.threads = value().parse().expect("--threads takes a count"),
-            "--pg-setting" => options.pg_settings.push(value()),
-            "--memory" => measure_memory = true,
-            "--answer-bytes" => {
-                memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
-            }
-            "--slow-readers" => {
-                memory.slow_readers = value().parse().expect("--slow-readers takes a count");
-            }
-            "--soak" => {
-                let seconds: u64 = value().parse().expect("--soak takes seconds");
-                options.soak = Some(soak::Settings {
-                    duration: Duration::from_secs(seconds),
-                    concurrency: 20,
-                });
-            }
-            "--concurrency" => {
-                soak_concurrency = Some(value().parse().expect("--concurrency takes a count"));
-            }
-            "--chaos" => run_chaos = true,
-            "--kill-every-s" => {
-                let seconds: f64 = value().parse().expect("--kill-every-s takes seconds");
-                chaos.kill_every = Duration::from_secs_f64(seconds);
-            }
-            "--bench" => {}
-            // Under `cargo test`, what is meant for the test harness (a filter, --nocapture).
-            other if !benchmarking => eprintln!("load bench: ignoring {other:?}"),
-            other => panic!(
-                "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
-                 sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential \
-                 --threads N --pg-setting NAME=VALUE, \
-                 or --memory [--runs N] [--answer-bytes B] [--slow-readers S], or --soak \
-                 SECONDS [--concurrency C], or --chaos [--runs M] [--kill-every-s S] \
-                 [--latency-ms L] [--concurrency C]"
-            ),
-        }
-    }
-    if let (Some(soak), Some(concurrency)) = (options.soak.as_mut(), soak_concurrency) {
-        soak.concurrency = concurrency;
-    }
-    if run_chaos {
-        if let Some(&runs) = options.waves.iter().max().filter(|_| runs_given) {
-            chaos.runs = runs;
-        }
-        if latency_given {
-            chaos.latency = options.latency;
-        }
-        if let Some(concurrency) = soak_concurrency {
-            chaos.concurrency = concurrency;
-        }
-        options.chaos = Some(chaos);
-    }
-    if measure_memory {
-        if let Some(&runs) = options.waves.iter().max().filter(|_| runs_given) {
-            memory.runs = runs;
-        }
-        options.memory = Some(memory);
-    }
-    options
-}
-
-/// `agentloop` in `dir`, deaf to the environment variables that would override the config.
-fn agentloop(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    command
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("AGENTLOOP_LISTEN")
-        .env_remove("AGENTLOOP_LOG");
-    command
-}
-
-/// A child process killed when dropped, so a failing bench leaves nothing running.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-fn start_llm(latency: Duration, tool_calls: usize, extra: &[String]) -> (Process, String) {
-    let mut child = Command::new(scripted_llm_path())
-        .args(["--listen", "127.0.0.1:0", "--tool-calls"])
-        .arg(tool_calls.to_string())
-        .arg("--tool")
-        .arg("test__echo")
-        .arg("--latency-ms")
-        .arg(latency.as_millis().to_string())
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start agentloop-scripted-llm");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base_url = line.trim().to_string();
-    assert!(
-        base_url.starts_with("http://"),
-        "scripted LLM said {line:?}"
-    );
-    (Process(child), base_url)
-}
-
-/// `agentloop serve` on a free port, with an API key it made for the user `bench` (`--key-for`:
-/// the only way to call a server on `sqlite::memory:`); its stderr is drained by a thread (a
-/// full pipe would stall the server) and kept for the report.
-struct Server {
-    process: Process,
-    address: String,
-    key: String,
-    stderr: Arc<Mutex<Vec<String>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = agentloop(dir)
-            .args(["serve", "--listen", "127.0.0.1:0", "--key-for", "bench"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agentloop serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut address = None;
-        let mut before = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            address = line
-                .split_whitespace()
-                .find(|word| word.starts_with("http://"))
-                .map(str::to_string);
-            before.push(line);
-            if address.is_some() {
-                break;
-            }
-        }
-        let address = address.unwrap_or_else(|| panic!("agentloop serve said {before:?}"));
-        // The key follows on stdout once the server listens; the rest of stdout is drained.
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut key = String::new();
-        stdout.read_line(&mut key).unwrap();
-        let key = key.trim().to_string();
-        assert!(
-            !key.is_empty(),
-            "agentloop serve printed no key: {before:?}"
-        );
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let stderr = Arc::new(Mutex::new(before));
-        let kept = stderr.clone();
-        let reader = std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                kept.lock().unwrap().push(line);
-            }
-        });
-        Server {
-            process: Process(child),
-            address,
-            key,
-            stderr,
-            reader: Some(reader),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.process.0.id()
-    }
-
-    /// SIGTERM, then the exit status and what the server wrote on stderr.
-    fn stop(mut self) -> (ExitStatus, Vec<String>) {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success(), "kill -TERM failed");
-        let status = self.process.0.wait().unwrap();
-        if let Some(reader) = self.reader.take() {
-            reader.join().unwrap();
-        }
-        let lines = std::mem::take(&mut *self.stderr.lock().unwrap());
-        (status, lines)
-    }
-}
 
 /// What one run looked like from the client.
 struct RunReport {
