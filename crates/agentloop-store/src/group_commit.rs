@@ -26,7 +26,7 @@ use agentloop_core::StoreError;
 use rusqlite::Connection;
 use tokio::sync::watch;
 
-use crate::sqlite;
+use crate::sqlite::{self, execute};
 
 /// The most transactions one commit takes: a bound on the transaction's size, and on how long
 /// its first member waits.
@@ -342,11 +342,6 @@ impl Groups {
             self.location
         ))
     }
-}
-
-/// A statement without parameters, prepared once per connection.
-fn execute(connection: &Connection, sql: &str) -> rusqlite::Result<()> {
-    connection.prepare_cached(sql)?.raw_execute().map(drop)
 }
 
 #[cfg(test)]
