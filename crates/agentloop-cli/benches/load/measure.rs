@@ -71,11 +71,42 @@ pub(super) fn machine_cpu_seconds() -> (f64, f64) {
     ((total - waiting) / per_second, total / per_second)
 }
 
+/// The context switches of process `pid`'s threads so far, voluntary (a thread that waited)
+/// and not (a thread put aside for another), summed over the threads alive now
+/// (`/proc/PID/task/TID/status`).
+pub(super) fn context_switches(pid: u32) -> Switches {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Switches::default();
+    };
+    let count = |status: &str, field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_default()
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .fold(Switches::default(), |sum, status| Switches {
+            voluntary: sum.voluntary + count(&status, "voluntary_ctxt_switches:"),
+            involuntary: sum.involuntary + count(&status, "nonvoluntary_ctxt_switches:"),
+        })
+}
+
+#[derive(Clone, Copy, Default)]
+pub(super) struct Switches {
+    pub(super) voluntary: u64,
+    pub(super) involuntary: u64,
+}
+
 /// The CPU seconds of the processes on the machine's cores during a wave, and of the whole
-/// machine (a database server, or anything else running, included).
+/// machine (a database server, or anything else running, included); the server's context
+/// switches.
 #[derive(Clone, Copy, Default)]
 pub(super) struct CpuUse {
     pub(super) server: f64,
+    pub(super) server_switches: Switches,
     pub(super) mcp_server: f64,
     pub(super) llm: f64,
     pub(super) client: f64,
@@ -90,6 +121,7 @@ impl CpuUse {
             machine_busy,
             machine_total,
             server: cpu_seconds(server).unwrap_or_default(),
+            server_switches: context_switches(server),
             mcp_server: children(server).into_iter().filter_map(cpu_seconds).sum(),
             llm: cpu_seconds(llm).unwrap_or_default(),
             client: cpu_seconds(std::process::id()).unwrap_or_default(),
@@ -99,6 +131,16 @@ impl CpuUse {
     pub(super) fn since(self, start: CpuUse) -> CpuUse {
         CpuUse {
             server: self.server - start.server,
+            server_switches: Switches {
+                voluntary: self
+                    .server_switches
+                    .voluntary
+                    .saturating_sub(start.server_switches.voluntary),
+                involuntary: self
+                    .server_switches
+                    .involuntary
+                    .saturating_sub(start.server_switches.involuntary),
+            },
             mcp_server: self.mcp_server - start.mcp_server,
             llm: self.llm - start.llm,
             client: self.client - start.client,

@@ -138,6 +138,14 @@ pub(super) fn print_wave(wave: &Wave, options: &Options) {
         wave.cpu.machine_total,
         100.0 * wave.cpu.machine_busy / wave.cpu.machine_total.max(f64::MIN_POSITIVE)
     );
+    let switches = wave.cpu.server_switches;
+    let per_run = |count: u64| count as f64 / wave.runs.max(1) as f64;
+    println!(
+        "  server context switches   {:.1} per run: {:.1} waits, {:.1} put aside (its threads alive at the end)",
+        per_run(switches.voluntary + switches.involuntary),
+        per_run(switches.voluntary),
+        per_run(switches.involuntary),
+    );
     println!(
         "  listen queue overflows    {} (SYNs the kernel dropped, whole machine)",
         wave.listen_overflows
