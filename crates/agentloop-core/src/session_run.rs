@@ -2,10 +2,10 @@
 //! of the same session is refused, never interleaved), the history is read from it, the question
 //! is saved before the first LLM call, and every step after.
 
-use futures::future::Either;
 use std::sync::Arc;
 
 use agentloop_protocol::{ErrorCode, Event};
+use futures::future::Either;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
