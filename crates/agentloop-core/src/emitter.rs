@@ -40,7 +40,7 @@ impl Emitter {
         Self::resuming(run_id, 0, sink)
     }
 
-    /// Numbers events that are sent later, by another emitter ([`Emitter::send_numbered`]).
+    /// Numbers events that are sent later, by another emitter ([`Emitter::send_saved`]).
     pub(crate) fn numbering(run_id: Uuid) -> Self {
         Self::new(run_id, Arc::new(Nowhere))
     }
@@ -79,7 +79,8 @@ impl Emitter {
         self.sink.emit(event);
     }
 
-    /// Tells the sink that the store has every event up to the last one numbered.
+    /// Tells the sink that the store has every event up to the last one numbered: called before
+    /// a saved step's events are sent, so that a sink need not keep what the store has.
     pub(crate) fn saved(&self) {
         self.sink.saved(self.last_seq);
     }
@@ -93,11 +94,15 @@ impl Emitter {
         event
     }
 
-    /// Sends events numbered before this emitter existed (a run's first step, saved with its
-    /// beginning); the next event comes after them.
-    pub(crate) fn send_numbered(&mut self, events: Vec<Event>) {
+    /// Sends the saved events of a step numbered before this emitter existed (a run's first
+    /// step, saved with its beginning), telling the sink first that the store has them; the
+    /// next event comes after them.
+    pub(crate) fn send_saved(&mut self, events: Vec<Event>) {
+        if let Some(last) = events.iter().map(|event| event.seq).max() {
+            self.last_seq = self.last_seq.max(last);
+        }
+        self.saved();
         for event in events {
-            self.last_seq = self.last_seq.max(event.seq);
             self.send(event);
         }
     }

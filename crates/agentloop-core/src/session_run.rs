@@ -367,8 +367,7 @@ impl Agent {
             emitter = Emitter::new(machine.run_id(), sink);
             // The first step's events, saved with the run's beginning.
             if !events.is_empty() {
-                emitter.send_numbered(events);
-                emitter.saved();
+                emitter.send_saved(events);
             }
             match store {
                 None => {

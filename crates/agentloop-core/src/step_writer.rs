@@ -121,8 +121,8 @@ impl StepWriter {
                 if let Some(persistence) = &mut self.persistence {
                     persistence.input_saved = true;
                 }
-                send(emitter, record.events.split_off(fresh));
                 emitter.saved();
+                send(emitter, record.events.split_off(fresh));
                 Ok(())
             }
             // Another instance works on the run now: nothing more is written or sent here.

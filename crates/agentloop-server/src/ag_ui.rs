@@ -41,6 +41,7 @@ use crate::{
     auth::User,
     conversation,
     error::{ApiError, ErrorBody},
+    live::Reader,
     protocols::ag_ui::{AgUiStream, tool_call_id},
     runs::{body_bytes, resume_error},
     state::AppState,
@@ -232,8 +233,10 @@ pub async fn run_agent(
         .resume(waiting.id, &input)
         .await
         .map_err(resume_error)?;
-    let live = state.runs.resume(&state.agent, resumed, &user)?;
-    let events = live.events(live.base_seq);
+    let live = state
+        .runs
+        .resume(&state.agent, resumed, &user, Reader::Events)?;
+    let events = live.events();
     let mapper = mapper().with_client_results(input.results.into_keys());
     Ok(ag_ui_stream(events, mapper, state.config.keep_alive()))
 }
@@ -289,8 +292,11 @@ async fn start(
         traceparent,
         ..RunRequest::default()
     };
-    let live = state.runs.start(&state.agent, request, user).await?;
-    let events = live.events(live.base_seq);
+    let live = state
+        .runs
+        .start(&state.agent, request, user, Reader::Events)
+        .await?;
+    let events = live.events();
     Ok(ag_ui_stream(events, mapper, state.config.keep_alive()))
 }
 

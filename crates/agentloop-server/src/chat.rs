@@ -29,7 +29,7 @@ use crate::{
     auth::User,
     error::{ApiError, ErrorBody},
     extract::PathId,
-    live::LiveRun,
+    live::{LiveRun, Reader},
     protocols::ai_sdk::UiMessageStream,
     runs::{body_bytes, resume_error, resume_point},
     state::AppState,
@@ -147,12 +147,14 @@ pub async fn post_chat(
             .resume(run.id, &input)
             .await
             .map_err(resume_error)?;
-        let live = state.runs.resume(&state.agent, resumed, &user)?;
-        return Ok(stream_run(
-            &state,
-            &live,
+        let live = state
+            .runs
+            .resume(&state.agent, resumed, &user, Reader::Events)?;
+        return Ok(ui_stream(
+            live.events(),
             UiMessageStream::with_denied(denied),
             0,
+            state.config.keep_alive(),
         ));
     }
     let query = match (last.role.as_str(), text_of(last)) {
@@ -174,8 +176,16 @@ pub async fn post_chat(
         traceparent,
         ..RunRequest::default()
     };
-    let live = state.runs.start(&state.agent, request, &user).await?;
-    Ok(stream_run(&state, &live, UiMessageStream::new(), 0))
+    let live = state
+        .runs
+        .start(&state.agent, request, &user, Reader::Events)
+        .await?;
+    Ok(ui_stream(
+        live.events(),
+        UiMessageStream::new(),
+        0,
+        state.config.keep_alive(),
+    ))
 }
 
 /// Resume the stream of a chat's run in progress (what `useChat({resume: true})` asks).

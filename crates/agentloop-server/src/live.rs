@@ -4,8 +4,8 @@
 //!
 //! What a run holds in memory is bounded. Every event reaches the store (a step is saved before
 //! its events are sent; live text is saved with the next step), so a run keeps in memory only
-//! what its followers have not read yet, plus the newest [`RECENT_BYTES`] for clients that come
-//! back at once. A follower more than [`MAX_BACKLOG_BYTES`] behind is dropped: its stream ends
+//! what its followers have not read yet, and of what the store does not have yet (the text of
+//! the LLM call in progress) the newest [`RECENT_BYTES`]. A follower more than [`MAX_BACKLOG_BYTES`] behind is dropped: its stream ends
 //! after what it has already been given, and the client reattaches from its last event (as
 //! EventSource does by itself). Events no longer in memory are read from the store a page at a
 //! time; text not saved yet (of the LLM call in progress) comes once its step is saved. A run
@@ -13,16 +13,13 @@
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, Mutex, MutexGuard,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
 use agentloop_core::{Agent, EventSink, Resumed, RunOutcome, RunRequest, Store, protocol::Event};
 use axum::http::StatusCode;
-use futures::Stream;
+use futures::{FutureExt, Stream};
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use uuid::Uuid;
@@ -44,7 +41,8 @@ const LINGER: Duration = Duration::from_secs(60);
 /// answer twice) for a request still to ask for it, beyond the requests already waiting for it.
 /// A `stream: false` request asks as the run starts.
 const OUTCOME_KEPT: Duration = Duration::from_secs(1);
-/// The newest events a run keeps although no follower needs them.
+/// The most a run keeps of the newest events the store does not have yet (live text) when no
+/// follower needs them.
 const RECENT_BYTES: usize = 256 * 1024;
 /// How far behind the newest event a follower may be before it is dropped.
 pub const MAX_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
@@ -74,8 +72,6 @@ pub struct LiveRun {
     /// Set at the end; kept while requests wait for it, and [`OUTCOME_KEPT`] at least.
     ended: watch::Sender<Option<Arc<RunOutcome>>>,
     progress: watch::Sender<Progress>,
-    /// The seq of the last event the run's driver saw saved ([`EventSink::saved`]).
-    saved_seq: AtomicU64,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -119,6 +115,16 @@ impl LiveRun {
         // Attached at once, not when the response is first polled: what the run emits until
         // then stays in memory for this follower.
         let id = self.lock_log().attach(next);
+        self.follow(next, id)
+    }
+
+    /// The events from `next` on, for a follower attached as `id` (reading the store first
+    /// when `None`).
+    fn follow(
+        self: &Arc<Self>,
+        next: u64,
+        id: Option<u64>,
+    ) -> impl Stream<Item = Event> + Send + 'static + use<> {
         let follower = Follower {
             run: self.clone(),
             progress: self.progress.subscribe(),
@@ -168,7 +174,8 @@ impl LiveRun {
             return;
         };
         // The driver saw the step with the last event saved: the store has the end.
-        if self.saved_seq.load(Ordering::Acquire) >= self.progress.borrow().last_seq {
+        let saved_seq = self.lock_log().saved_seq;
+        if saved_seq >= self.progress.borrow().last_seq {
             self.lock_log().release();
             return;
         }
@@ -209,7 +216,76 @@ impl EventSink for LiveRun {
     }
 
     fn saved(&self, last_seq: u64) {
-        self.saved_seq.fetch_max(last_seq, Ordering::AcqRel);
+        self.lock_log().saved(last_seq);
+    }
+}
+
+/// Who reads a run started or resumed for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// A stream of its events: followed from before it begins, so that memory keeps its first
+    /// events for the request instead of leaving them to the store.
+    Events,
+    /// Its outcome, or nothing (the request is answered at once).
+    Outcome,
+}
+
+impl Reader {
+    pub fn events_if(stream: bool) -> Reader {
+        if stream {
+            Reader::Events
+        } else {
+            Reader::Outcome
+        }
+    }
+}
+
+/// A run started or resumed for a request, with the follower attached for it before it began
+/// ([`Reader::Events`]); a follower not taken is let go.
+pub struct Started {
+    pub run: Arc<LiveRun>,
+    reader: Reader,
+    follower: Option<u64>,
+}
+
+impl Started {
+    /// `run`, not begun yet, with a follower attached from its first event for a
+    /// [`Reader::Events`].
+    fn for_reader(run: Arc<LiveRun>, reader: Reader) -> Started {
+        let follower = match reader {
+            Reader::Events => run.lock_log().attach(run.base_seq + 1),
+            Reader::Outcome => None,
+        };
+        Started {
+            run,
+            reader,
+            follower,
+        }
+    }
+
+    /// Whether the request reads the run's events ([`Reader::Events`]).
+    pub fn reads_events(&self) -> bool {
+        self.reader == Reader::Events
+    }
+
+    /// The run's events from its first here (`base_seq`) on.
+    pub fn events(mut self) -> impl Stream<Item = Event> + Send + 'static + use<> {
+        let next = self.run.base_seq + 1;
+        match self.follower.take() {
+            Some(id) => self.run.follow(next, Some(id)),
+            None => {
+                let id = self.run.lock_log().attach(next);
+                self.run.follow(next, id)
+            }
+        }
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(id) = self.follower.take() {
+            self.run.lock_log().detach(id);
+        }
     }
 }
 
@@ -356,7 +432,8 @@ impl LiveRuns {
         agent: &Agent,
         mut request: RunRequest,
         user: &str,
-    ) -> Result<Arc<LiveRun>, ApiError> {
+        reader: Reader,
+    ) -> Result<Started, ApiError> {
         self.daily
             .admit(
                 agent.store().map(|store| store.as_ref()),
@@ -367,18 +444,22 @@ impl LiveRuns {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let session_id = request.new_session_id();
         let run = self.admit(agent, run_id, session_id, 0, user, true)?;
+        let started = Started::for_reader(run, reader);
         let begun = match agent.begin(request).await {
             Ok(begun) => begun,
             Err(error) => {
-                self.discard(&run);
+                self.discard(&started.run);
                 return Err(error.into());
             }
         };
         let agent = agent.clone();
-        self.spawn(run.clone(), async move |live: Arc<LiveRun>, sink| {
-            agent.run_begun(begun, sink, live.cancel.clone()).await
-        });
-        Ok(run)
+        self.spawn(
+            started.run.clone(),
+            async move |live: Arc<LiveRun>, sink| {
+                agent.run_begun(begun, sink, live.cancel.clone()).await
+            },
+        );
+        Ok(started)
     }
 
     /// Forgets a run that was admitted but never began.
@@ -401,8 +482,9 @@ impl LiveRuns {
         agent: &Agent,
         resumed: Resumed,
         user: &str,
-    ) -> Result<Arc<LiveRun>, ApiError> {
-        self.go_on(agent, resumed, user, true)
+        reader: Reader,
+    ) -> Result<Started, ApiError> {
+        self.go_on(agent, resumed, user, true, reader)
     }
 
     /// Drives a run adopted from an instance that stopped. The per-user limit does not apply:
@@ -413,7 +495,8 @@ impl LiveRuns {
         resumed: Resumed,
     ) -> Result<Arc<LiveRun>, ApiError> {
         let user = resumed.user_id().to_string();
-        self.go_on(agent, resumed, &user, false)
+        let started = self.go_on(agent, resumed, &user, false, Reader::Outcome)?;
+        Ok(started.run.clone())
     }
 
     fn go_on(
@@ -422,7 +505,8 @@ impl LiveRuns {
         resumed: Resumed,
         user: &str,
         limited: bool,
-    ) -> Result<Arc<LiveRun>, ApiError> {
+        reader: Reader,
+    ) -> Result<Started, ApiError> {
         let run = self.admit(
             agent,
             resumed.run_id(),
@@ -431,11 +515,15 @@ impl LiveRuns {
             user,
             limited,
         )?;
+        let started = Started::for_reader(run, reader);
         let agent = agent.clone();
-        self.spawn(run.clone(), async move |live: Arc<LiveRun>, sink| {
-            agent.run_resumed(resumed, sink, live.cancel.clone()).await
-        });
-        Ok(run)
+        self.spawn(
+            started.run.clone(),
+            async move |live: Arc<LiveRun>, sink| {
+                agent.run_resumed(resumed, sink, live.cancel.clone()).await
+            },
+        );
+        Ok(started)
     }
 
     /// Registers a run for `user`, unless the server is stopping or the user has as many runs
@@ -468,7 +556,6 @@ impl LiveRuns {
                 last_seq: base_seq,
                 finished: false,
             }),
-            saved_seq: AtomicU64::new(base_seq),
         });
         {
             let mut runs = self.lock_runs();
@@ -510,17 +597,20 @@ impl LiveRuns {
         Fut: std::future::Future<Output = RunOutcome> + Send + 'static,
     {
         let registry = self.clone();
-        self.tasks.spawn(async move {
-            // Counted as ended once marked finished, or should the task end otherwise.
-            let active = Active {
-                registry: registry.clone(),
-                user: run.user_id.clone(),
-            };
-            let sink: Arc<dyn EventSink> = run.clone();
-            let outcome = drive(run.clone(), sink).await;
+        // Counted as ended once marked finished, or should the task end otherwise.
+        let active = Active {
+            registry: registry.clone(),
+            user: run.user_id.clone(),
+        };
+        let sink: Arc<dyn EventSink> = run.clone();
+        // Chained, not awaited in an `async` block: a block keeps the closure it calls, or the
+        // future it awaits, twice in the task for as long as the run lasts (as it received it,
+        // and as it polls it).
+        let driven = drive(run.clone(), sink).then(move |outcome| async move {
             run.finish(outcome, active).await;
             registry.linger(run);
         });
+        self.tasks.spawn(driven);
     }
 
     /// Keeps a finished run registered a while ([`LINGER`]), its outcome a moment.

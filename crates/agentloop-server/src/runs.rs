@@ -1,7 +1,5 @@
 //! `/v1/runs`: start a run (SSE or JSON), look at it, follow its events, cancel it.
 
-use std::sync::Arc;
-
 use agentloop_core::{
     ResumeError, RunOutcome, RunRequest,
     protocol::{
@@ -28,7 +26,7 @@ use crate::{
     body::{InputBody, RunBody},
     error::{ApiError, ErrorBody, ErrorDetail},
     extract::{PathId, query_value},
-    live::LiveRun,
+    live::{Reader, Started},
     sse,
     state::AppState,
     trace_context::TraceParent,
@@ -160,18 +158,19 @@ async fn start(
     };
     // Boxed: the run's beginning (the store's transaction) is the largest part of this future,
     // and a request that waits for the run's end would keep its room for the whole run.
-    let run = Box::pin(state.runs.start(&state.agent, request, &user)).await?;
-    answer(&state, run, stream).await
+    let reader = Reader::events_if(stream);
+    let run = Box::pin(state.runs.start(&state.agent, request, &user, reader)).await?;
+    answer(&state, run).await
 }
 
 /// The answer to a request that started (or resumed) a run: its events from there on, or
 /// the run once it ends (or pauses again).
-async fn answer(state: &AppState, run: Arc<LiveRun>, stream: bool) -> Result<Response, ApiError> {
-    if stream {
-        let events = run.events(run.base_seq);
-        return Ok(sse::response(events, state.config.keep_alive()));
+async fn answer(state: &AppState, started: Started) -> Result<Response, ApiError> {
+    if started.reads_events() {
+        return Ok(sse::response(started.events(), state.config.keep_alive()));
     }
-    let outcome = run
+    let outcome = started
+        .run
         .outcome()
         .await
         .ok_or_else(|| ApiError::internal("the run ended without an outcome"))?;
@@ -235,8 +234,13 @@ pub async fn run_input(
         .resume(id, &input.input)
         .await
         .map_err(resume_error)?;
-    let run = state.runs.resume(&state.agent, resumed, &user)?;
-    answer(&state, run, input.stream).await
+    let run = state.runs.resume(
+        &state.agent,
+        resumed,
+        &user,
+        Reader::events_if(input.stream),
+    )?;
+    answer(&state, run).await
 }
 
 pub(crate) fn resume_error(error: ResumeError) -> ApiError {
@@ -461,7 +465,9 @@ pub async fn cancel_run(
             let run = owned_run(&state, id, &user).await?;
             if run.status == RunStatus::AwaitingInput {
                 let resumed = state.agent.cancel_paused(id).await.map_err(resume_error)?;
-                state.runs.resume(&state.agent, resumed, &user)?;
+                state
+                    .runs
+                    .resume(&state.agent, resumed, &user, Reader::Outcome)?;
                 return Ok((
                     StatusCode::ACCEPTED,
                     Json(CancelAnswer {

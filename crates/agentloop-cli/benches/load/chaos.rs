@@ -31,7 +31,7 @@ use std::{
     fmt,
     io::{BufRead, BufReader, Write},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Stdio},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -51,6 +51,8 @@ use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
+#[path = "agentloop_command.rs"]
+pub(crate) mod agentloop_command;
 #[path = "chaos_cluster.rs"]
 mod cluster;
 #[path = "chaos_report.rs"]
@@ -208,11 +210,7 @@ async fn start_llm(settings: &Settings) -> ScriptedLlm {
 async fn create_key(dir: &Path) -> String {
     let dir = dir.to_path_buf();
     let output = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_agentloop"))
-            .current_dir(&dir)
-            .env_remove("DATABASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
+        agentloop_command::agentloop(&dir)
             .args(["keys", "create", "--user", "chaos"])
             .output()
             .unwrap()

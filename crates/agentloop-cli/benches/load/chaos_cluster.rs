@@ -11,14 +11,8 @@ pub(super) struct Instance {
 
 impl Instance {
     pub(super) async fn start(dir: &Path, slot: usize) -> Instance {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        let mut command = super::agentloop_command::agentloop(dir);
         command
-            .current_dir(dir)
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("DATABASE_URL")
-            .env_remove("AGENTLOOP_LISTEN")
-            .env_remove("AGENTLOOP_LOG")
             .args(["serve", "--listen", "127.0.0.1:0"])
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("start agentloop serve");

@@ -46,10 +46,19 @@ pub(super) fn clock_ticks_per_second() -> f64 {
 
 /// The children of process `pid` (the server's MCP server).
 pub(super) fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|child| child.parse().ok())
+    // Each thread lists the children it started: the server starts its MCP servers from a
+    // worker thread, not its main one.
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .filter_map(|thread| std::fs::read_to_string(thread.ok()?.path().join("children")).ok())
+        .flat_map(|children| {
+            children
+                .split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 

@@ -11,18 +11,7 @@ use std::{
 
 use agentloop_test_support::scripted_llm_path;
 
-/// `agentloop` in `dir`, deaf to the environment variables that would override the config.
-pub(crate) fn agentloop(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    command
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("AGENTLOOP_LISTEN")
-        .env_remove("AGENTLOOP_LOG");
-    command
-}
+pub(crate) use crate::chaos::agentloop_command::agentloop;
 
 /// A child process killed when dropped, so a failing bench leaves nothing running.
 pub(crate) struct Process(pub(crate) Child);

@@ -1,5 +1,5 @@
-//! A run's events in memory: the newest ones, and the ones its followers have not read yet,
-//! bounded in bytes (see the module above).
+//! A run's events in memory: the ones its followers have not read yet, and the newest ones the
+//! store does not have yet, bounded in bytes (see the module above).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -8,13 +8,16 @@ use serde::Serialize;
 
 use super::{BATCH_BYTES, MAX_BACKLOG_BYTES, RECENT_BYTES};
 
-/// A run's events in memory: the newest ones, and the ones a follower has not read yet.
+/// A run's events in memory: the ones a follower has not read yet, and the newest ones not
+/// saved yet.
 pub(super) struct Log {
     /// In seq order, without gaps.
     pub(super) events: VecDeque<HeldEvent>,
     pub(super) bytes: usize,
     /// The seq of the next event to come.
     pub(super) next_seq: u64,
+    /// The seq of the last event the store has: the step that ended with it was saved.
+    pub(super) saved_seq: u64,
     /// Followers reading from memory, by id: the seq each reads next.
     pub(super) followers: HashMap<u64, u64>,
     pub(super) next_follower: u64,
@@ -48,6 +51,7 @@ impl Log {
             events: VecDeque::new(),
             bytes: 0,
             next_seq: base_seq + 1,
+            saved_seq: base_seq,
             followers: HashMap::new(),
             next_follower: 0,
             dropped: 0,
@@ -56,10 +60,13 @@ impl Log {
         }
     }
 
-    /// Adds the newest event; returns how many followers were dropped to make room.
+    /// Adds the newest event; returns how many followers were dropped to make room. An event
+    /// the store has and no follower needs is not held (a run answered as a whole, with
+    /// nobody following it, holds nothing).
     pub(super) fn push(&mut self, event: Event) -> usize {
         self.next_seq = event.seq + 1;
-        if self.released {
+        let unneeded = event.seq <= self.saved_seq && event.seq < self.needed();
+        if self.released || (self.bounded && unneeded) {
             return 0;
         }
         let bytes = event_bytes(&event);
@@ -97,20 +104,36 @@ impl Log {
         dropped
     }
 
-    /// Lets go of the oldest events that no follower needs, beyond the recent ones.
+    /// The store has every event up to `last_seq`: those no follower needs leave memory.
+    pub(super) fn saved(&mut self, last_seq: u64) {
+        self.saved_seq = self.saved_seq.max(last_seq);
+        self.trim();
+    }
+
+    /// The first seq a follower still has to read (`u64::MAX` without followers).
+    fn needed(&self) -> u64 {
+        self.followers.values().min().copied().unwrap_or(u64::MAX)
+    }
+
+    /// Whether the event `seq`, the oldest held, stays: a follower needs it, or the store does
+    /// not have it yet and what is held fits [`RECENT_BYTES`].
+    fn holds(&self, seq: u64, needed: u64) -> bool {
+        seq >= needed || (seq > self.saved_seq && self.bytes <= RECENT_BYTES)
+    }
+
+    /// Lets go of the oldest events that no follower needs and the store has, and of the oldest
+    /// not saved yet beyond [`RECENT_BYTES`].
     pub(super) fn trim(&mut self) {
         if !self.bounded {
             return;
         }
-        let needed = self.followers.values().min().copied().unwrap_or(u64::MAX);
-        while self.bytes > RECENT_BYTES {
-            match self.events.front() {
-                Some(oldest) if oldest.event.seq < needed => {
-                    self.bytes -= oldest.bytes;
-                    self.events.pop_front();
-                }
-                _ => break,
+        let needed = self.needed();
+        while let Some(oldest) = self.events.front() {
+            if self.holds(oldest.event.seq, needed) {
+                break;
             }
+            self.bytes -= oldest.bytes;
+            self.events.pop_front();
         }
     }
 

@@ -1,5 +1,6 @@
 use super::*;
 use agentloop_core::protocol::EventKind;
+use futures::StreamExt;
 
 fn delta(seq: u64, bytes: usize) -> Event {
     Event {
@@ -20,7 +21,7 @@ fn seqs(read: Read) -> Vec<u64> {
 }
 
 #[test]
-fn without_followers_only_the_recent_events_stay() {
+fn without_followers_only_the_newest_events_not_saved_stay() {
     let mut log = Log::new(0, true);
     for seq in 1..=100 {
         log.push(delta(seq, 10_000));
@@ -30,6 +31,34 @@ fn without_followers_only_the_recent_events_stay() {
     // A client asking for a trimmed event reads the store.
     assert_eq!(log.attach(1), None);
     assert!(log.attach(100).is_some());
+}
+
+#[test]
+fn events_the_store_has_leave_memory_unless_a_follower_still_needs_them() {
+    let mut log = Log::new(0, true);
+    // A step saved, then sent: nobody follows, nothing is held.
+    log.saved(3);
+    for seq in 1..=3 {
+        log.push(delta(seq, 100));
+    }
+    assert_eq!((log.events.len(), log.bytes), (0, 0));
+    assert_eq!(log.attach(1), None, "read from the store");
+    // Live text, not saved yet, stays for a client that comes now.
+    log.push(delta(4, 100));
+    log.push(delta(5, 100));
+    assert_eq!(log.events.len(), 2);
+    let late = log.attach(4).unwrap();
+    // Saved with the next step: the follower still has to read it.
+    log.saved(6);
+    log.push(delta(6, 100));
+    assert_eq!(seqs(log.read(late)), [4, 5, 6]);
+    assert_eq!((log.events.len(), log.bytes), (0, 0), "read and saved");
+    // Of a saved step, a follower behind keeps what it has not read, and only that.
+    log.saved(8);
+    log.push(delta(7, 100));
+    log.push(delta(8, 100));
+    assert_eq!(seqs(log.read(late)), [7, 8]);
+    assert!(log.events.is_empty());
 }
 
 #[test]
@@ -79,7 +108,6 @@ fn run_with(store: Option<Arc<dyn Store>>) -> Arc<LiveRun> {
         store,
         ended: watch::Sender::new(None),
         progress: watch::Sender::new(Progress::default()),
-        saved_seq: AtomicU64::new(0),
     })
 }
 
@@ -201,4 +229,43 @@ fn batches_are_bounded_but_never_empty() {
     assert_eq!(seqs(log.read(id)), [1]);
     assert_eq!(seqs(log.read(id)), [2]);
     assert!(matches!(log.read(id), Read::CaughtUp));
+}
+
+#[tokio::test]
+async fn a_request_that_streams_a_run_follows_it_from_before_its_first_event() {
+    // The store has no such run: what the stream gets came from memory.
+    let store = agentloop::SqlStore::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let streamed = Started::for_reader(run_with(Some(store.clone())), Reader::Events);
+    let answered = Started::for_reader(run_with(Some(store)), Reader::Outcome);
+    for started in [&streamed, &answered] {
+        // The run's first step, saved with its beginning, is sent before the request reads.
+        started.run.saved(2);
+        started.run.emit(delta(1, 10));
+        started.run.emit(delta(2, 10));
+    }
+    assert_eq!(streamed.run.held().events, 2);
+    assert_eq!(answered.run.held().events, 0, "nobody follows it");
+    assert!(streamed.reads_events() && !answered.reads_events());
+
+    let run = streamed.run.clone();
+    let events = streamed.events();
+    run.progress.send_modify(|p| p.finished = true);
+    let seqs: Vec<u64> = events.map(|event| event.seq).collect().await;
+    assert_eq!(seqs, [1, 2]);
+    assert_eq!(run.held().events, 0, "read, and saved");
+}
+
+#[tokio::test]
+async fn a_follower_attached_for_a_request_that_never_reads_is_let_go() {
+    let store = agentloop::SqlStore::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let started = Started::for_reader(run_with(Some(Arc::new(store))), Reader::Events);
+    let run = started.run.clone();
+    assert_eq!(run.followers(), 1);
+    drop(started);
+    assert_eq!(run.followers(), 0);
 }
