@@ -596,6 +596,20 @@ impl LiveRuns {
         F: FnOnce(Arc<LiveRun>, Arc<dyn EventSink>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = RunOutcome> + Send + 'static,
     {
+        self.tasks.spawn(self.task(run, drive));
+    }
+
+    /// What a run's task does: drives it, records its end, keeps it registered a little. Kept
+    /// for as long as the run lasts, so it holds the driver's future once and little else.
+    fn task<F, Fut>(
+        self: &Arc<Self>,
+        run: Arc<LiveRun>,
+        drive: F,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static + use<F, Fut>
+    where
+        F: FnOnce(Arc<LiveRun>, Arc<dyn EventSink>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = RunOutcome> + Send + 'static,
+    {
         let registry = self.clone();
         // Counted as ended once marked finished, or should the task end otherwise.
         let active = Active {
@@ -606,11 +620,10 @@ impl LiveRuns {
         // Chained, not awaited in an `async` block: a block keeps the closure it calls, or the
         // future it awaits, twice in the task for as long as the run lasts (as it received it,
         // and as it polls it).
-        let driven = drive(run.clone(), sink).then(move |outcome| async move {
+        drive(run.clone(), sink).then(move |outcome| async move {
             run.finish(outcome, active).await;
             registry.linger(run);
-        });
-        self.tasks.spawn(driven);
+        })
     }
 
     /// Keeps a finished run registered a while ([`LINGER`]), its outcome a moment.

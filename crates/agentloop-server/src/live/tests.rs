@@ -269,3 +269,28 @@ async fn a_follower_attached_for_a_request_that_never_reads_is_let_go() {
     drop(started);
     assert_eq!(run.followers(), 0);
 }
+
+/// A run's task lives as long as the run, ten thousand of them at once: it must hold the
+/// driver's future once (an `async` block that awaited it, or called the closure making it,
+/// kept it, or the closure, twice).
+#[tokio::test]
+async fn a_runs_task_holds_its_drivers_future_once() {
+    const DRIVER_BYTES: usize = 4096;
+    let registry = LiveRuns::new(10);
+    let run = run_with(None);
+    let room = [7u8; DRIVER_BYTES];
+    let task = registry.task(run.clone(), move |live: Arc<LiveRun>, _sink| async move {
+        tokio::task::yield_now().await;
+        assert_eq!(std::hint::black_box(&room)[DRIVER_BYTES - 1], 7);
+        completed(&live)
+    });
+    let bytes = std::mem::size_of_val(&task);
+    println!("a task around a driver of {DRIVER_BYTES} bytes: {bytes} bytes");
+    assert!(
+        (DRIVER_BYTES..DRIVER_BYTES + 512).contains(&bytes),
+        "{bytes} bytes"
+    );
+    task.await;
+    assert!(run.is_finished());
+    assert!(run.outcome().await.is_some());
+}
