@@ -5,11 +5,12 @@
 //! What a run holds in memory is bounded. Every event reaches the store (a step is saved before
 //! its events are sent; live text is saved with the next step), so a run keeps in memory only
 //! what its followers have not read yet, and of what the store does not have yet (the text of
-//! the LLM call in progress) the newest [`RECENT_BYTES`]. A follower more than [`MAX_BACKLOG_BYTES`] behind is dropped: its stream ends
-//! after what it has already been given, and the client reattaches from its last event (as
-//! EventSource does by itself). Events no longer in memory are read from the store a page at a
-//! time; text not saved yet (of the LLM call in progress) comes once its step is saved. A run
-//! that ended and is saved holds no event at all.
+//! the LLM call in progress) the newest [`RECENT_BYTES`]. A follower more than
+//! [`MAX_BACKLOG_BYTES`] behind is dropped: its stream ends after what it has already been
+//! given, and the client reattaches from its last event (as EventSource does by itself). Events
+//! no longer in memory are read from the store a page at a time; text not saved yet (of the LLM
+//! call in progress) comes once its step is saved. A run that ended and is saved holds no event
+//! at all.
 
 use std::{
     collections::HashMap,
