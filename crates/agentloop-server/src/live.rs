@@ -175,10 +175,12 @@ impl LiveRun {
             return;
         };
         // The driver saw the step with the last event saved: the store has the end.
-        let saved_seq = self.lock_log().saved_seq;
-        if saved_seq >= self.progress.borrow().last_seq {
-            self.lock_log().release();
-            return;
+        {
+            let mut log = self.lock_log();
+            if log.saved_seq >= self.progress.borrow().last_seq {
+                log.release();
+                return;
+            }
         }
         match store.run(self.id).await {
             Ok(Some(run)) if run.status == status => self.lock_log().release(),
@@ -272,13 +274,11 @@ impl Started {
     /// The run's events from its first here (`base_seq`) on.
     pub fn events(mut self) -> impl Stream<Item = Event> + Send + 'static + use<> {
         let next = self.run.base_seq + 1;
-        match self.follower.take() {
-            Some(id) => self.run.follow(next, Some(id)),
-            None => {
-                let id = self.run.lock_log().attach(next);
-                self.run.follow(next, id)
-            }
-        }
+        let id = self
+            .follower
+            .take()
+            .or_else(|| self.run.lock_log().attach(next));
+        self.run.follow(next, id)
     }
 }
 

@@ -111,6 +111,15 @@ fn run_with(store: Option<Arc<dyn Store>>) -> Arc<LiveRun> {
     })
 }
 
+/// A store in memory that knows no run.
+async fn empty_store() -> Arc<dyn Store> {
+    Arc::new(
+        agentloop::SqlStore::connect("sqlite::memory:")
+            .await
+            .unwrap(),
+    )
+}
+
 /// A completed outcome of `run`.
 fn completed(run: &LiveRun) -> RunOutcome {
     serde_json::from_value(serde_json::json!({
@@ -174,10 +183,7 @@ async fn a_finished_run_keeps_its_outcome_a_moment_and_its_place_a_minute() {
 #[tokio::test]
 async fn a_run_whose_driver_saw_its_end_saved_lets_go_of_its_events_without_the_store() {
     // The store has no such run: asked, it keeps the run's events in memory.
-    let store = agentloop::SqlStore::connect("sqlite::memory:")
-        .await
-        .unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
+    let store = empty_store().await;
     let registry = LiveRuns::new(10);
     for saved_through in [0, 1, 2] {
         let run = run_with(Some(store.clone()));
@@ -234,10 +240,7 @@ fn batches_are_bounded_but_never_empty() {
 #[tokio::test]
 async fn a_request_that_streams_a_run_follows_it_from_before_its_first_event() {
     // The store has no such run: what the stream gets came from memory.
-    let store = agentloop::SqlStore::connect("sqlite::memory:")
-        .await
-        .unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
+    let store = empty_store().await;
     let streamed = Started::for_reader(run_with(Some(store.clone())), Reader::Events);
     let answered = Started::for_reader(run_with(Some(store)), Reader::Outcome);
     for started in [&streamed, &answered] {
@@ -260,10 +263,7 @@ async fn a_request_that_streams_a_run_follows_it_from_before_its_first_event() {
 
 #[tokio::test]
 async fn a_follower_attached_for_a_request_that_never_reads_is_let_go() {
-    let store = agentloop::SqlStore::connect("sqlite::memory:")
-        .await
-        .unwrap();
-    let started = Started::for_reader(run_with(Some(Arc::new(store))), Reader::Events);
+    let started = Started::for_reader(run_with(Some(empty_store().await)), Reader::Events);
     let run = started.run.clone();
     assert_eq!(run.followers(), 1);
     drop(started);
