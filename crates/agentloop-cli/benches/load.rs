@@ -74,6 +74,8 @@ use serde_json::{Value, json};
 
 #[path = "load/chaos.rs"]
 mod chaos;
+#[path = "load/floor.rs"]
+mod floor;
 #[path = "load/llm_alone.rs"]
 mod llm_alone;
 #[path = "load/measure.rs"]
@@ -344,6 +346,8 @@ async fn poll_active_runs(client: reqwest::Client, address: String, stop: Arc<At
 }
 
 struct Wave {
+    /// What served it: agentloop or the floor.
+    system: System,
     runs: usize,
     completed: usize,
     held_at_once: u64,
@@ -382,8 +386,31 @@ impl Wave {
     }
 }
 
+/// What serves a wave's runs.
+#[derive(Clone, Copy, PartialEq)]
+enum System {
+    Agentloop,
+    /// The Python floor (`load/floor.py`).
+    Floor,
+}
+
+impl fmt::Display for System {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            System::Agentloop => "agentloop",
+            System::Floor => "Python floor",
+        })
+    }
+}
+
 /// One wave of `runs` runs opened at once against a fresh server.
-async fn wave(server: &Server, llm: (u32, &str), runs: usize, options: &Options) -> Wave {
+async fn wave(
+    system: System,
+    server: &Server,
+    llm: (u32, &str),
+    runs: usize,
+    options: &Options,
+) -> Wave {
     let (llm_pid, llm_url) = llm;
     let key = server.key.as_str();
     let latency = options.latency;
@@ -485,6 +512,7 @@ async fn wave(server: &Server, llm: (u32, &str), runs: usize, options: &Options)
         }
     }
     Wave {
+        system,
         runs,
         completed: runs - failures.len(),
         held_at_once,
@@ -592,28 +620,45 @@ async fn main() {
             "each run on a keep-alive connection opened before the wave"
         }
     );
+    if options.floor {
+        println!(
+            "each wave again on the Python floor (load/floor.py: a hand-written loop with httpx, \
+             its tool in process, no store) right after agentloop's"
+        );
+    }
     let mut waves = Vec::new();
     let mut exits_ok = true;
+    let systems: &[System] = if options.floor {
+        &[System::Agentloop, System::Floor]
+    } else {
+        &[System::Agentloop]
+    };
     for &runs in &options.waves {
-        let server = Server::start(dir.path());
-        let result = wave(&server, (llm.0.id(), &llm_url), runs, &options).await;
-        print_wave(&result, &options);
-        let (status, stderr) = server.stop();
-        println!("  server exit               {status}");
-        let said: Vec<&String> = stderr
-            .iter()
-            .filter(|line| !line.starts_with("agentloop listening on"))
-            .collect();
-        for line in said.iter().take(FAILURES_SHOWN) {
-            println!("    stderr: {line}");
+        for &system in systems {
+            let server = match system {
+                System::Agentloop => Server::start(dir.path()),
+                System::Floor => Server::spawn(floor::command(&llm_url, &options.model)),
+            };
+            let result = wave(system, &server, (llm.0.id(), &llm_url), runs, &options).await;
+            print_wave(&result, &options);
+            let (status, stderr) = server.stop();
+            println!("  server exit               {status}");
+            let said: Vec<&String> = stderr
+                .iter()
+                .filter(|line| !line.contains(" listening on "))
+                .collect();
+            for line in said.iter().take(FAILURES_SHOWN) {
+                println!("    stderr: {line}");
+            }
+            if said.len() > FAILURES_SHOWN {
+                println!("    stderr: ... {} more lines", said.len() - FAILURES_SHOWN);
+            }
+            exits_ok &= status.success();
+            waves.push(result);
         }
-        if said.len() > FAILURES_SHOWN {
-            println!("    stderr: ... {} more lines", said.len() - FAILURES_SHOWN);
-        }
-        exits_ok &= status.success();
-        waves.push(result);
     }
     print_summary(&waves);
+    print_floor_ratios(&waves);
 
     if let Some(schema) = schema {
         schema.drop_schema().await;

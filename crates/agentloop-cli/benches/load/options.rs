@@ -48,6 +48,9 @@ pub(crate) struct Options {
     /// PostgreSQL settings for the server's connections (`--pg-setting NAME=VALUE`, repeated),
     /// given in the store URL's `options`: `synchronous_commit=off`, say.
     pub(crate) pg_settings: Vec<String>,
+    /// Each wave also on the Python floor (`--floor`, `load/floor.py`), right after
+    /// agentloop's, with the ratios of the two.
+    pub(crate) floor: bool,
 }
 
 /// What one run of the bench does: `tool_calls` LLM calls that each ask for one tool call, then
@@ -86,6 +89,7 @@ pub(crate) fn options() -> Options {
             model: "scripted".into(),
             threads: 0,
             pg_settings: Vec::new(),
+            floor: false,
         }
     } else {
         // Under `cargo test`: the performance issue's work (2 tool calls, JSON answers, the
@@ -106,6 +110,8 @@ pub(crate) fn options() -> Options {
             model: "scripted".into(),
             threads: 0,
             pg_settings: Vec::new(),
+            // The floor's script is proved to work too.
+            floor: true,
         }
     };
     let mut memory = memory::Settings::new(benchmarking);
@@ -151,6 +157,7 @@ pub(crate) fn options() -> Options {
             "--model" => options.model = value(),
             "--threads" => options.threads = value().parse().expect("--threads takes a count"),
             "--pg-setting" => options.pg_settings.push(value()),
+            "--floor" => options.floor = true,
             "--memory" => measure_memory = true,
             "--answer-bytes" => {
                 memory.answer_bytes = value().parse().expect("--answer-bytes takes bytes");
@@ -179,13 +186,17 @@ pub(crate) fn options() -> Options {
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
                  sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential \
-                 --threads N --pg-setting NAME=VALUE, \
+                 --threads N --pg-setting NAME=VALUE --floor, \
                  or --memory [--runs N] [--answer-bytes B] [--slow-readers S], or --soak \
                  SECONDS [--concurrency C], or --chaos [--runs M] [--kill-every-s S] \
                  [--latency-ms L] [--concurrency C]"
             ),
         }
     }
+    assert!(
+        !options.floor || !options.work.stream,
+        "--floor measures the performance issue's work, answered as JSON: add --no-stream"
+    );
     if let (Some(soak), Some(concurrency)) = (options.soak.as_mut(), soak_concurrency) {
         soak.concurrency = concurrency;
     }

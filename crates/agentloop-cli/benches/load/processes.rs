@@ -1,5 +1,5 @@
-//! The processes a wave runs against: `agentloop serve` and the scripted LLM, killed when
-//! dropped so that a failing bench leaves nothing running.
+//! The processes a wave runs against: `agentloop serve` (or the Python floor) and the scripted
+//! LLM, killed when dropped so that a failing bench leaves nothing running.
 
 use std::{
     io::{BufRead, BufReader},
@@ -66,12 +66,19 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(dir: &Path) -> Server {
-        let mut child = agentloop(dir)
-            .args(["serve", "--listen", "127.0.0.1:0", "--key-for", "bench"])
+        let mut command = agentloop(dir);
+        command.args(["serve", "--listen", "127.0.0.1:0", "--key-for", "bench"]);
+        Server::spawn(command)
+    }
+
+    /// A server started by `command`, which says where it listens on stderr (a word that
+    /// starts with `http://`) and then prints an API key on stdout, as `agentloop serve` does.
+    pub(crate) fn spawn(mut command: Command) -> Server {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("start agentloop serve");
+            .unwrap_or_else(|error| panic!("start {command:?}: {error}"));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut address = None;
         let mut before = Vec::new();
@@ -86,16 +93,13 @@ impl Server {
                 break;
             }
         }
-        let address = address.unwrap_or_else(|| panic!("agentloop serve said {before:?}"));
+        let address = address.unwrap_or_else(|| panic!("{command:?} said {before:?}"));
         // The key follows on stdout once the server listens; the rest of stdout is drained.
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut key = String::new();
         stdout.read_line(&mut key).unwrap();
         let key = key.trim().to_string();
-        assert!(
-            !key.is_empty(),
-            "agentloop serve printed no key: {before:?}"
-        );
+        assert!(!key.is_empty(), "{command:?} printed no key: {before:?}");
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let stderr = Arc::new(Mutex::new(before));
         let kept = stderr.clone();

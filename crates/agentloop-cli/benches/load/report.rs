@@ -60,9 +60,9 @@ pub(super) fn kib(bytes: u64) -> String {
 pub(super) fn print_wave(wave: &Wave, options: &Options) {
     let latency = options.latency;
     if options.sequential {
-        println!("\n{} runs, one after another", wave.runs);
+        println!("\n{} runs, one after another, {}", wave.runs, wave.system);
     } else {
-        println!("\n{} runs at once", wave.runs);
+        println!("\n{} runs at once, {}", wave.runs, wave.system);
     }
     println!(
         "  completed                 {} of {}",
@@ -170,14 +170,15 @@ pub(super) fn print_wave(wave: &Wave, options: &Options) {
 
 pub(super) fn print_summary(waves: &[Wave]) {
     println!(
-        "\n| runs at once | completed | held at once | time to first event p50 / p95 / p99 | \
+        "\n| system | runs at once | completed | held at once | time to first event p50 / p95 / p99 | \
          added latency p50 / p95 / p99 | wall time | server CPU per run | RSS idle → peak | \
          memory per run (of which its connection) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for wave in waves {
         println!(
-            "| {} | {} | {} | {} | {} | {:.1} s | {} | {} → {} | {} ({}) |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} s | {} | {} → {} | {} ({}) |",
+            wave.system,
             wave.runs,
             wave.completed,
             wave.held_at_once,
@@ -193,6 +194,61 @@ pub(super) fn print_summary(waves: &[Wave]) {
             } else {
                 "not measured".to_string()
             }
+        );
+    }
+}
+
+/// agentloop against the Python floor, wave by wave (`--floor`): each figure of agentloop's
+/// wave divided by the floor's, measured minutes apart in this invocation.
+pub(super) fn print_floor_ratios(waves: &[Wave]) {
+    let pairs: Vec<(&Wave, &Wave)> = waves
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [ours, floor]
+                if ours.system == System::Agentloop
+                    && floor.system == System::Floor
+                    && ours.runs == floor.runs =>
+            {
+                Some((ours, floor))
+            }
+            _ => None,
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let ratio = |ours: f64, floor: f64| {
+        if floor > 0.0 {
+            format!("{:.2}×", ours / floor)
+        } else {
+            "—".to_string()
+        }
+    };
+    println!(
+        "\nagentloop ÷ the Python floor, same invocation (below 1: agentloop takes less):\n\n\
+         | runs | server CPU per run | added latency p50 | wall time | peak RSS |\n\
+         | --- | --- | --- | --- | --- |"
+    );
+    for (ours, floor) in pairs {
+        println!(
+            "| {} | {} ({} ÷ {}) | {} ({} ÷ {}) | {} | {} ({} ÷ {}) |",
+            ours.runs,
+            ratio(
+                ours.server_cpu_per_run().as_secs_f64(),
+                floor.server_cpu_per_run().as_secs_f64()
+            ),
+            millis(ours.server_cpu_per_run()),
+            millis(floor.server_cpu_per_run()),
+            ratio(
+                ours.added_latency.p50.as_secs_f64(),
+                floor.added_latency.p50.as_secs_f64()
+            ),
+            millis(ours.added_latency.p50),
+            millis(floor.added_latency.p50),
+            ratio(ours.wall.as_secs_f64(), floor.wall.as_secs_f64()),
+            ratio(ours.peak_rss as f64, floor.peak_rss as f64),
+            mib(ours.peak_rss),
+            mib(floor.peak_rss),
         );
     }
 }
