@@ -363,6 +363,9 @@ struct Wave {
     /// With the wave's connections open and no run yet; the idle RSS when they were not opened
     /// beforehand.
     connected_rss: u64,
+    /// The keep-alive connections opened before the wave: one per run at once, one for runs
+    /// one after another (which take turns on it).
+    connections: usize,
     preconnected: bool,
     peak_rss: u64,
     cpu: CpuUse,
@@ -378,7 +381,7 @@ impl Wave {
 
     /// An open connection, before any run.
     fn memory_per_connection(&self) -> u64 {
-        self.connected_rss.saturating_sub(self.idle_rss) / self.runs.max(1) as u64
+        self.connected_rss.saturating_sub(self.idle_rss) / self.connections.max(1) as u64
     }
 
     fn server_cpu_per_run(&self) -> Duration {
@@ -432,8 +435,9 @@ async fn wave(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rss = rss_bytes(server.pid()).expect("the server's VmRSS");
     let idle_file_rss = file_rss_bytes(server.pid()).expect("the server's RssFile");
+    let connections = if options.sequential { 1 } else { runs };
     if !options.cold_connections {
-        preconnect(&client, &server.address, key, runs).await;
+        preconnect(&client, &server.address, key, connections).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let connected_rss = rss_bytes(server.pid()).expect("the server's VmRSS");
@@ -524,6 +528,7 @@ async fn wave(
         idle_rss,
         idle_file_rss,
         connected_rss,
+        connections,
         preconnected: !options.cold_connections,
         peak_rss: peak.load(Ordering::Relaxed),
         cpu,
