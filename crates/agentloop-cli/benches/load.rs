@@ -7,9 +7,10 @@
 //! the latency the server adds to the two LLM calls, the server's resident memory (idle, with
 //! the connections open, peak) and the CPU time of every process involved.
 //!
-//! The wave's keep-alive connections are opened beforehand, a hundred at a time, so the figures
-//! are the server's and not the kernel's: a burst of more connections than the listen backlog
-//! (128) loses SYNs, and their retries (1 s, 3 s, 7 s, ...) would swamp everything else.
+//! The wave's keep-alive connections (one for a wave one after another, whose runs take turns on
+//! it) are opened beforehand, a hundred at a time, so the figures are the server's and not the
+//! kernel's: a burst of more connections than the listen backlog (128) loses SYNs, and their
+//! retries (1 s, 3 s, 7 s, ...) would swamp everything else.
 //! `--cold-connections` opens them in the same burst as the runs, to see exactly that.
 //!
 //! ```sh
@@ -33,6 +34,10 @@
 //!     --runs 300 --sequential
 //! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 1000 --runs 200
 //! ```
+//!
+//! `--floor` runs each wave again, right after agentloop's, on the issue's floor: a hand-written
+//! Python loop with httpx (`load/floor.py`, see `load/floor.rs`), and prints agentloop's figures
+//! divided by the floor's. The issue sets its CPU target as such a ratio, in one invocation.
 //!
 //! Without `--bench` (under `cargo test`, which runs this bench as a test: `test = true`) it
 //! runs one small wave of that work, 20 runs at once at 50 ms, to check that it works.
