@@ -4,8 +4,8 @@ no framework, answering the load bench's runs as `agentloop serve` does.
 `POST /v1/runs` with `{"query": ..., "stream": false}`: the loop calls the LLM (OpenAI Chat
 Completions, not streaming, with an httpx.AsyncClient of its own while it runs), runs each tool
 call it asks for in the process (`test__echo`, instant), sends the results back, and answers with
-the LLM's last reply as JSON once it asks for no tool. No store, no checks, no events: what any agent costs at least
-in Python. `GET /metrics` says how many runs are in progress, as the bench reads it off agentloop.
+the LLM's last reply as JSON once it asks for no tool. No store, no checks, no events: what any
+agent costs at least in Python. `GET /metrics` says how many runs are in progress, as the bench reads it off agentloop.
 
     python floor.py --llm http://127.0.0.1:PORT/v1 --model scripted
 

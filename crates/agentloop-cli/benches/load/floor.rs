@@ -18,8 +18,14 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/load/floor.py")
 }
 
-/// A Python with httpx: the bench's own virtual environment, made on first use.
-fn python() -> PathBuf {
+/// A Python with httpx: the bench's own virtual environment, made on first use, and looked for
+/// once per bench, not once per wave.
+fn python() -> &'static Path {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(python_with_httpx)
+}
+
+fn python_with_httpx() -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("floor-venv");
     let python = venv.join("bin/python");
     let has_httpx = |python: &Path| {
