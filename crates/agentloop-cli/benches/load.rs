@@ -27,7 +27,10 @@
 //! tokens with its tokenizer: tiktoken for OpenAI's); `--threads N` sets `server.threads` (0,
 //! the default: the runtime's shared threads; N: threads of their own); `--pg-setting
 //! NAME=VALUE` (repeated) sets a PostgreSQL setting on the server's connections, through the
-//! store URL's `options` (`--pg-setting synchronous_commit=off`). The work of issue 14's table:
+//! store URL's `options` (`--pg-setting synchronous_commit=off`); `--sqlite-params QUERY` adds
+//! parameters to the SQLite file's URL (`vfs=unix`: SQLite's own VFS, which writes each page of
+//! a commit to the WAL in two writes, instead of the store's one write per commit). The work of
+//! issue 14's table:
 //!
 //! ```sh
 //! cargo bench -p agentloop-cli --bench load -- --tool-calls 2 --no-stream --latency-ms 0 \
@@ -561,7 +564,15 @@ async fn main() {
     let (llm, llm_url) = start_llm(options.latency, options.work.tool_calls, &llm_args);
     let dir = tempfile::tempdir().unwrap();
     let (store_url, schema) = match options.store {
-        StoreKind::Sqlite => (format!("sqlite://{}/bench.db", dir.path().display()), None),
+        StoreKind::Sqlite => {
+            let params = options
+                .sqlite_params
+                .as_ref()
+                .map(|params| format!("?{params}"))
+                .unwrap_or_default();
+            let url = format!("sqlite://{}/bench.db{params}", dir.path().display());
+            (url, None)
+        }
         StoreKind::Memory => ("sqlite::memory:".to_string(), None),
         StoreKind::Postgres => {
             let schema = TestSchema::try_create()

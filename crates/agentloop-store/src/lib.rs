@@ -43,6 +43,7 @@ mod sqlite;
 mod step;
 mod store;
 mod text;
+mod wal_writes;
 
 pub use config::{DEFAULT_STORE_URL, StoreConfig};
 pub use store::SqlStore;

@@ -24,6 +24,7 @@ use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::group_commit::{Groups, Kept, Member, Waiting};
 use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
+use crate::wal_writes;
 
 /// How long a statement waits for another process's write lock before it fails with
 /// SQLITE_BUSY. WAL lets readers proceed while a run writes; NORMAL is durable enough under WAL
@@ -269,13 +270,16 @@ pub(crate) enum Open {
 pub(crate) fn open(target: &Open) -> rusqlite::Result<Connection> {
     let connection = match target {
         Open::Memory => Connection::open_in_memory()?,
-        Open::Uri(uri) => Connection::open_with_flags(
-            uri,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
+        Open::Uri(uri) => {
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_URI
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?,
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            match wal_writes::vfs() {
+                Some(vfs) => Connection::open_with_flags_and_vfs(uri, flags, vfs)?,
+                None => Connection::open_with_flags(uri, flags)?,
+            }
+        }
     };
     // busy_timeout first, so that switching to WAL waits for a concurrent opener.
     connection.busy_timeout(BUSY_TIMEOUT)?;

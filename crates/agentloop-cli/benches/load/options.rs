@@ -48,6 +48,9 @@ pub(crate) struct Options {
     /// PostgreSQL settings for the server's connections (`--pg-setting NAME=VALUE`, repeated),
     /// given in the store URL's `options`: `synchronous_commit=off`, say.
     pub(crate) pg_settings: Vec<String>,
+    /// Parameters of the SQLite file's URL (`--sqlite-params QUERY`): `vfs=unix` opens it with
+    /// SQLite's own VFS instead of the store's, whose WAL writes are one per commit.
+    pub(crate) sqlite_params: Option<String>,
     /// Each wave also on the Python floor (`--floor`, `load/floor.py`), right after
     /// agentloop's, with the ratios of the two.
     pub(crate) floor: bool,
@@ -89,6 +92,7 @@ pub(crate) fn options() -> Options {
             model: "scripted".into(),
             threads: 0,
             pg_settings: Vec::new(),
+            sqlite_params: None,
             floor: false,
         }
     } else {
@@ -110,6 +114,7 @@ pub(crate) fn options() -> Options {
             model: "scripted".into(),
             threads: 0,
             pg_settings: Vec::new(),
+            sqlite_params: None,
             // The floor's script is proved to work too.
             floor: true,
         }
@@ -157,6 +162,7 @@ pub(crate) fn options() -> Options {
             "--model" => options.model = value(),
             "--threads" => options.threads = value().parse().expect("--threads takes a count"),
             "--pg-setting" => options.pg_settings.push(value()),
+            "--sqlite-params" => options.sqlite_params = Some(value()),
             "--floor" => options.floor = true,
             "--memory" => measure_memory = true,
             "--answer-bytes" => {
@@ -186,7 +192,7 @@ pub(crate) fn options() -> Options {
             other => panic!(
                 "unknown argument {other:?}; use --runs N,N --latency-ms L --store \
                  sqlite|postgres --cold-connections --tool-calls N --no-stream --sequential \
-                 --threads N --pg-setting NAME=VALUE --floor, \
+                 --threads N --pg-setting NAME=VALUE --sqlite-params QUERY --floor, \
                  or --memory [--runs N] [--answer-bytes B] [--slow-readers S], or --soak \
                  SECONDS [--concurrency C], or --chaos [--runs M] [--kill-every-s S] \
                  [--latency-ms L] [--concurrency C]"
