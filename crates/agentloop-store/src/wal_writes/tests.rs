@@ -142,3 +142,18 @@ fn the_wal_is_checkpointed_truncated_and_written_again() {
     let reopened = Connection::open(dir.path().join("db.sqlite")).unwrap();
     assert_eq!(count(&reopened), 100);
 }
+
+#[test]
+fn vfs_unix_in_the_url_opens_with_sqlites_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let url = format!("file:{}?vfs=unix&mode=rwc", path.display());
+    let connection = open(&Open::Uri(url)).unwrap();
+    connection
+        .execute_batch("CREATE TABLE rows (id INTEGER PRIMARY KEY, key TEXT UNIQUE, body TEXT)")
+        .unwrap();
+    let (writes, size) = (wal_writes(), wal_size(dir.path()));
+    insert(&connection, 0, 40, 400);
+    assert!(wal_size(dir.path()) > size);
+    assert_eq!(wal_writes(), writes, "written through agentloop's VFS");
+}
