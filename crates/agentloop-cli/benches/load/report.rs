@@ -230,6 +230,14 @@ pub(super) fn print_floor_ratios(waves: &[Wave]) {
          | --- | --- | --- | --- | --- |"
     );
     for (ours, floor) in pairs {
+        if ours.completed < ours.runs || floor.completed < floor.runs {
+            // Per-run figures of a wave cut short are not the same work's: no ratio.
+            println!(
+                "| {} | no ratio: agentloop completed {} of {}, the floor {} of {} |  |  |  |",
+                ours.runs, ours.completed, ours.runs, floor.completed, floor.runs
+            );
+            continue;
+        }
         println!(
             "| {} | {} ({} ÷ {}) | {} ({} ÷ {}) | {} | {} ({} ÷ {}) |",
             ours.runs,
