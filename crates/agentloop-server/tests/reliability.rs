@@ -245,3 +245,59 @@ async fn runs_served_by_threads_of_their_own_complete_and_the_server_stops_clean
     );
     assert!(server.shutdown().await, "every run was saved in time");
 }
+
+/// A client that waits for a run's whole answer (`stream: false`) and goes away before it does
+/// not stop the run: it ends, saved, on its own.
+#[tokio::test]
+async fn a_run_answered_whole_goes_on_when_its_client_goes_away() {
+    let server = TestServer::start(
+        vec![
+            Reply::tool_call("test__sleep", json!({"ms": 600})),
+            Reply::text("done after all"),
+        ],
+        "",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let gone = server
+        .post("/v1/runs", &key)
+        .json(&json!({"query": "sleep", "stream": false}))
+        .timeout(Duration::from_millis(200))
+        .send()
+        .await;
+    let answered = gone.map(|response| response.status());
+    assert!(
+        answered.as_ref().is_err_and(reqwest::Error::is_timeout),
+        "{answered:?}"
+    );
+
+    let mut session = Value::Null;
+    for _ in 0..100 {
+        let listed: Value = server
+            .get("/v1/sessions", &key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(id) = listed["sessions"][0]["id"].as_str() {
+            session = server
+                .get(&format!("/v1/sessions/{id}"), &key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if session["runs"][0]["status"] == "completed" {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(session["runs"][0]["status"], "completed", "{session}");
+    let last = session["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["content"], "done after all", "{session}");
+    assert!(server.shutdown().await);
+}
