@@ -10,7 +10,8 @@
 //! running beside it. Prepared statements are cached per connection.
 //!
 //! Transactions that queue for the connection while one is open are committed together (see
-//! `group_commit`).
+//! `group_commit`). Database files are opened through the VFS of `wal_writes`, which hands each
+//! commit to the WAL in one write (`?vfs=unix` in the URL opens them with SQLite's own).
 //!
 //! The cost: a statement that waits (another process holding the write lock, up to
 //! `busy_timeout`; a disk that stalls) blocks its tokio worker thread while it waits.
