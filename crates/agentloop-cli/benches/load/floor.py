@@ -5,7 +5,8 @@ no framework, answering the load bench's runs as `agentloop serve` does.
 Completions, not streaming, with an httpx.AsyncClient of its own while it runs), runs each tool
 call it asks for in the process (`test__echo`, instant), sends the results back, and answers with
 the LLM's last reply as JSON once it asks for no tool. No store, no checks, no events: what any
-agent costs at least in Python. `GET /metrics` says how many runs are in progress, as the bench reads it off agentloop.
+agent costs at least in Python. `GET /metrics` says how many runs are in progress, as the bench
+reads it off agentloop.
 
     python floor.py --llm http://127.0.0.1:PORT/v1 --model scripted
 
