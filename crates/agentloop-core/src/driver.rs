@@ -1,15 +1,18 @@
 //! The thin async driver: performs the steps the [`RunMachine`] asks for against the `Llm` and
 //! the tools, feeds the results back, saves each step, then emits its events.
 
+mod calls;
+
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
 use agentloop_protocol::{ErrorCode, Event, EventKind, ToolStatus};
 use chrono::{DateTime, Utc};
-use futures::{FutureExt, StreamExt, stream::FuturesUnordered};
+use futures::FutureExt;
 use tokio::sync::{RwLock, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use self::calls::Running;
 use crate::{
     catalog::ToolCatalog,
     emitter::Emitter,
@@ -372,7 +375,7 @@ async fn run_tools(
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
     let input = machine.input();
     let policy = Arc::new(input.policy.clone());
-    let mut running: FuturesUnordered<_> = invocations
+    let mut running: Running<_> = invocations
         .into_iter()
         .map(|invocation| {
             let span = services.trace.tool(&invocation);
@@ -402,7 +405,9 @@ async fn run_tools(
             }
         })
         .collect();
-    drop(nested_sender);
+    // `nested_sender` lives until the batch ends: the last sender dropped (a call's context, in
+    // this task's own poll) would close the channel and wake this task as it runs, which tokio
+    // answers by queueing it for another worker thread and waking one.
     loop {
         let result = tokio::select! {
             biased;
