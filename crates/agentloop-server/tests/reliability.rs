@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use agentloop_test_support::scripted_llm::Reply;
+use agentloop_test_support::{scripted_llm::Reply, wait::eventually};
 use common::{TestServer, error_of, read_sse_until};
 use serde_json::{Value, json};
 
@@ -271,18 +271,20 @@ async fn a_run_answered_whole_goes_on_when_its_client_goes_away() {
         "{answered:?}"
     );
 
-    let mut session = Value::Null;
-    for _ in 0..100 {
-        let listed: Value = server
-            .get("/v1/sessions", &key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if let Some(id) = listed["sessions"][0]["id"].as_str() {
-            session = server
+    let session: Value = eventually(
+        "the run to complete without its client",
+        Duration::from_secs(5),
+        || async {
+            let listed: Value = server
+                .get("/v1/sessions", &key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let id = listed["sessions"][0]["id"].as_str()?.to_string();
+            let session: Value = server
                 .get(&format!("/v1/sessions/{id}"), &key)
                 .send()
                 .await
@@ -290,12 +292,10 @@ async fn a_run_answered_whole_goes_on_when_its_client_goes_away() {
                 .json()
                 .await
                 .unwrap();
-            if session["runs"][0]["status"] == "completed" {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            (session["runs"][0]["status"] == "completed").then_some(session)
+        },
+    )
+    .await;
     assert_eq!(session["runs"][0]["status"], "completed", "{session}");
     let last = session["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(last["content"], "done after all", "{session}");

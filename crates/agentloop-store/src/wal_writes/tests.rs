@@ -43,6 +43,12 @@ fn count(connection: &Connection) -> usize {
     usize::try_from(rows).unwrap()
 }
 
+fn integrity(connection: &Connection) -> String {
+    connection
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap()
+}
+
 fn wal_size(dir: &Path) -> u64 {
     std::fs::metadata(dir.join("db.sqlite-wal")).unwrap().len()
 }
@@ -77,10 +83,7 @@ fn a_commit_is_in_the_file_when_it_returns() {
     }
     let recovered = Connection::open(copy.path().join("db.sqlite")).unwrap();
     assert_eq!(count(&recovered), 703);
-    let check: String = recovered
-        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&recovered), "ok");
     drop(connection);
 }
 
@@ -114,10 +117,7 @@ fn another_connection_sees_each_commit_and_no_rolled_back_one() {
     assert_eq!(count(&reader), expected);
     insert(&writer, 50_000, 300, 2_000);
     assert_eq!(count(&reader), expected + 300);
-    let check: String = reader
-        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&reader), "ok");
 }
 
 #[test]
