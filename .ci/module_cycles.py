@@ -1,61 +1,105 @@
 #!/usr/bin/env python3
-"""Checks that the top-level modules of a crate depend on each other without cycles.
+"""Checks that the modules of a crate depend on each other without cycles, at every level.
 
-Reads every `crate::module` reference of the crate's non-test code (a `use crate::{a::x, b}`
-block names a and b) and reports each strongly connected component of more than one module.
-Usage: module_cycles.py crates/agentloop-core/src   (exit 1 when there is a cycle)
+For each module, its child modules must not import each other in a circle: the top-level
+modules of the crate, the submodules of `machine`, of `machine::x`, and so on. A child's
+imports count with those of its own descendants (`machine/planning/plan.rs` importing
+`super::super::review` is `planning -> review` among the children of `machine`).
+
+Reads every path of the crate's non-test code that starts with `crate::`, `super::` or
+`self::` (in `use` trees, expanded, and inline in expressions) and resolves it against the
+module of the file it is in. Reports each strongly connected component of more than one
+sibling module.
+
+Usage: module_cycles.py CRATE_SRC...   (e.g. crates/agentloop-core/src; exit 1 on a cycle)
 """
 import re
 import sys
 from pathlib import Path
 
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
 
 def non_test(text: str) -> str:
     # A file's unit tests come last, after `#[cfg(test)]`.
     cut = re.search(r"^#\[cfg\(test\)\]", text, re.M)
-    return text[: cut.start()] if cut else text
+    text = text[: cut.start()] if cut else text
+    # Comments may name paths that the code does not import.
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
 
 
-def referenced(text: str) -> set[str]:
-    names = set(re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", text))
-    for block in re.findall(r"\buse crate::\{(.*?)\};", text, re.S):
-        depth, item = 0, ""
-        for char in block + ",":
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-            if char == "," and depth == 0:
-                head = item.strip().split("::")[0].strip()
-                if re.fullmatch(r"[a-z_][a-z0-9_]*", head):
-                    names.add(head)
-                item = ""
-            else:
-                item += char
-    return names
+def expand_use_tree(tree: str) -> list[str]:
+    """`a::{b, c::{d, e}}` -> [`a::b`, `a::c::d`, `a::c::e`]."""
+    tree = re.sub(r"\s+", "", tree)
+    brace = tree.find("{")
+    if brace < 0:
+        return [re.sub(r"\bas\b.*$", "", tree)]
+    prefix, body = tree[:brace], tree[brace + 1 : tree.rfind("}")]
+    parts, depth, item = [], 0, ""
+    for char in body + ",":
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        if char == "," and depth == 0:
+            if item:
+                parts.append(item)
+            item = ""
+        else:
+            item += char
+    paths = []
+    for part in parts:
+        for inner in expand_use_tree(part):
+            paths.append(prefix + inner if inner != "self" else prefix.rstrip(":"))
+    return paths
 
 
-def module_of(root: Path, path: Path) -> str:
-    relative = path.relative_to(root)
-    first = relative.parts[0]
-    return first[:-3] if first.endswith(".rs") else first
+def referenced_paths(text: str) -> list[str]:
+    paths = []
+    # `use` trees (spaces removed first: `use crate::{a, b}` may span lines).
+    for tree in re.findall(r"\buse\s+((?:crate|super|self)\b[^;]*);", text):
+        paths.extend(expand_use_tree(re.sub(r"\s+as\s+" + IDENT, "", tree)))
+    text = re.sub(r"\buse\s+(?:crate|super|self)\b[^;]*;", "", text)
+    # Inline paths: `crate::a::b(...)`, `super::super::x::Y`.
+    for match in re.finditer(r"\b(?:crate|super|self)(?:::" + IDENT + ")+", text):
+        paths.append(match.group(0))
+    return paths
 
 
-def main() -> int:
-    root = Path(sys.argv[1])
-    edges: dict[str, set[str]] = {}
-    for path in sorted(root.rglob("*.rs")):
-        if "tests" in path.relative_to(root).parts[:-1]:
-            continue
-        module = module_of(root, path)
-        if module in ("lib", "main"):
-            continue
-        uses = referenced(non_test(path.read_text()))
-        edges.setdefault(module, set()).update(u for u in uses if u != module)
-    modules = set(edges)
-    for targets in edges.values():
-        targets &= modules
-    # Tarjan's strongly connected components.
+def resolve(module: list[str], path: str) -> list[str] | None:
+    segments = [s for s in path.split("::") if s]
+    if not segments:
+        return None
+    if segments[0] == "crate":
+        base, rest = [], segments[1:]
+    else:
+        base = list(module)
+        rest = segments
+        while rest and rest[0] in ("super", "self"):
+            if rest[0] == "super":
+                if not base:
+                    return None
+                base.pop()
+            rest = rest[1:]
+    return base + rest
+
+
+def module_path(root: Path, path: Path) -> list[str]:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "mod":
+        parts.pop()
+    if parts == ["lib"] or parts == ["main"]:
+        return []
+    return parts
+
+
+def is_test_file(module: list[str]) -> bool:
+    return any(part == "tests" or part.endswith("_tests") for part in module)
+
+
+def components(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one node."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []
     counter = [0]
 
@@ -84,12 +128,55 @@ def main() -> int:
     for node in sorted(edges):
         if node not in index:
             visit(node)
-    for component in found:
-        inner = [f"{a} -> {b}" for a in component for b in sorted(edges[a]) if b in component]
-        print(f"cycle among {', '.join(component)}: {'; '.join(inner)}")
-    if not found:
-        print(f"{root}: {len(edges)} modules, no cycle")
-    return 1 if found else 0
+    return found
+
+
+def check(root: Path) -> int:
+    files = {}
+    for path in sorted(root.rglob("*.rs")):
+        module = module_path(root, path)
+        # `#[path]` test files beside their module (`ai_sdk_tests.rs`) and `tests/` folders.
+        if is_test_file(module) or (module and module[-1].endswith("_tests")):
+            continue
+        files[tuple(module)] = non_test(path.read_text())
+    modules = set(files)
+    # Siblings under each parent: parent -> child -> the children it imports.
+    levels: dict[tuple[str, ...], dict[str, set[str]]] = {}
+    for module in modules:
+        if module:
+            levels.setdefault(module[:-1], {}).setdefault(module[-1], set())
+    for module, text in files.items():
+        for path in referenced_paths(text):
+            target = resolve(list(module), path)
+            if target is None:
+                continue
+            common = 0
+            while (
+                common < len(module) and common < len(target) and module[common] == target[common]
+            ):
+                common += 1
+            if common >= len(module) or common >= len(target):
+                continue  # an ancestor or a descendant, not a sibling's subtree
+            parent = tuple(module[:common])
+            child, other = module[common], target[common]
+            if tuple(target[: common + 1]) in modules and child != other:
+                levels[parent][child].add(other)
+    failures = 0
+    for parent in sorted(levels):
+        for component in components(levels[parent]):
+            failures += 1
+            edges = levels[parent]
+            inner = [f"{a} -> {b}" for a in component for b in sorted(edges[a]) if b in component]
+            where = "::".join(parent) or "the crate root"
+            print(f"{root}: cycle among {', '.join(component)} in {where}: {'; '.join(inner)}")
+    if not failures:
+        print(f"{root}: {len(modules)} modules, no cycle at any level")
+    return failures
+
+
+def main() -> int:
+    failures = sum(check(Path(arg)) for arg in sys.argv[1:])
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
