@@ -467,12 +467,12 @@ mod tests {
 
     #[test]
     fn the_documented_configurations_parse_and_validate() {
-        // The reference in the README, every key of it.
-        let readme = include_str!("../../../README.md");
-        let start = readme
+        // The complete example of the configuration reference, every table of it.
+        let reference = include_str!("../../../docs/configuration.md");
+        let start = reference
             .find("```toml\n[llm]")
-            .expect("the README has the config reference");
-        let block = &readme[start + "```toml\n".len()..];
+            .expect("docs/configuration.md has the complete example");
+        let block = &reference[start + "```toml\n".len()..];
         let block = &block[..block.find("```").unwrap()];
         let config = parse(block).unwrap();
         assert_eq!(config.validate(), Ok(()));
