@@ -15,7 +15,7 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 use agentloop::{
     Agent, Config, RunStatus, SqlStore, Store,
     core::{
-        Llm, LlmError, ModelReply, ModelRequest, TextSink,
+        Llm, LlmError, ModelReply, ModelRequest, ResumeError, TextSink,
         protocol::{ResumeReason, RunInfo},
     },
 };
@@ -115,9 +115,15 @@ async fn stop_elsewhere(
             return Ok(end_here(agent, resumed, cancel).await);
         }
         // Taken only from a process silent for the lease: a live one stops the run itself.
-        if let Ok(resumed) = agent.adopt(id, ResumeReason::Adopted, lease).await {
-            eprintln!("run {id}'s process is gone: the run is ended here");
-            return Ok(end_here(agent, resumed, cancel.clone()).await);
+        match agent.adopt(id, ResumeReason::Adopted, lease).await {
+            Ok(resumed) => {
+                eprintln!("run {id}'s process is gone: the run is ended here");
+                return Ok(end_here(agent, resumed, cancel.clone()).await);
+            }
+            Err(ResumeError::NotAdoptable(_)) => {}
+            Err(error) => {
+                return Err(error).with_context(|| format!("run {id} cannot be ended here"));
+            }
         }
         if !said && started.elapsed() >= PATIENCE {
             said = true;

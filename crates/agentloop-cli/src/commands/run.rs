@@ -232,7 +232,8 @@ fn finish(gone: &ReaderGone, status: RunStatus, run_id: Uuid, session_id: Uuid) 
             eprintln!(
                 "{closed} while run {run_id} was working: the run was cancelled at its next \
                  safe point and saved as cancelled, and session {session_id} is free. To let a \
-                 run finish, read its output to the end (e.g. `| tee FILE | head -1`)."
+                 run finish, read its output to the end (`| sed -n 1p` rather than `| head \
+                 -1`, or `> FILE`)."
             );
             ExitCode::from(READER_GONE_STATUS)
         }

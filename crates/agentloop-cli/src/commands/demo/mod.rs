@@ -31,10 +31,10 @@ const REAL_MODEL: &str = "OPENAI_API_KEY=sk-... agentloop --config examples/agen
 pub async fn execute(global: GlobalArgs, args: DemoArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &global.config {
         anyhow::bail!(
-            "agentloop demo reads no configuration file (it has its own: a scripted model, the \
-             tools built into this binary and ./{DATABASE}), so --config {} would be ignored; \
-             run without --config, or use your configuration with `agentloop --config {} run \
-             QUERY` or `agentloop --config {} serve`",
+            "agentloop demo reads no configuration file: it runs with its own (a scripted \
+             model, the tools built into this binary, ./{DATABASE}). Drop --config {}, or run \
+             with your configuration: `agentloop --config {} run QUERY` or `agentloop --config \
+             {} serve`",
             path.display(),
             path.display(),
             path.display()
@@ -64,9 +64,8 @@ pub async fn execute(global: GlobalArgs, args: DemoArgs) -> anyhow::Result<ExitC
             record: None,
             replay: None,
         };
-        let json = if args.json { " --json" } else { "" };
         let code = crate::commands::run::run_config(&config, run, |session| {
-            format!("agentloop demo --session {session}{json}")
+            format!("agentloop demo --session {session}")
         })
         .await?;
         eprintln!(
