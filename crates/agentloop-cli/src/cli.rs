@@ -58,7 +58,9 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Answer QUERY with the LLM and the configured tools; live steps on stderr, the answer on
-    /// stdout. Exits 0 only when the run completed.
+    /// stdout. Exits 0 only when the run completed; 130 when it was cancelled (Ctrl-C,
+    /// `agentloop cancel`); 141 when stdout's reader went away (`| head`) and the run was
+    /// cancelled for it; 1 when it failed or stayed paused; 2 when it could not start.
     #[command(after_help = environment!(env_llm, env_store, env_log))]
     Run(RunArgs),
     /// Continue, in the terminal, a run a killed `agentloop run` left behind: from its last
@@ -67,6 +69,11 @@ pub enum Command {
     /// silent for server.run_lease_s.
     #[command(after_help = environment!(env_llm, env_store, env_log))]
     Resume(ResumeArgs),
+    /// Cancel a run of the store: a run at work in another process (`agentloop run`,
+    /// `agentloop serve`) stops at its next safe point; a paused run, or one whose process is
+    /// gone, is ended here. Exits 0 once the run is cancelled, 1 when it had ended otherwise.
+    #[command(after_help = environment!(env_store, env_log))]
+    Cancel(CancelArgs),
     /// Serve the HTTP API: runs over SSE or JSON, sessions, metrics, OpenAPI.
     #[command(after_help = environment!(env_llm, env_store, env_listen, env_log))]
     Serve(ServeArgs),
@@ -84,8 +91,8 @@ pub enum Command {
     Migrate,
     /// A real run with no key and no network: the runtime, MCP tools (a server built into
     /// this binary) and a SQLite store (./agentloop-demo.db), with a scripted model. --serve
-    /// starts the server with it instead. Reads no configuration file.
-    #[command(after_help = environment!(env_log))]
+    /// starts the server with it instead. Reads no configuration file (--config is refused).
+    #[command(after_help = environment!(env_listen, env_log))]
     Demo(DemoArgs),
     /// The MCP server of `agentloop demo` (get-sum, echo), over stdio.
     #[command(hide = true)]
@@ -138,11 +145,24 @@ pub struct DemoArgs {
     #[arg(long)]
     pub serve: bool,
     /// With --serve: the address to listen on.
-    #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1:8080")]
+    #[arg(long, value_name = "ADDRESS", env = "AGENTLOOP_LISTEN", default_value = DEMO_LISTEN)]
     pub listen: String,
     /// Print every event as one JSON object per line on stdout instead of the answer.
     #[arg(long)]
     pub json: bool,
+    /// Continue this session of the demo's store (as printed at the end of a demo run).
+    #[arg(long, value_name = "ID", value_parser = session_id, conflicts_with = "serve")]
+    pub session: Option<Uuid>,
+}
+
+/// Where `agentloop demo --serve` listens unless told otherwise.
+pub const DEMO_LISTEN: &str = "127.0.0.1:8080";
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run to cancel (its id is printed by `agentloop run` and in `--json` events).
+    #[arg(value_name = "RUN_ID", value_parser = run_id)]
+    pub run: Uuid,
 }
 
 #[derive(Debug, Args)]

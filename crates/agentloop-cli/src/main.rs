@@ -39,12 +39,13 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => commands::run::execute(cli.global, args).await,
             Command::Resume(args) => commands::run::resume_command(cli.global, args).await,
+            Command::Cancel(args) => commands::cancel::execute(cli.global, args).await,
             Command::Serve(args) => commands::serve::execute(cli.global, args).await,
             Command::Tools(args) => commands::tools::execute(cli.global, args).await,
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
             Command::Keys(command) => commands::keys::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,
-            Command::Demo(args) => commands::demo::execute(args).await,
+            Command::Demo(args) => commands::demo::execute(cli.global, args).await,
             Command::DemoTools => commands::demo::tools_server::serve().await,
         }
     });

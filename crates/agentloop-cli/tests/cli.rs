@@ -158,6 +158,35 @@ async fn an_unknown_config_key_is_named_with_its_line() {
     assert!(error.contains("agentloop.toml"), "{error}");
 }
 
+/// Several typos in one file are all reported by the first attempt, in the order of the file,
+/// each with its line and key.
+#[tokio::test]
+async fn every_config_typo_is_reported_at_once_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[llm]\nmodle = \"gpt-4o\"\n\n[agent]\nmax_iteratons = 4\n\n[server]\nlisten_on = \"x\"\n",
+    )
+    .unwrap();
+    let output = agentloop(dir.path(), &["run", "hi"]).await;
+    assert_eq!(output.status.code(), Some(2));
+    let error = stderr(&output);
+    assert!(error.contains("3 problems, in file order"), "{error}");
+    let places: Vec<usize> = [
+        "line 2, column 1: llm.modle: unknown field `modle`",
+        "line 5, column 1: agent.max_iteratons: unknown field `max_iteratons`",
+        "line 8, column 1: server.listen_on: unknown field `listen_on`",
+    ]
+    .iter()
+    .map(|line| {
+        error
+            .find(line)
+            .unwrap_or_else(|| panic!("no {line:?} in {error}"))
+    })
+    .collect();
+    assert!(places.is_sorted(), "not in file order: {error}");
+}
+
 #[tokio::test]
 async fn a_bad_value_is_refused_with_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -64,8 +64,10 @@ async fn the_demo_runs_offline_with_tool_calls_that_succeed() {
 #[tokio::test]
 async fn demo_serve_answers_a_run_over_http_with_the_printed_key() {
     let dir = tempfile::tempdir().unwrap();
+    // The address from AGENTLOOP_LISTEN, as the busy-port error recommends.
     let mut child = command(dir.path())
-        .args(["demo", "--serve", "--listen", "127.0.0.1:0"])
+        .args(["demo", "--serve"])
+        .env("AGENTLOOP_LISTEN", "127.0.0.1:0")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -104,7 +106,22 @@ async fn demo_serve_answers_a_run_over_http_with_the_printed_key() {
         panel.starts_with("http://127.0.0.1:") && panel.ends_with('/'),
         "{panel}"
     );
+    assert!(
+        !panel.ends_with(":8080/"),
+        "AGENTLOOP_LISTEN was ignored: {panel}"
+    );
     assert_eq!(api, format!("{}v1/runs", panel));
+
+    // The panel's sign-in tells a demo user where the demo's key is, not how to make one in
+    // another store.
+    let page = reqwest::get(&panel).await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains(
+            "This is agentloop demo --serve: sign in with the key on its &quot;API key:&quot; line"
+        ),
+        "{page}"
+    );
+    assert!(!page.contains("agentloop keys create"), "{page}");
 
     let client = reqwest::Client::new();
     let body = json!({"query": "Add 2 and 40, then echo the result.", "stream": false});
@@ -142,6 +159,75 @@ async fn demo_serve_answers_a_run_over_http_with_the_printed_key() {
         .await
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// `demo --config` is refused (the demo reads none), and the line that ends a demo run is a
+/// command that continues its session: `agentloop demo --session ID`, which runs the demo's
+/// question again in that session.
+#[tokio::test]
+async fn demo_refuses_a_config_and_its_session_hint_is_a_command_that_works() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        "[llm]\nmodel = \"mine\"\n",
+    )
+    .unwrap();
+    for args in [
+        &["demo", "--config", "agentloop.toml"][..],
+        &["--config", "agentloop.toml", "demo", "--serve"],
+    ] {
+        let refused = agentloop(dir.path(), args).await;
+        assert_eq!(refused.status.code(), Some(2), "{args:?}");
+        let said = stderr(&refused);
+        assert!(
+            said.contains("agentloop demo reads no configuration file"),
+            "{said}"
+        );
+        assert!(
+            said.contains("agentloop --config agentloop.toml run"),
+            "{said}"
+        );
+        assert!(!dir.path().join("agentloop-demo.db").exists());
+    }
+
+    let first = agentloop(dir.path(), &["demo"]).await;
+    assert!(first.status.success(), "{}", stderr(&first));
+    let said = stderr(&first);
+    let hint = said
+        .lines()
+        .find_map(|line| line.split_once("(continue it with: "))
+        .map(|(_, command)| command.trim_end_matches(')').to_string())
+        .unwrap_or_else(|| panic!("no hint in {said}"));
+    let words: Vec<&str> = hint.split_whitespace().collect();
+    assert_eq!(words[..3], ["agentloop", "demo", "--session"], "{hint}");
+    let session = words[3];
+    let shown = sessions_show(dir.path(), session).await;
+    assert!(
+        shown.contains(", 1 run\n"),
+        "one run, in the singular: {shown}"
+    );
+
+    let second = agentloop(dir.path(), &words[1..]).await;
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert!(
+        stdout(&second).starts_with("2 + 40 = 42."),
+        "{}",
+        stdout(&second)
+    );
+    let shown = sessions_show(dir.path(), session).await;
+    assert!(shown.contains(", 2 runs\n"), "{shown}");
+}
+
+/// `agentloop sessions show ID` on the demo's store.
+async fn sessions_show(dir: &std::path::Path, session: &str) -> String {
+    let mut show = command(dir);
+    show.args(["sessions", "show", session])
+        .env("DATABASE_URL", "sqlite://agentloop-demo.db");
+    let output = tokio::task::spawn_blocking(move || show.output().unwrap())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output)
 }
 
 /// What must be the same when a session is replayed: the events without their ids and times.

@@ -316,3 +316,86 @@ async fn a_web_server_at_base_url_gets_an_error_naming_the_url_the_setting_and_v
     );
     server.abort();
 }
+
+/// `agentloop serve` on a store without any API key says at start that every call will be
+/// refused, and the command that makes a key for that store; not when there is a key, nor with
+/// `--key-for`.
+#[tokio::test]
+async fn serve_without_any_key_warns_with_the_command_that_makes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mine.toml");
+    std::fs::write(&config, format!("[llm]\nbase_url = \"{NO_LLM}\"\n")).unwrap();
+    let config = config.to_str().unwrap();
+
+    let said = served_stderr(dir.path(), &["--config", config]).await;
+    assert!(said.contains("warning: the store has no API key"), "{said}");
+    assert!(
+        said.contains(&format!("agentloop --config {config} keys create --user U")),
+        "{said}"
+    );
+
+    let said = served_stderr(dir.path(), &["--config", config, "--key-for", "ann"]).await;
+    assert!(!said.contains("no API key"), "{said}");
+    // ann's key is in the store now.
+    let said = served_stderr(dir.path(), &["--config", config]).await;
+    assert!(!said.contains("no API key"), "{said}");
+}
+
+/// Starts `agentloop serve ARGS` in `dir`, waits until it answers, stops it; all it said on
+/// stderr.
+async fn served_stderr(dir: &std::path::Path, args: &[&str]) -> String {
+    let served = common::Served::start_with(dir, args);
+    let health = reqwest::get(format!("{}/healthz", served.address))
+        .await
+        .unwrap();
+    assert!(health.status().is_success());
+    let banner = served.banner.clone();
+    let (status, rest) = served.terminate().await;
+    assert!(status.success(), "{status:?}: {rest}");
+    banner + &rest
+}
+
+/// `tools --json` with no MCP server prints the same JSON as with servers, with none listed.
+#[tokio::test]
+async fn tools_json_without_servers_prints_json_with_none() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        format!("[llm]\nbase_url = \"{NO_LLM}\"\n"),
+    )
+    .unwrap();
+    let output = agentloop(dir.path(), &["tools", "--json"]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let listing: serde_json::Value = serde_json::from_str(&stdout(&output))
+        .unwrap_or_else(|_| panic!("not JSON: {:?}", stdout(&output)));
+    assert_eq!(listing["servers"], serde_json::json!([]), "{listing}");
+    assert_eq!(listing["failed"], serde_json::json!([]), "{listing}");
+    assert_eq!(listing["llm"]["model"], "gpt-4o-mini", "{listing}");
+    assert!(stderr(&output).contains("No MCP servers are configured"));
+}
+
+/// The example configuration's model has a price without any `[prices]`: a run ends with its
+/// cost, not with "cost unknown".
+#[tokio::test]
+async fn a_run_of_a_common_model_has_a_cost_without_configured_prices() {
+    let llm = ScriptedLlm::start(vec![Reply::text("Hello.").with_usage(1000, 100)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentloop.toml"),
+        format!(
+            "[llm]\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\nmax_retries = 0\n",
+            llm.base_url()
+        ),
+    )
+    .unwrap();
+    let mut run = command(dir.path());
+    run.args(["run", "hi"]).env("OPENAI_API_KEY", "sk-test");
+    let output = tokio::task::spawn_blocking(move || run.output().unwrap())
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    // (1000 × 0.15 + 100 × 0.60) / 1e6 = $0.00021.
+    let steps = stderr(&output);
+    assert!(steps.contains("1100 tokens, $0.0002"), "{steps}");
+    assert!(!steps.contains("cost unknown"), "{steps}");
+}

@@ -1,15 +1,20 @@
-//! What LLM calls cost: the price table (`[prices."MODEL"]` in `agentloop.toml`, loaded by the
-//! facade) and the cost of one call's usage. Pure: no configuration parsing, no I/O.
+//! What LLM calls cost: the price table (built-in prices of the common models, `built_in.rs`,
+//! under `[prices."MODEL"]` of `agentloop.toml`, loaded by the facade) and the cost of one call's
+//! usage. Pure: no configuration parsing, no I/O.
 //!
 //! A model's price is found by its exact name, then by the name without its provider prefix
 //! (`openai/gpt-4o-mini` → `gpt-4o-mini`), then without a date suffix (`gpt-4o-mini-2024-07-18`,
 //! `claude-3-5-haiku-20241022` → their undated names): providers answer with dated snapshot
 //! names, and a snapshot is billed as its undated model unless the table names it itself.
 
+mod built_in;
+
 use std::collections::BTreeMap;
 
 use agentloop_protocol::Usage;
 use serde::{Deserialize, Serialize};
+
+pub use built_in::CHECKED as BUILT_IN_PRICES_CHECKED;
 
 /// A price that is not a number of USD, 0 or more; `key` names it as written in
 /// `agentloop.toml` (`prices."gpt-4o-mini".input`).
@@ -93,6 +98,33 @@ impl PriceTable {
             price.check(model)?;
         }
         Ok(Self { prices })
+    }
+
+    /// The built-in prices (`built_in.rs`) with `configured` over them: a configured model
+    /// replaces the built-in entry of the same name, and every configured price is checked.
+    pub fn with_built_in(configured: BTreeMap<String, Price>) -> Result<Self, InvalidPrice> {
+        let mut table = Self::new(configured)?;
+        for (name, price) in Self::built_in().prices {
+            table.prices.entry(name).or_insert(price);
+        }
+        Ok(table)
+    }
+
+    /// The built-in prices alone.
+    pub fn built_in() -> Self {
+        let prices = built_in::PRICES
+            .iter()
+            .map(|&(name, input, cached_input, cache_write, output)| {
+                let price = Price {
+                    input,
+                    output,
+                    cached_input,
+                    cache_write,
+                };
+                (name.to_string(), price)
+            })
+            .collect();
+        Self { prices }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -211,6 +243,52 @@ mod tests {
         assert!(table.price("gpt-4").is_none());
         assert!(table.price("gpt-4o-mini-high").is_none());
         assert!(table.cost("llama3", &usage(10, 10, 0, 0)).is_none());
+    }
+
+    #[test]
+    fn the_common_models_have_built_in_prices_that_configured_ones_replace() {
+        let table = PriceTable::with_built_in(BTreeMap::new()).unwrap();
+        for model in [
+            "gpt-4o-mini",
+            "gpt-4o-mini-2024-07-18",
+            "openai/gpt-4o",
+            "gpt-4.1-nano",
+            "o4-mini",
+            "claude-sonnet-4-20250514",
+            "claude-3-5-haiku-20241022",
+            "claude-3-7-sonnet-latest",
+            "anthropic/claude-opus-4-1-20250805",
+            "claude-haiku-4-5-20251001",
+        ] {
+            assert!(
+                table.price(model).is_some(),
+                "no built-in price for {model}"
+            );
+        }
+        assert_eq!(table.price("gpt-4o-mini").unwrap().input, 0.15);
+        assert_eq!(table.price("gpt-4o-2024-05-13").unwrap().input, 5.0);
+        assert_eq!(table.price("gpt-4o-2024-08-06").unwrap().input, 2.5);
+        let sonnet = table.price("claude-sonnet-4-5-20250929").unwrap();
+        assert_eq!(
+            (sonnet.cached_input, sonnet.cache_write),
+            (Some(0.30), Some(3.75))
+        );
+        assert!(table.price("llama3").is_none());
+
+        let configured = BTreeMap::from([(
+            "gpt-4o-mini".to_string(),
+            Price {
+                input: 1.0,
+                output: 2.0,
+                cached_input: None,
+                cache_write: None,
+            },
+        )]);
+        let table = PriceTable::with_built_in(configured).unwrap();
+        assert_eq!(table.price("gpt-4o-mini-2024-07-18").unwrap().input, 1.0);
+        assert_eq!(table.price("gpt-4o").unwrap().input, 2.5);
+        // Every built-in price is one PriceTable::new accepts.
+        PriceTable::new(PriceTable::built_in().prices).unwrap();
     }
 
     #[test]

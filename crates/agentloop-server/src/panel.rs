@@ -2,13 +2,19 @@
 //! (`crates/agentloop-server/panel/`). Plain HTML, CSS and ES modules with no build step; the
 //! panel talks to the public API only, with the user's key, like any other client.
 //!
+//! The sign-in's hint about getting a key is the general one (`agentloop keys create`) unless
+//! the program that serves has its own (`AppState::key_hint`: the demo's key is in its banner),
+//! put in `index.html` as text when the page is served.
+//!
 //! Every answer carries a Content-Security-Policy that allows scripts, styles and connections of
 //! this origin only: even if text from a model or a tool ever reached the page as HTML, it could
 //! not run a script or load anything from elsewhere.
 
+use std::borrow::Cow;
+
 use axum::{
     Router,
-    extract::Path,
+    extract::{Path, State},
     http::{HeaderValue, header},
     response::{IntoResponse, Response},
     routing::get,
@@ -58,18 +64,60 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 /// The router with the panel's routes added.
 pub(crate) fn routes(router: Router<AppState>) -> Router<AppState> {
     router
-        .route("/", get(|| async { serve("index.html") }))
+        .route(
+            "/",
+            get(|State(state): State<AppState>| async move { index(state.key_hint.as_deref()) }),
+        )
         .route(
             "/panel/{name}",
             get(|Path(name): Path<String>| async move { serve(&name) }),
         )
 }
 
+/// Where the hint about keys is in `index.html`, between these two comments.
+const HINT_START: &str = "<!-- key-hint -->";
+const HINT_END: &str = "<!-- /key-hint -->";
+
+/// `index.html`, with `key_hint` (plain text) as the sign-in's hint about keys when given.
+fn index(key_hint: Option<&str>) -> Response {
+    let Some(asset) = ASSETS.iter().find(|asset| asset.name == "index.html") else {
+        return ApiError::not_found("panel file", "index.html").into_response_owned();
+    };
+    let body = match (key_hint, asset.body.split_once(HINT_START)) {
+        (Some(hint), Some((before, rest))) => match rest.split_once(HINT_END) {
+            Some((_, after)) => Cow::Owned(format!("{before}{}{after}", html_text(hint))),
+            None => Cow::Borrowed(asset.body),
+        },
+        _ => Cow::Borrowed(asset.body),
+    };
+    respond(asset, body)
+}
+
+/// `text` as HTML text: markup characters escaped.
+fn html_text(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
 fn serve(name: &str) -> Response {
     let Some(asset) = ASSETS.iter().find(|asset| asset.name == name) else {
         return ApiError::not_found("panel file", name).into_response_owned();
     };
-    let mut response = asset.body.into_response();
+    respond(asset, Cow::Borrowed(asset.body))
+}
+
+fn respond(asset: &Asset, body: Cow<'static, str>) -> Response {
+    let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -101,6 +149,29 @@ pub(crate) fn total_bytes() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn page(key_hint: Option<&str>) -> String {
+        let body = index(key_hint).into_body();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[tokio::test]
+    async fn the_sign_in_gives_the_program_s_own_hint_about_keys_as_text() {
+        let general = page(None).await;
+        assert!(
+            general.contains("agentloop keys create --user YOU"),
+            "{general}"
+        );
+        let demo = page(Some("The key is the \"API key:\" line <b>printed</b>.")).await;
+        assert!(
+            demo.contains("The key is the &quot;API key:&quot; line &lt;b&gt;printed&lt;/b&gt;."),
+            "{demo}"
+        );
+        assert!(!demo.contains("agentloop keys create"), "{demo}");
+    }
 
     #[test]
     fn every_module_the_panel_imports_is_served() {

@@ -19,6 +19,10 @@ pub struct AppState {
     /// What `run_resumed` says of the runs this server adopts: `adopted` (from another
     /// instance; the default) or `restarted` (a store only one program uses, such as SQLite).
     pub resume_reason: ResumeReason,
+    /// What the web panel's sign-in says about getting an API key, when the program that
+    /// serves knows better than the general hint (`agentloop demo --serve`: the key it
+    /// printed). Plain text; never a key.
+    pub key_hint: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -44,6 +48,7 @@ impl AppState {
             config: Arc::new(config),
             health: Arc::default(),
             resume_reason: ResumeReason::Adopted,
+            key_hint: None,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! `agentloop.toml`: `--config FILE`, else `./agentloop.toml`, else built-in defaults; standard
 //! environment variables override the file.
 
+mod problems;
+
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -154,12 +156,10 @@ impl Config {
         Ok((config, origin))
     }
 
-    /// Parses TOML text; unknown keys and wrong types are errors that name the key and line.
+    /// Parses TOML text; unknown keys and wrong types are errors that name the key and line,
+    /// every one of them at once, in file order.
     pub fn parse(text: &str, origin: ConfigOrigin) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|error| ConfigError::Parse {
-            origin,
-            message: error.to_string().trim_end().to_string(),
-        })
+        problems::read(text).map_err(|message| ConfigError::Parse { origin, message })
     }
 
     /// Applies the provider's base URL variable (`OPENAI_BASE_URL`, or `ANTHROPIC_BASE_URL`
@@ -226,11 +226,12 @@ impl Config {
         Ok(())
     }
 
-    /// The price table and the model a call without its own is for.
+    /// The price table (the built-in prices under `[prices."MODEL"]`) and the model a call
+    /// without its own is for.
     pub fn pricing(&self) -> Result<Pricing, InvalidSetting> {
         Ok(Pricing {
             prices: std::sync::Arc::new(
-                PriceTable::new(self.prices.clone()).map_err(InvalidSetting::from)?,
+                PriceTable::with_built_in(self.prices.clone()).map_err(InvalidSetting::from)?,
             ),
             default_model: Some(self.llm.model.clone()),
         })
@@ -269,7 +270,7 @@ impl Config {
                 return Err(InvalidSetting::new(
                     limit,
                     format!(
-                        "{limit} needs the price of every model it pays for: add                          [prices.\"{model}\"] with input and output (USD per million tokens)"
+                        "{limit} needs the price of every model it pays for: add [prices.\"{model}\"] with input and output (USD per million tokens)"
                     ),
                 ));
             }
@@ -709,15 +710,15 @@ mod tests {
             "server.user_daily_cost_usd"
         );
         // A cost limit cannot be kept for a model without a price.
-        let error = parse("[agent.budget]\nmax_cost_usd = 1.0\n")
+        let error = parse("[llm]\nmodel = \"llama3\"\n[agent.budget]\nmax_cost_usd = 1.0\n")
             .unwrap()
             .validate()
             .unwrap_err();
         assert_eq!(error.key, "agent.budget.max_cost_usd");
-        assert!(
-            error.message.contains("[prices.\"gpt-4o-mini\"]"),
-            "{error}"
-        );
+        assert!(error.message.contains("[prices.\"llama3\"]"), "{error}");
+        // The default model has a built-in price.
+        let config = parse("[agent.budget]\nmax_cost_usd = 1.0\n").unwrap();
+        assert_eq!(config.validate(), Ok(()));
         let error = parse(
             "[server]\nuser_daily_cost_usd = 1.0\n[prices.\"gpt-4o-mini\"]\ninput = 1\noutput = 1\n[agent.planning]\nmodel = \"cheap\"\n",
         )

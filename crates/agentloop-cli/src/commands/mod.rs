@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod cancel;
 pub mod demo;
 pub mod keys;
 pub mod migrate;

@@ -23,6 +23,7 @@ use crate::{
     cli::{GlobalArgs, ResumeArgs, RunArgs},
     commands::load_config,
     keyboard::Keyboard,
+    output::{READER_GONE_STATUS, ReaderGone},
     render::StepView,
 };
 
@@ -37,11 +38,43 @@ pub async fn execute(global: GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCo
     config
         .validate()
         .with_context(|| format!("the configuration is not usable ({origin})"))?;
-    run_config(&config, args).await
+    // The hint at the end: the same configuration, the same user, the session.
+    let config_arg = global
+        .config
+        .as_ref()
+        .map(|path| format!(" --config {}", shell_word(&path.to_string_lossy())))
+        .unwrap_or_default();
+    let user_arg = match args.user.as_str() {
+        "local" => String::new(),
+        user => format!(" --user {}", shell_word(user)),
+    };
+    run_config(&config, args, move |session| {
+        format!("agentloop{config_arg} run --session {session}{user_arg} \"...\"")
+    })
+    .await
 }
 
-/// One run of `args.query` with `config`, shown in the terminal (`run`, `demo`).
-pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Result<ExitCode> {
+/// `text` as one word of a shell command line: quoted when it needs to be.
+pub(crate) fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// One run of `args.query` with `config`, shown in the terminal (`run`, `demo`);
+/// `continue_with` is the command that continues a session, for the line that ends the run.
+pub async fn run_config(
+    config: &agentloop::Config,
+    args: RunArgs,
+    continue_with: impl Fn(Uuid) -> String,
+) -> anyhow::Result<ExitCode> {
+    let gone = ReaderGone::watch();
     let view = StepView::new(!args.json);
     view.status("starting MCP servers");
     let runtime = Runtime::start(config).await?;
@@ -74,12 +107,14 @@ pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Re
 
     let cancel = CancellationToken::new();
     let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));
+    let reader_left = tokio::spawn(cancel_when_gone(gone.clone(), cancel.clone()));
     let (agent, _alive) = as_instance(&runtime, config, cancel.clone()).await;
     let mut printer = Printer {
         json: args.json,
         view,
         answer_open: false,
         keyboard: Keyboard::new(),
+        gone: gone.clone(),
     };
     let (sink, events) = mpsc::unbounded_channel();
     let token = cancel.clone();
@@ -90,18 +125,24 @@ pub async fn run_config(config: &agentloop::Config, args: RunArgs) -> anyhow::Re
     let pass = until_done(&agent, &mut printer, pass, run_id, &cancel).await?;
     // The run's span ends when its task does: after it, the last spans are flushed.
     let _ = driving.await;
-    if !args.json {
-        eprintln!("session {session_id} (continue it with --session {session_id})");
+    let code = finish(&gone, pass.status, run_id, session_id);
+    if !args.json && !gone.is_gone() {
+        eprintln!(
+            "session {session_id} (continue it with: {})",
+            continue_with(session_id)
+        );
     }
     ctrl_c.abort();
+    reader_left.abort();
     runtime.shutdown().await;
-    Ok(exit_code(pass.status))
+    Ok(code)
 }
 
 /// `agentloop resume RUN_ID`: adopts a run a killed `agentloop run` left behind and drives it
 /// on, in the terminal, from its last saved step.
 pub async fn resume_command(global: GlobalArgs, args: ResumeArgs) -> anyhow::Result<ExitCode> {
     let (config, _origin) = load_config(&global)?;
+    let gone = ReaderGone::watch();
     let view = StepView::new(!args.json);
     view.status("starting MCP servers");
     let runtime = Runtime::start(&config).await?;
@@ -110,37 +151,42 @@ pub async fn resume_command(global: GlobalArgs, args: ResumeArgs) -> anyhow::Res
     }
     let cancel = CancellationToken::new();
     let ctrl_c = tokio::spawn(cancel_on_ctrl_c(cancel.clone()));
+    let reader_left = tokio::spawn(cancel_when_gone(gone.clone(), cancel.clone()));
     let (agent, _alive) = as_instance(&runtime, &config, cancel.clone()).await;
     let lease = config.server.run_lease();
     let resumed = agent
         .adopt(args.run, ResumeReason::Restarted, lease)
         .await
         .with_context(|| format!("run {} cannot be resumed here", args.run))?;
+    let session_id = resumed.session_id();
     let mut printer = Printer {
         json: args.json,
         view,
         answer_open: false,
         keyboard: Keyboard::new(),
+        gone: gone.clone(),
     };
     let pass = printer
         .follow(resume(&agent, resumed, cancel.clone()), (&agent, args.run))
         .await?;
     let pass = until_done(&agent, &mut printer, pass, args.run, &cancel).await?;
+    let code = finish(&gone, pass.status, args.run, session_id);
     ctrl_c.abort();
+    reader_left.abort();
     runtime.shutdown().await;
-    Ok(exit_code(pass.status))
+    Ok(code)
 }
 
 /// The runtime's agent as a CLI instance that shows signs of life (so that `agentloop resume`
 /// can tell a run left behind from one still at work), and what keeps it alive. Without a
 /// store, or when it cannot register, the agent as it is.
-async fn as_instance(
+pub(crate) async fn as_instance(
     runtime: &Runtime,
     config: &agentloop::Config,
     cancel: CancellationToken,
 ) -> (Agent, Option<OwnedAgent>) {
     let agent = runtime.agent().clone();
-    // A cancel asked through a server stops the run, as Ctrl-C does.
+    // A cancel asked through a server or `agentloop cancel` stops the run, as Ctrl-C does.
     let on_cancel = Arc::new(move |_| cancel.cancel());
     match own(
         &agent,
@@ -167,7 +213,51 @@ fn exit_code(status: RunStatus) -> ExitCode {
     }
 }
 
-/// Answers the run's pauses at the prompt until it ends (or a question gets no answer).
+/// The exit status of a run that ended `status`; when stdout's reader went away before the
+/// end, what happened to the run is said on stderr, and only a completed run exits 0.
+fn finish(gone: &ReaderGone, status: RunStatus, run_id: Uuid, session_id: Uuid) -> ExitCode {
+    if !gone.is_gone() {
+        return exit_code(status);
+    }
+    let closed = "agentloop: stdout was closed (its reader went away, as with `| head`)";
+    match status {
+        RunStatus::Completed => {
+            eprintln!(
+                "{closed} before the end of the output; run {run_id} completed all the same and \
+                 is saved in session {session_id} (agentloop sessions show {session_id})"
+            );
+            ExitCode::SUCCESS
+        }
+        RunStatus::Cancelled => {
+            eprintln!(
+                "{closed} while run {run_id} was working: the run was cancelled at its next \
+                 safe point and saved as cancelled, and session {session_id} is free. To let a \
+                 run finish, read its output to the end (`| sed -n 1p` rather than `| head \
+                 -1`, or `> FILE`)."
+            );
+            ExitCode::from(READER_GONE_STATUS)
+        }
+        other => {
+            eprintln!(
+                "{closed} while run {run_id} was working; the run ended {} (agentloop sessions \
+                 show {session_id})",
+                other.as_str()
+            );
+            ExitCode::from(READER_GONE_STATUS)
+        }
+    }
+}
+
+/// A run whose output nobody reads any more is cancelled at its next safe point: it would
+/// otherwise go on spending (the model, the tools' side effects) for no one, or be left
+/// `running` with its session locked when the process ends.
+async fn cancel_when_gone(gone: ReaderGone, cancel: CancellationToken) {
+    gone.gone().await;
+    cancel.cancel();
+}
+
+/// Answers the run's pauses at the prompt until it ends (or a question gets no answer). A run
+/// that pauses after stdout's reader went away is cancelled instead.
 async fn until_done(
     agent: &Agent,
     printer: &mut Printer,
@@ -176,18 +266,31 @@ async fn until_done(
     cancel: &CancellationToken,
 ) -> anyhow::Result<Pass> {
     while let Some(input) = pass.input.take() {
-        let answer = match input.kind {
-            InputKind::Approval => ask(&input.calls, &mut printer.keyboard).await?,
-            InputKind::Clarification => match answer_question(&mut printer.keyboard).await? {
-                Some(answer) => answer,
-                None => {
-                    eprintln!(
-                        "(no answer: run {run_id} stays paused; answer it with POST \
-                             /v1/runs/{run_id}/input {{\"answer\": \"...\"}} on agentloop serve)"
-                    );
-                    break;
-                }
-            },
+        let gone = printer.gone.clone();
+        let answer = tokio::select! {
+            answer = prompt(&input, &mut printer.keyboard) => answer?,
+            () = gone.gone() => None,
+        };
+        let answer = match answer {
+            Some(answer) => answer,
+            None if gone.is_gone() => {
+                let resumed = agent
+                    .cancel_paused(run_id)
+                    .await
+                    .context("the paused run cannot be cancelled")?;
+                pass = printer
+                    .follow(resume(agent, resumed, cancel.clone()), (agent, run_id))
+                    .await?;
+                break;
+            }
+            None => {
+                eprintln!(
+                    "(no answer: run {run_id} stays paused; answer it with POST \
+                     /v1/runs/{run_id}/input {{\"answer\": \"...\"}} on agentloop serve, or \
+                     cancel it with agentloop cancel {run_id})"
+                );
+                break;
+            }
         };
         let resumed = agent
             .resume(run_id, &answer)
@@ -199,6 +302,17 @@ async fn until_done(
     }
     printer.end()?;
     Ok(pass)
+}
+
+/// The answer to what the run waits for, read at the prompt; `None` when a question got none.
+async fn prompt(
+    input: &InputRequest,
+    keyboard: &mut Keyboard,
+) -> anyhow::Result<Option<InputAnswer>> {
+    match input.kind {
+        InputKind::Approval => ask(&input.calls, keyboard).await.map(Some),
+        InputKind::Clarification => answer_question(keyboard).await,
+    }
 }
 
 /// Drives a resumed run in a task of its own; its events arrive on the returned channel.
@@ -236,6 +350,8 @@ struct Printer {
     answer_open: bool,
     /// What the user types: answers at prompts, steering while the run works.
     keyboard: Keyboard,
+    /// Set when stdout's reader went away: nothing more is written to stdout.
+    gone: ReaderGone,
 }
 
 impl Printer {
@@ -294,11 +410,12 @@ impl Printer {
     }
 
     fn print(&mut self, event: &Event) -> anyhow::Result<()> {
-        let mut stdout = std::io::stdout().lock();
         if self.json {
-            writeln!(stdout, "{}", serde_json::to_string(event)?)?;
-            stdout.flush()?;
-            return Ok(());
+            let line = serde_json::to_string(event)?;
+            return self.out(|stdout| {
+                writeln!(stdout, "{line}")?;
+                stdout.flush()
+            });
         }
         if event.parent_run_id.is_some() {
             self.view.show_nested(&event.kind);
@@ -306,15 +423,19 @@ impl Printer {
         }
         if let EventKind::FinalResponse { delta } = &event.kind {
             self.view.clear();
-            write!(stdout, "{delta}")?;
-            stdout.flush()?;
+            self.out(|stdout| {
+                write!(stdout, "{delta}")?;
+                stdout.flush()
+            })?;
             self.answer_open = true;
         } else if self.answer_open {
             // The answer is over: end its line before anything goes to stderr, or on a
             // terminal (stdout and stderr on one screen) the summary line would start right
             // after its last word.
-            writeln!(stdout)?;
-            stdout.flush()?;
+            self.out(|stdout| {
+                writeln!(stdout)?;
+                stdout.flush()
+            })?;
             self.answer_open = false;
         }
         self.view.show(&event.kind);
@@ -324,10 +445,28 @@ impl Printer {
     /// Ends the answer's line if no later event did.
     fn end(&mut self) -> anyhow::Result<()> {
         if self.answer_open {
-            writeln!(std::io::stdout())?;
+            self.out(|stdout| writeln!(stdout))?;
             self.answer_open = false;
         }
         Ok(())
+    }
+
+    /// Writes to stdout, unless its reader has gone; a write that finds it gone says so (the
+    /// run is then cancelled, see `cancel_when_gone`) instead of failing the command.
+    fn out(
+        &self,
+        write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>,
+    ) -> anyhow::Result<()> {
+        if self.gone.is_gone() {
+            return Ok(());
+        }
+        match write(&mut std::io::stdout().lock()) {
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.gone.mark();
+                Ok(())
+            }
+            written => Ok(written?),
+        }
     }
 }
 

@@ -97,7 +97,8 @@ async fn list(store: &SqlStore, args: SessionsListArgs) -> anyhow::Result<ExitCo
     }
     if more {
         eprintln!(
-            "More sessions than these {shown}: show more with --limit N (the most recent first)."
+            "There are more sessions than the {shown} shown: show more with --limit N (the most \
+             recent first)."
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -135,13 +136,13 @@ fn print_session(
     traces: &[Vec<ToolExecutionRecord>],
 ) -> std::io::Result<()> {
     outln!(
-        "Session {} \"{}\"\nuser {}, created {} UTC, {} messages, {} runs",
+        "Session {} \"{}\"\nuser {}, created {} UTC, {}, {}",
         session.id,
         session.title,
         session.user_id,
         second(session.created_at),
-        session.message_count,
-        runs.len()
+        count(session.message_count, "message"),
+        count(runs.len() as u64, "run")
     )?;
     for (run, trace) in runs.iter().zip(traces) {
         outln!()?;

@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::{
     cli::{GlobalArgs, ToolsArgs},
     commands::load_config,
+    render::count,
 };
 
 pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCode> {
@@ -26,6 +27,13 @@ pub async fn execute(global: GlobalArgs, args: ToolsArgs) -> anyhow::Result<Exit
         outln!("llm: {}", config.llm.describe())?;
     }
     if config.mcp_servers.is_empty() {
+        // The same shape as with servers, so that a script reads `servers` either way.
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"llm": llm, "servers": [], "failed": []}))?
+            )?;
+        }
         eprintln!("No MCP servers are configured in {origin}. Add a [mcp_servers.NAME] table.");
         return Ok(ExitCode::SUCCESS);
     }
@@ -143,7 +151,10 @@ fn print_server(server: &serde_json::Value) -> std::io::Result<()> {
         )?;
         return Ok(());
     };
-    outln!("{name} ({transport}, {state}, {} tools)", tools.len())?;
+    outln!(
+        "{name} ({transport}, {state}, {})",
+        count(tools.len() as u64, "tool")
+    )?;
     let width = tools
         .iter()
         .filter_map(|tool| tool["name"].as_str())

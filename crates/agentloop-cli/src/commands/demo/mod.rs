@@ -14,17 +14,32 @@ use std::{
 use agentloop::{Config, ConfigOrigin, KeyStore};
 use anyhow::Context;
 
-use crate::cli::{DemoArgs, RunArgs};
+use crate::cli::{DEMO_LISTEN, DemoArgs, GlobalArgs, RunArgs};
 
 /// The built-in script of the demo's model.
 const SCRIPT: &str = include_str!("script.toml");
 /// The demo's store, in the working directory, kept after the demo.
 pub const DATABASE: &str = "agentloop-demo.db";
 pub const QUESTION: &str = "Add 2 and 40, then echo the result.";
+/// The web panel's hint about keys, for the demo: the key is in the banner, and made anew at
+/// each start (keys of earlier starts stay valid in ./agentloop-demo.db).
+const KEY_HINT: &str = "This is agentloop demo --serve: sign in with the key on its \"API key:\" \
+                        line, printed in the terminal where it runs (user demo).";
 const REAL_MODEL: &str = "OPENAI_API_KEY=sk-... agentloop --config examples/agentloop.toml run \
                           \"Add 2 and 40, then echo the result.\"";
 
-pub async fn execute(args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub async fn execute(global: GlobalArgs, args: DemoArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &global.config {
+        anyhow::bail!(
+            "agentloop demo reads no configuration file: it runs with its own (a scripted \
+             model, the tools built into this binary, ./{DATABASE}). Drop --config {}, or run \
+             with your configuration: `agentloop --config {} run QUERY` or `agentloop --config \
+             {} serve`",
+            path.display(),
+            path.display(),
+            path.display()
+        );
+    }
     let script = ScriptFile::write()?;
     let config = demo_config(&script.path, &args.listen)?;
     eprintln!(
@@ -40,7 +55,7 @@ pub async fn execute(args: DemoArgs) -> anyhow::Result<ExitCode> {
             query: vec![QUESTION.to_string()],
             json: args.json,
             max_iterations: None,
-            session: None,
+            session: args.session,
             user: "demo".into(),
             no_history: false,
             read_only: false,
@@ -49,7 +64,10 @@ pub async fn execute(args: DemoArgs) -> anyhow::Result<ExitCode> {
             record: None,
             replay: None,
         };
-        let code = crate::commands::run::run_config(&config, run).await?;
+        let code = crate::commands::run::run_config(&config, run, |session| {
+            format!("agentloop demo --session {session}")
+        })
+        .await?;
         eprintln!(
             "\nThat was a real agent loop with a scripted model (llm.provider = \"scripted\"): \
              the tool calls ran for real, and the session is saved in ./{DATABASE} (see it with \
@@ -66,6 +84,11 @@ async fn serve(config: &Config) -> anyhow::Result<ExitCode> {
     crate::commands::serve::serve_config(
         config,
         "the demo's built-in configuration",
+        &format!(
+            "choose another address with --listen ADDRESS or AGENTLOOP_LISTEN (default \
+             {DEMO_LISTEN}; port 0 takes a free one)"
+        ),
+        Some(KEY_HINT),
         async |address, store| {
             let key = store
                 .create_api_key("demo")
