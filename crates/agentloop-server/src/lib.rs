@@ -16,6 +16,7 @@ mod daily;
 mod durable;
 mod error;
 mod extract;
+mod health;
 mod live;
 mod metrics;
 mod panel;
