@@ -39,6 +39,10 @@ pub struct ServerConfig {
     /// SQLite store only (`Config::validate` refuses it with PostgreSQL, whose pool's
     /// connections would stop with the threads that opened them).
     pub threads: usize,
+    /// Whether clients are told a failed run's detailed message (the LLM's address, the
+    /// variable to set: for the operator) instead of a plain sentence chosen by its code. For
+    /// development; the log has the detail either way.
+    pub expose_error_details: bool,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +58,7 @@ impl Default for ServerConfig {
             user_daily_cost_usd: None,
             user_daily_tokens: None,
             threads: 0,
+            expose_error_details: false,
         }
     }
 }

@@ -13,6 +13,7 @@ mod config;
 mod connections;
 mod conversation;
 mod daily;
+mod disclosure;
 mod durable;
 mod error;
 mod extract;
@@ -21,6 +22,7 @@ mod live;
 mod metrics;
 mod panel;
 mod protocols;
+mod request_id;
 mod runs;
 mod service;
 mod serving;
@@ -92,6 +94,7 @@ impl Modify for BearerKey {
 /// The application: every route, and the OpenAPI document generated from the handlers.
 pub fn router(state: AppState) -> Router {
     let max_body = state.config.max_body_bytes;
+    let expose_details = state.config.expose_error_details;
     let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(runs::create_run))
         .routes(routes!(runs::copilot_agent))
@@ -133,6 +136,11 @@ pub fn router(state: AppState) -> Router {
             ApiError::method_not_allowed(method.as_str(), uri.path()).into_response_owned()
         })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                request_id::scope(expose_details, request, next)
+            },
+        ))
         .with_state(state)
 }
 

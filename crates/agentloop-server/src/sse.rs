@@ -1,4 +1,5 @@
 //! Events as Server-Sent Events: `event:` is the type, `id:` the seq, `data:` the JSON object.
+//! An `error` event tells what `disclosure` lets a client see, with the request's id.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -12,6 +13,9 @@ use axum::{
 };
 use futures::{Stream, StreamExt};
 
+use crate::disclosure;
+use crate::request_id::{self, RequestScope};
+
 /// The events of a run known only to the store (kept here for the routes that name it).
 pub(crate) use crate::live::from_store;
 
@@ -22,6 +26,7 @@ pub fn response(
     events: impl Stream<Item = Event> + Send + 'static,
     keep_alive: Duration,
 ) -> Response {
+    let scope = request_id::current();
     let until_done = events.scan(false, |done, event| {
         if *done {
             return futures::future::ready(None);
@@ -33,7 +38,7 @@ pub fn response(
             );
         futures::future::ready(Some(event))
     });
-    let frames = until_done.map(|event| Ok::<_, Infallible>(frame(&event)));
+    let frames = until_done.map(move |event| Ok::<_, Infallible>(frame(&event, &scope)));
     let mut response = Sse::new(frames)
         .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
         .into_response();
@@ -48,14 +53,16 @@ pub fn response(
 }
 
 /// The JSON is written straight into the frame: a large event (a whole answer) is not copied
-/// once more.
-fn frame(event: &Event) -> sse::Event {
+/// once more. An error's message is the one the client may see, with the request's id.
+fn frame(event: &Event, scope: &RequestScope) -> sse::Event {
     let head = || {
         sse::Event::default()
             .event(event.kind.type_name())
             .id(event.seq.to_string())
     };
-    head()
-        .json_data(event)
-        .unwrap_or_else(|_| head().data("{}"))
+    let framed = match &event.kind {
+        EventKind::Error { .. } => head().json_data(disclosure::shown_event(scope, event)),
+        _ => head().json_data(event),
+    };
+    framed.unwrap_or_else(|_| head().data("{}"))
 }
