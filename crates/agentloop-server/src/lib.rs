@@ -185,10 +185,10 @@ pub async fn serve(
     let handover = durable.as_ref().map(|durable| durable.agent().clone());
     let runs = state.runs.clone();
     let grace = state.config.shutdown_grace();
-    let threads = state.config.threads;
+    let config = state.config.clone();
     // Routes made once, then shared by the connections (a clone of the router is a reference).
     let app = router(state).with_state(());
-    let mut http = serving::Serving::start(listener, app, threads)?;
+    let mut http = serving::Serving::start(listener, app, &config)?;
     let stop_accepting = http.stop_accepting();
     // Connections (SSE streams included) end as their runs end; the runs get `grace`, and the
     // connections a few seconds more to send the runs' last events.
