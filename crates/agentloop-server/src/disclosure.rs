@@ -7,8 +7,10 @@
 //! [`client_error`]; `[server] expose_error_details` sends the detailed message instead, for
 //! development.
 
+use std::borrow::Cow;
+
 use agentloop_core::protocol::{ErrorCode, Event, EventKind, RunInfo};
-use serde_json::Value;
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::ErrorDetail;
@@ -47,16 +49,36 @@ pub(crate) fn run_error(
     client_error(code, detail, &scope.id, scope.expose_details)
 }
 
-/// `event` as JSON, as a client may see it: an `error` event with the message of
-/// [`run_error`] and the request's id.
-pub(crate) fn shown_event(scope: &RequestScope, event: &Event) -> Value {
-    let mut value = serde_json::to_value(event).unwrap_or_default();
-    if let EventKind::Error { code, message } = &event.kind {
-        let error = run_error(scope, event.run_id, *code, message);
-        value["message"] = error.message.into();
-        value["request_id"] = error.request_id.into();
+/// `event` as a client may see it: an `error` event with the message of [`run_error`] and the
+/// request's id (after the event's own fields, in their order); any other event as it is.
+pub(crate) fn shown_event<'a>(scope: &RequestScope, event: &'a Event) -> ShownEvent<'a> {
+    let EventKind::Error { code, message } = &event.kind else {
+        return ShownEvent {
+            event: Cow::Borrowed(event),
+            request_id: None,
+        };
+    };
+    let error = run_error(scope, event.run_id, *code, message);
+    let shown = Event {
+        kind: EventKind::Error {
+            code: *code,
+            message: error.message,
+        },
+        ..event.clone()
+    };
+    ShownEvent {
+        event: Cow::Owned(shown),
+        request_id: Some(error.request_id),
     }
-    value
+}
+
+/// An event as a client may see it ([`shown_event`]).
+#[derive(Debug, Serialize)]
+pub(crate) struct ShownEvent<'a> {
+    #[serde(flatten)]
+    event: Cow<'a, Event>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
 }
 
 /// `run` as a client may see it: its error's message the plain one (see [`client_error`]).
@@ -120,7 +142,15 @@ mod tests {
                 message: DETAIL.to_string(),
             },
         };
-        let shown = shown_event(&scope, &error);
+        let text = serde_json::to_string(&shown_event(&scope, &error)).unwrap();
+        // The event's own fields first, in their order, then the request's id.
+        assert!(
+            text.starts_with(
+                r#"{"run_id":"00000000-0000-0000-0000-000000000000","seq":3,"type":"error","#
+            ),
+            "{text}"
+        );
+        let shown: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(shown["type"], "error");
         assert_eq!(shown["code"], "llm_unauthorized");
         assert_eq!(shown["seq"], 3);
@@ -131,8 +161,8 @@ mod tests {
             ..error
         };
         assert_eq!(
-            shown_event(&scope, &thinking),
-            serde_json::to_value(&thinking).unwrap_or_default()
+            serde_json::to_string(&shown_event(&scope, &thinking)).unwrap(),
+            serde_json::to_string(&thinking).unwrap()
         );
     }
 

@@ -129,7 +129,7 @@ impl AgUiStream {
         if event.parent_run_id.is_some() {
             out.push(custom(
                 "subagent",
-                disclosure::shown_event(&self.scope, event),
+                json!(disclosure::shown_event(&self.scope, event)),
             ));
             return out;
         }
