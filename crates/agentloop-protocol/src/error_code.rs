@@ -72,6 +72,53 @@ impl ErrorCode {
         }
     }
 
+    /// What a person using an application built on agentloop is told: a fixed sentence per
+    /// code, with no detail of the server's setup (the detailed message, for the operator,
+    /// names URLs, settings and environment variables).
+    pub fn user_message(self) -> &'static str {
+        match self {
+            ErrorCode::LlmUnreachable
+            | ErrorCode::LlmMissingApiKey
+            | ErrorCode::LlmUnauthorized => {
+                "The assistant's model is not available right now. Please try again later."
+            }
+            ErrorCode::LlmRejected => {
+                "The assistant's model could not take this request. Please rephrase it, or \
+                 start a new conversation."
+            }
+            ErrorCode::LlmRateLimited => {
+                "The assistant is busy right now. Please try again in a minute."
+            }
+            ErrorCode::LlmServerError => {
+                "The assistant's model had a problem. Please try again shortly."
+            }
+            ErrorCode::LlmTimeout => {
+                "The assistant's model took too long to answer. Please try again, or ask for \
+                 less."
+            }
+            ErrorCode::LlmTruncatedStream | ErrorCode::LlmProtocolError => {
+                "The assistant's answer was cut off or could not be read. Please try again."
+            }
+            ErrorCode::StoreUnavailable => {
+                "The conversation could not be saved right now. Please try again in a moment."
+            }
+            ErrorCode::SessionNotFound => {
+                "This conversation no longer exists. Please start a new one."
+            }
+            ErrorCode::SessionBusy => {
+                "This conversation is still busy with an earlier message. Please wait for it \
+                 to finish."
+            }
+            ErrorCode::UnknownWorkflow => {
+                "The request asked for something this assistant does not offer."
+            }
+            ErrorCode::InternalError => {
+                "Something went wrong in the assistant. Please try again; if it keeps \
+                 happening, report it with the request id."
+            }
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|code| code.as_str() == text)
     }
@@ -105,6 +152,19 @@ mod tests {
             let json = serde_json::to_value(code).unwrap_or_default();
             assert_eq!(json, serde_json::json!(code.as_str()));
             assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+    }
+
+    /// A sentence for a person: plain words, ending as a sentence, naming no setting, variable
+    /// or address.
+    #[test]
+    fn every_code_has_a_plain_sentence_for_people() {
+        for code in ErrorCode::ALL {
+            let message = code.user_message();
+            assert!(message.ends_with('.'), "{code}: {message}");
+            for internal in ["llm.", "_", "http", "://", "API key", "store", "config"] {
+                assert!(!message.contains(internal), "{code}: {message}");
+            }
         }
     }
 }

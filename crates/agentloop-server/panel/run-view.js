@@ -107,6 +107,8 @@ export class RunView {
         this.error.hidden = false;
         this.error.replaceChildren(h("strong", { text: `Error (${event.code}): ` }), event.message,
           h("p", { class: "advice", text: advice(event.code) }));
+        // What to quote to the operator, whose log has the detail under this id.
+        if (event.request_id) this.error.append(h("p", { class: "advice", text: `Request id: ${event.request_id}` }));
         break;
       case "done":
         if (this.answerText) this.answer.replaceChildren(render(this.answerText));

@@ -39,6 +39,20 @@ pub struct ServerConfig {
     /// SQLite store only (`Config::validate` refuses it with PostgreSQL, whose pool's
     /// connections would stop with the threads that opened them).
     pub threads: usize,
+    /// Seconds a client has to send a request's head, from its connection or from the head's
+    /// first byte (the connection is closed after that).
+    pub header_timeout_s: f64,
+    /// Seconds a keep-alive connection may stay silent between requests, a request's body
+    /// between its bytes, and an answer wait for the client to read it. An answer in progress
+    /// (a run, an SSE stream) is not cut while it is being sent: keep-alive comments count.
+    pub idle_timeout_s: f64,
+    /// Connections open at once; a new one past it is answered 503 and closed. Unset: half
+    /// of the open-files limit (`ulimit -n`) left after 128 for the rest of the process.
+    pub max_connections: Option<usize>,
+    /// Whether clients are told a failed run's detailed message (the LLM's address, the
+    /// variable to set: for the operator) instead of a plain sentence chosen by its code. For
+    /// development; the log has the detail either way.
+    pub expose_error_details: bool,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +68,10 @@ impl Default for ServerConfig {
             user_daily_cost_usd: None,
             user_daily_tokens: None,
             threads: 0,
+            header_timeout_s: 30.0,
+            idle_timeout_s: 120.0,
+            max_connections: None,
+            expose_error_details: false,
         }
     }
 }
@@ -85,6 +103,8 @@ impl ServerConfig {
             ("server.keep_alive_s", self.keep_alive_s),
             ("server.shutdown_grace_s", self.shutdown_grace_s),
             ("server.run_lease_s", self.run_lease_s),
+            ("server.header_timeout_s", self.header_timeout_s),
+            ("server.idle_timeout_s", self.idle_timeout_s),
         ] {
             if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
                 return Err(InvalidSetting::new(
@@ -105,6 +125,13 @@ impl ServerConfig {
             return Err(InvalidSetting::new(
                 "server.user_daily_tokens",
                 "server.user_daily_tokens must be at least 1",
+            ));
+        }
+        if self.max_connections == Some(0) {
+            return Err(InvalidSetting::new(
+                "server.max_connections",
+                "server.max_connections must be at least 1 (leave it out to follow the \
+                 open-files limit)",
             ));
         }
         if self.threads > MAX_THREADS {
@@ -130,6 +157,14 @@ impl ServerConfig {
 
     pub fn run_lease(&self) -> Duration {
         Duration::from_secs_f64(self.run_lease_s)
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.header_timeout_s)
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.idle_timeout_s)
     }
 }
 
@@ -159,5 +194,30 @@ mod tests {
             ..ServerConfig::default()
         };
         assert_eq!(bad.validate().unwrap_err().key, "server.threads");
+        for (bad, key) in [
+            (
+                ServerConfig {
+                    header_timeout_s: 0.0,
+                    ..ServerConfig::default()
+                },
+                "server.header_timeout_s",
+            ),
+            (
+                ServerConfig {
+                    idle_timeout_s: f64::NAN,
+                    ..ServerConfig::default()
+                },
+                "server.idle_timeout_s",
+            ),
+            (
+                ServerConfig {
+                    max_connections: Some(0),
+                    ..ServerConfig::default()
+                },
+                "server.max_connections",
+            ),
+        ] {
+            assert_eq!(bad.validate().unwrap_err().key, key);
+        }
     }
 }

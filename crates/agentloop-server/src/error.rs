@@ -1,4 +1,7 @@
-//! Errors as the API answers them: a status and `{"error": {"code", "message", "details"?}}`.
+//! Errors as the API answers them: a status and
+//! `{"error": {"code", "message", "details"?, "request_id"}}`. What went wrong inside the server
+//! (a store's error, which may name hosts and users) is the operator's: it goes to the log with
+//! the request's id, and to the client only with `[server] expose_error_details`.
 
 use axum::{
     Json,
@@ -8,6 +11,8 @@ use axum::{
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
+
+use crate::request_id;
 
 /// The body of every error answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -24,6 +29,8 @@ pub struct ErrorDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Object)]
     pub details: Option<Value>,
+    /// The request's id (its `X-Request-Id`): what to quote to the operator, whose log has it.
+    pub request_id: String,
 }
 
 /// An answer that is not a success.
@@ -35,6 +42,9 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds after which trying again makes sense (429, 503).
     pub retry_after: Option<u64>,
+    /// What went wrong inside, for the log (and the client only with
+    /// `[server] expose_error_details`).
+    pub internal: Option<String>,
 }
 
 impl ApiError {
@@ -45,7 +55,14 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            internal: None,
         }
+    }
+
+    /// With what went wrong inside, for the log.
+    pub fn with_internal(mut self, internal: impl Into<String>) -> Self {
+        self.internal = Some(internal.into());
+        self
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
@@ -112,15 +129,23 @@ impl ApiError {
         error
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+    /// Something the server did not expect: `internal` goes to the log, the client is told to
+    /// quote the request id.
+    pub fn internal(internal: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "something went wrong in the server; try again, and if it keeps happening, report \
+             the request_id",
+        )
+        .with_internal(internal)
     }
 }
 
 impl From<agentloop_core::StoreError> for ApiError {
     fn from(error: agentloop_core::StoreError) -> Self {
-        tracing::error!(%error, "store error");
-        ApiError::unavailable(format!("the store failed: {error}"))
+        ApiError::unavailable("the store is not available right now; try again in a moment")
+            .with_internal(format!("the store failed: {error}"))
     }
 }
 
@@ -157,11 +182,21 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let scope = request_id::current();
+        if let Some(internal) = &self.internal {
+            tracing::error!(request_id = %scope.id, status = self.status.as_u16(), code = self.code,
+                error = %internal, "request failed");
+        }
+        let message = match self.internal {
+            Some(internal) if scope.expose_details => internal,
+            _ => self.message,
+        };
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code.to_string(),
-                message: self.message,
+                message,
                 details: self.details,
+                request_id: scope.id.to_string(),
             },
         };
         let mut response = (self.status, Json(body)).into_response();

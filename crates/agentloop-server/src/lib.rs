@@ -13,13 +13,16 @@ mod config;
 mod connections;
 mod conversation;
 mod daily;
+mod disclosure;
 mod durable;
 mod error;
 mod extract;
+mod health;
 mod live;
 mod metrics;
 mod panel;
 mod protocols;
+mod request_id;
 mod runs;
 mod service;
 mod serving;
@@ -91,6 +94,7 @@ impl Modify for BearerKey {
 /// The application: every route, and the OpenAPI document generated from the handlers.
 pub fn router(state: AppState) -> Router {
     let max_body = state.config.max_body_bytes;
+    let expose_details = state.config.expose_error_details;
     let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(runs::create_run))
         .routes(routes!(runs::copilot_agent))
@@ -132,6 +136,11 @@ pub fn router(state: AppState) -> Router {
             ApiError::method_not_allowed(method.as_str(), uri.path()).into_response_owned()
         })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                request_id::scope(expose_details, request, next)
+            },
+        ))
         .with_state(state)
 }
 
@@ -176,10 +185,10 @@ pub async fn serve(
     let handover = durable.as_ref().map(|durable| durable.agent().clone());
     let runs = state.runs.clone();
     let grace = state.config.shutdown_grace();
-    let threads = state.config.threads;
+    let config = state.config.clone();
     // Routes made once, then shared by the connections (a clone of the router is a reference).
     let app = router(state).with_state(());
-    let mut http = serving::Serving::start(listener, app, threads)?;
+    let mut http = serving::Serving::start(listener, app, &config)?;
     let stop_accepting = http.stop_accepting();
     // Connections (SSE streams included) end as their runs end; the runs get `grace`, and the
     // connections a few seconds more to send the runs' last events.

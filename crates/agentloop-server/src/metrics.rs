@@ -2,12 +2,10 @@
 //! events live runs hold in memory. Fed by the runs' [`Telemetry`] reports; rendered in the Prometheus text
 //! format at `GET /metrics`.
 
-use std::sync::Once;
-
 use agentloop_core::{LlmCallReport, RunOutcome, Telemetry, protocol::ToolExecutionRecord};
 use prometheus::{
     CounterVec, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    TextEncoder, core::Collector,
 };
 use uuid::Uuid;
 
@@ -27,8 +25,9 @@ pub struct Metrics {
     cost: CounterVec,
     unpriced: IntCounterVec,
     live_event_bytes: IntGauge,
-    /// The gauge is exported once someone sets it, so an unwired gauge does not read 0.
-    live_event_bytes_registered: Once,
+    /// Each family's name, help and type: a family without samples yet (a vector no label
+    /// set was used of) is still listed, with its HELP and TYPE, from the first scrape.
+    families: Vec<(String, String, &'static str)>,
 }
 
 impl Metrics {
@@ -70,17 +69,27 @@ impl Metrics {
             ),
             &["model"],
         )?;
-        registry.register(Box::new(runs.clone()))?;
-        registry.register(Box::new(active_runs.clone()))?;
-        registry.register(Box::new(llm_calls.clone()))?;
-        registry.register(Box::new(tool_calls.clone()))?;
-        registry.register(Box::new(tokens.clone()))?;
-        registry.register(Box::new(cost.clone()))?;
-        registry.register(Box::new(unpriced.clone()))?;
         let live_event_bytes = IntGauge::new(
             "agentloop_live_event_bytes",
             "Bytes of events live runs hold in memory for their followers (estimated)",
         )?;
+        let collectors: [(Box<dyn Collector>, &'static str); 8] = [
+            (Box::new(runs.clone()), "counter"),
+            (Box::new(active_runs.clone()), "gauge"),
+            (Box::new(llm_calls.clone()), "histogram"),
+            (Box::new(tool_calls.clone()), "histogram"),
+            (Box::new(tokens.clone()), "counter"),
+            (Box::new(cost.clone()), "counter"),
+            (Box::new(unpriced.clone()), "counter"),
+            (Box::new(live_event_bytes.clone()), "gauge"),
+        ];
+        let mut families = Vec::new();
+        for (collector, kind) in collectors {
+            for desc in collector.desc() {
+                families.push((desc.fq_name.clone(), desc.help.clone(), kind));
+            }
+            registry.register(collector)?;
+        }
         Ok(Metrics {
             registry,
             runs,
@@ -91,20 +100,12 @@ impl Metrics {
             cost,
             unpriced,
             live_event_bytes,
-            live_event_bytes_registered: Once::new(),
+            families,
         })
     }
 
     /// The bytes of events live runs hold in memory at this moment.
     pub fn set_live_event_bytes(&self, bytes: usize) {
-        self.live_event_bytes_registered.call_once(|| {
-            if let Err(error) = self
-                .registry
-                .register(Box::new(self.live_event_bytes.clone()))
-            {
-                tracing::error!(%error, "cannot register the live events gauge");
-            }
-        });
         self.live_event_bytes
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
@@ -113,11 +114,19 @@ impl Metrics {
     pub fn render(&self, active: usize) -> String {
         self.active_runs
             .set(i64::try_from(active).unwrap_or(i64::MAX));
+        let gathered = self.registry.gather();
         let mut out = Vec::new();
-        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        if let Err(error) = TextEncoder::new().encode(&gathered, &mut out) {
             tracing::error!(%error, "cannot encode the metrics");
         }
-        String::from_utf8(out).unwrap_or_default()
+        let mut text = String::from_utf8(out).unwrap_or_default();
+        // The registry leaves out a family without samples; the text format allows one.
+        for (name, help, kind) in &self.families {
+            if !gathered.iter().any(|family| family.name() == name) {
+                text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+            }
+        }
+        text
     }
 }
 
@@ -156,5 +165,44 @@ impl Telemetry for Metrics {
         self.runs
             .with_label_values(&[outcome.status.as_str()])
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_registry_lists_every_family_with_help_and_type() {
+        let Ok(metrics) = Metrics::new() else {
+            unreachable!("the metrics are well-formed");
+        };
+        let text = metrics.render(0);
+        for (name, kind) in [
+            ("agentloop_runs_total", "counter"),
+            ("agentloop_runs_active", "gauge"),
+            ("agentloop_llm_call_duration_seconds", "histogram"),
+            ("agentloop_tool_call_duration_seconds", "histogram"),
+            ("agentloop_llm_tokens_total", "counter"),
+            ("agentloop_llm_cost_usd_total", "counter"),
+            ("agentloop_llm_unpriced_calls_total", "counter"),
+            ("agentloop_live_event_bytes", "gauge"),
+        ] {
+            assert_eq!(
+                text.matches(&format!("# HELP {name} ")).count(),
+                1,
+                "{name}: {text}"
+            );
+            assert_eq!(
+                text.matches(&format!("# TYPE {name} {kind}\n")).count(),
+                1,
+                "{name}: {text}"
+            );
+        }
+        // Once used, a family is listed once, with its samples.
+        metrics.runs.with_label_values(&["completed"]).inc();
+        let text = metrics.render(0);
+        assert_eq!(text.matches("# TYPE agentloop_runs_total").count(), 1);
+        assert!(text.contains("agentloop_runs_total{status=\"completed\"} 1"));
     }
 }

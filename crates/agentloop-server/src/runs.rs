@@ -71,8 +71,12 @@ pub struct AgentMetadata {
 /// A run as the store knows it, with its tool calls.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunDetails {
+    /// Its `error_message`, when it failed, is the plain sentence of `error`.
     #[serde(flatten)]
     pub run: RunInfo,
+    /// Why it failed: the code, a plain message, the request's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
     /// The answer, once the run ended with one (from its session's messages).
     pub answer: Option<String>,
     pub execution_trace: Vec<ToolExecutionRecord>,
@@ -285,10 +289,9 @@ fn result(outcome: &RunOutcome) -> RunResult {
         session_id: outcome.session_id,
         status: outcome.status,
         answer: outcome.answer.clone(),
-        error: outcome.failure.as_ref().map(|failure| ErrorDetail {
-            code: failure.code.to_string(),
-            message: failure.message.clone(),
-            details: None,
+        error: outcome.failure.as_ref().map(|failure| {
+            let scope = crate::request_id::current();
+            crate::disclosure::run_error(&scope, outcome.run_id, failure.code, &failure.message)
         }),
         user_message,
         assistant_message,
@@ -333,8 +336,14 @@ pub async fn get_run(
             .and_then(|message| message.message.content),
         None => None,
     };
+    let scope = crate::request_id::current();
+    let error = run.error_code.map(|code| {
+        let detail = run.error_message.as_deref().unwrap_or_default();
+        crate::disclosure::run_error(&scope, id, code, detail)
+    });
     Ok(Json(RunDetails {
-        run,
+        run: crate::disclosure::shown_run(&scope, run),
+        error,
         answer,
         execution_trace,
     }))

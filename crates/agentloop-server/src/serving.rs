@@ -26,6 +26,9 @@ use futures::{StreamExt, stream::FuturesUnordered};
 use tokio::{net::TcpListener, sync::oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ServerConfig;
+use crate::connections::Limits;
+
 /// The accept loops of one server.
 pub(crate) struct Serving {
     /// Cancelled: the accept loops stop, and each waits for its connections to close.
@@ -43,9 +46,15 @@ enum Loop {
 }
 
 impl Serving {
-    /// Serves `app` on `listener`: on the caller's runtime when `threads` is 0, else on that
-    /// many threads of their own.
-    pub(crate) fn start(listener: TcpListener, app: Router, threads: usize) -> io::Result<Serving> {
+    /// Serves `app` on `listener` within the connection limits of `config`: on the caller's
+    /// runtime when `config.threads` is 0, else on that many threads of their own.
+    pub(crate) fn start(
+        listener: TcpListener,
+        app: Router,
+        config: &ServerConfig,
+    ) -> io::Result<Serving> {
+        let threads = config.threads;
+        let limits = Limits::of(config);
         let mut serving = Serving {
             stop_accepting: CancellationToken::new(),
             exit: CancellationToken::new(),
@@ -53,13 +62,17 @@ impl Serving {
             loops: Vec::new(),
         };
         if threads == 0 {
-            let accept = serving.accept_loop(Listener::Tokio(listener), app);
+            let accept = serving.accept_loop(Listener::Tokio(listener), app, limits);
             serving.loops.push(Loop::Task(tokio::spawn(accept.run())));
             return Ok(serving);
         }
         let listener = listener.into_std()?;
         for index in 0..threads {
-            let accept = serving.accept_loop(Listener::Std(listener.try_clone()?), app.clone());
+            let accept = serving.accept_loop(
+                Listener::Std(listener.try_clone()?),
+                app.clone(),
+                limits.clone(),
+            );
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -72,12 +85,13 @@ impl Serving {
     }
 
     /// An accept loop on `listener`, whose end [`Serving::served`] waits for.
-    fn accept_loop(&mut self, listener: Listener, app: Router) -> AcceptLoop {
+    fn accept_loop(&mut self, listener: Listener, app: Router, limits: Limits) -> AcceptLoop {
         let (served, on_served) = oneshot::channel();
         self.served.push(on_served);
         AcceptLoop {
             listener,
             app,
+            limits,
             stop_accepting: self.stop_accepting.clone(),
             exit: self.exit.clone(),
             served,
@@ -154,6 +168,7 @@ enum Listener {
 struct AcceptLoop {
     listener: Listener,
     app: Router,
+    limits: Limits,
     stop_accepting: CancellationToken,
     exit: CancellationToken,
     served: oneshot::Sender<io::Result<()>>,
@@ -164,6 +179,7 @@ impl AcceptLoop {
         let AcceptLoop {
             listener,
             app,
+            limits,
             stop_accepting,
             exit,
             served,
@@ -176,7 +192,7 @@ impl AcceptLoop {
                     TcpListener::from_std(listener)?
                 }
             };
-            crate::connections::serve(listener, app, stop_accepting).await
+            crate::connections::serve(listener, app, stop_accepting, limits).await
         };
         let result = tokio::select! {
             result = accepted => result,
@@ -212,6 +228,13 @@ mod tests {
         )
     }
 
+    fn threads(threads: usize) -> ServerConfig {
+        ServerConfig {
+            threads,
+            ..ServerConfig::default()
+        }
+    }
+
     async fn listener() -> (TcpListener, String) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -221,7 +244,7 @@ mod tests {
     #[tokio::test]
     async fn with_no_threads_requests_are_served_on_the_callers_runtime() {
         let (listener, url) = listener().await;
-        let serving = Serving::start(listener, app(), 0).unwrap();
+        let serving = Serving::start(listener, app(), &threads(0)).unwrap();
         let name = reqwest::get(format!("{url}/thread")).await.unwrap();
         let caller = std::thread::current().name().unwrap_or("").to_string();
         assert_eq!(name.text().await.unwrap(), caller);
@@ -232,7 +255,7 @@ mod tests {
     #[tokio::test]
     async fn requests_are_served_on_the_threads_not_the_callers_runtime() {
         let (listener, url) = listener().await;
-        let threads = Serving::start(listener, app(), 2).unwrap();
+        let threads = Serving::start(listener, app(), &threads(2)).unwrap();
         let requests = (0..40).map(|_| {
             // A client each: a connection each, raced for by the threads.
             let url = format!("{url}/thread?ms=20");
@@ -254,17 +277,31 @@ mod tests {
 
     #[tokio::test]
     async fn stopping_lets_requests_in_progress_finish_and_refuses_new_connections() {
+        use std::sync::Arc;
+        use tokio::sync::Notify;
+        // A request held by the test: `started` when its handler runs, answered on `release`.
+        let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let held = {
+            let (started, release) = (started.clone(), release.clone());
+            get(move || async move {
+                started.notify_one();
+                release.notified().await;
+                std::thread::current().name().unwrap_or("").to_string()
+            })
+        };
         let (listener, url) = listener().await;
-        let mut threads = Serving::start(listener, app(), 2).unwrap();
-        let slow = tokio::spawn(reqwest::get(format!("{url}/thread?ms=300")));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let app = app().route("/held", held);
+        let mut threads = Serving::start(listener, app, &threads(2)).unwrap();
+        let slow = tokio::spawn(reqwest::get(format!("{url}/held")));
+        started.notified().await;
         threads.stop_accepting().cancel();
-        // Not served yet: the slow request's connection is still open.
+        // Not served yet: the held request's connection is still open.
         let early = tokio::time::timeout(Duration::from_millis(50), threads.served()).await;
         assert!(
             early.is_err(),
             "served before the request in progress ended"
         );
+        release.notify_one();
         tokio::time::timeout(Duration::from_secs(10), threads.served())
             .await
             .expect("served once the request ended")
@@ -283,7 +320,7 @@ mod tests {
     async fn a_client_that_stops_writing_after_its_request_still_gets_the_answer() {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let (listener, url) = listener().await;
-        let serving = Serving::start(listener, app(), 0).unwrap();
+        let serving = Serving::start(listener, app(), &threads(0)).unwrap();
         let address = url.trim_start_matches("http://");
         let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
         client

@@ -236,7 +236,7 @@ pub async fn get_session(
             .map(|record| ShownRecord::bounded(run.id, record))
             .collect();
         runs.push(SessionRun {
-            run,
+            run: crate::disclosure::shown_run(&crate::request_id::current(), run),
             execution_trace,
         });
     }

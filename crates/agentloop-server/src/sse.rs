@@ -1,15 +1,9 @@
 //! Events as Server-Sent Events: `event:` is the type, `id:` the seq, `data:` the JSON object.
-//! A run followed here is either live on this server (from memory, no gap) or known only to the
-//! store (another instance runs it, or it ended a while ago): its saved events, then new ones as
-//! they are saved. What is read from the store is kept a page at a time, so a slow client holds
-//! at most a page of a long run.
+//! An `error` event tells what `disclosure` lets a client see, with the request's id.
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{convert::Infallible, time::Duration};
 
-use agentloop_core::{
-    Store,
-    protocol::{Event, RunStatus},
-};
+use agentloop_core::protocol::{Event, EventKind};
 use axum::{
     http::{HeaderValue, header},
     response::{
@@ -18,18 +12,12 @@ use axum::{
     },
 };
 use futures::{Stream, StreamExt};
-use tokio::sync::broadcast::error::RecvError;
-use uuid::Uuid;
 
-/// How often the store is asked for events not saved yet, when it gives no news of runs.
-pub(crate) const STORE_POLL: Duration = Duration::from_millis(500);
-/// How often it is asked anyway when it gives news (for news that went missing).
-pub(crate) const STORE_POLL_WITH_NEWS: Duration = Duration::from_secs(3);
-/// The most a client keeps of what it read from the store at a time: as much as a live run
-/// may hold for it. A run with more is read again from where the client got to.
-pub const STORE_PAGE_BYTES: usize = crate::live::MAX_BACKLOG_BYTES;
-/// A run elsewhere that emitted nothing for this long is presumed lost (its process died).
-const STORE_PATIENCE: Duration = Duration::from_secs(600);
+use crate::disclosure;
+use crate::request_id::{self, RequestScope};
+
+/// The events of a run known only to the store (kept here for the routes that name it).
+pub(crate) use crate::live::from_store;
 
 /// The response streaming `events`, ending after a `done` that ends the run (a run that paused
 /// and resumed has an earlier `done` with status `awaiting_input` in its history; a sub-agent's
@@ -38,6 +26,7 @@ pub fn response(
     events: impl Stream<Item = Event> + Send + 'static,
     keep_alive: Duration,
 ) -> Response {
+    let scope = request_id::current();
     let until_done = events.scan(false, |done, event| {
         if *done {
             return futures::future::ready(None);
@@ -45,11 +34,11 @@ pub fn response(
         *done = event.parent_run_id.is_none()
             && matches!(
                 event.kind,
-                agentloop_core::protocol::EventKind::Done { status, .. } if status.is_final()
+                EventKind::Done { status, .. } if status.is_final()
             );
         futures::future::ready(Some(event))
     });
-    let frames = until_done.map(|event| Ok::<_, Infallible>(frame(&event)));
+    let frames = until_done.map(move |event| Ok::<_, Infallible>(frame(&event, &scope)));
     let mut response = Sse::new(frames)
         .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
         .into_response();
@@ -64,111 +53,16 @@ pub fn response(
 }
 
 /// The JSON is written straight into the frame: a large event (a whole answer) is not copied
-/// once more.
-fn frame(event: &Event) -> sse::Event {
+/// once more. An error's message is the one the client may see, with the request's id.
+fn frame(event: &Event, scope: &RequestScope) -> sse::Event {
     let head = || {
         sse::Event::default()
             .event(event.kind.type_name())
             .id(event.seq.to_string())
     };
-    head()
-        .json_data(event)
-        .unwrap_or_else(|_| head().data("{}"))
-}
-
-/// The events of a run known only to the store, with `seq > after`: what is saved, then what
-/// gets saved while the run goes on.
-pub fn from_store(
-    store: Arc<dyn Store>,
-    run_id: Uuid,
-    after: u64,
-) -> impl Stream<Item = Event> + Send {
-    let state = Polling {
-        news: store.run_news(),
-        store,
-        after,
-        last_news: tokio::time::Instant::now(),
-        wait: false,
+    let framed = match &event.kind {
+        EventKind::Error { .. } => head().json_data(disclosure::shown_event(scope, event)),
+        _ => head().json_data(event),
     };
-    let batches = futures::stream::unfold(state, move |mut state| async move {
-        if state.wait {
-            state.wait_for_news(run_id).await;
-        }
-        let events = match state.store.events(run_id, state.after).await {
-            Ok(events) => events,
-            Err(error) => {
-                tracing::warn!(%run_id, %error, "cannot read the events of a run");
-                return None;
-            }
-        };
-        let read = events.len();
-        let events = first_page(events);
-        // A page that left events behind is followed at once.
-        state.wait = events.len() == read;
-        if let Some(last) = events.last() {
-            state.after = last.seq;
-            state.last_news = tokio::time::Instant::now();
-            return Some((futures::stream::iter(events), state));
-        }
-        let running = matches!(
-            state.store.run(run_id).await,
-            Ok(Some(run)) if run.status == RunStatus::Running
-        );
-        if !running || state.last_news.elapsed() > STORE_PATIENCE {
-            return None;
-        }
-        Some((futures::stream::iter(Vec::new()), state))
-    });
-    batches.flatten()
-}
-
-/// Where a client following a run through the store stands.
-struct Polling {
-    store: Arc<dyn Store>,
-    /// News of runs from the store, when it gives them: a step of this run wakes the follower
-    /// at once (from another instance too, on PostgreSQL).
-    news: Option<tokio::sync::broadcast::Receiver<Uuid>>,
-    after: u64,
-    last_news: tokio::time::Instant,
-    /// Whether to wait before asking the store again.
-    wait: bool,
-}
-
-impl Polling {
-    /// Until the store says `run_id` saved a step (or it may have said so unheard), at most
-    /// [`STORE_POLL_WITH_NEWS`]; without news, [`STORE_POLL`].
-    async fn wait_for_news(&mut self, run_id: Uuid) {
-        let Some(news) = &mut self.news else {
-            tokio::time::sleep(STORE_POLL).await;
-            return;
-        };
-        let deadline = tokio::time::Instant::now() + STORE_POLL_WITH_NEWS;
-        loop {
-            match tokio::time::timeout_at(deadline, news.recv()).await {
-                Ok(Ok(id)) if id != run_id => continue,
-                // This run, news missed, or time to look anyway.
-                Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) | Err(_) => return,
-                Ok(Err(RecvError::Closed)) => {
-                    self.news = None;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// The first events of `events`, up to [`STORE_PAGE_BYTES`] (at least one); the rest is let
-/// go, to be read again when the client gets there.
-pub(crate) fn first_page(mut events: Vec<Event>) -> Vec<Event> {
-    let mut bytes = 0;
-    let end = events
-        .iter()
-        .position(|event| {
-            bytes += crate::live::event_bytes(event);
-            bytes > STORE_PAGE_BYTES
-        })
-        .map_or(events.len(), |over| over.max(1));
-    events.truncate(end);
-    events.shrink_to_fit();
-    events
+    framed.unwrap_or_else(|_| head().data("{}"))
 }

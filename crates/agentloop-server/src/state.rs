@@ -5,7 +5,7 @@ use std::sync::Arc;
 use agentloop_core::{Agent, KeyStore, Store, protocol::ResumeReason};
 
 use crate::daily::DailyLimit;
-use crate::{config::ServerConfig, live::LiveRuns, metrics::Metrics, service::HealthCheck};
+use crate::{config::ServerConfig, health::HealthCheck, live::LiveRuns, metrics::Metrics};
 
 #[derive(Clone)]
 pub struct AppState {

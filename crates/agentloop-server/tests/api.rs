@@ -140,27 +140,35 @@ async fn the_json_mode_answers_the_design_object() {
 async fn a_run_whose_llm_fails_is_a_failed_run_with_its_error() {
     let server = TestServer::start(vec![Reply::error(401, "Incorrect API key provided")], "").await;
     let key = server.key("ann").await;
-    let body: Value = server
+    let answer = server
         .post("/v1/runs", &key)
         .json(&json!({"query": "hi", "stream": false}))
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
+    let request_id = answer.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = answer.json().await.unwrap();
     assert_eq!(body["status"], "failed");
     assert_eq!(body["answer"], Value::Null);
     assert_eq!(body["error"]["code"], "llm_unauthorized");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Incorrect API key")
+    // The client is told a plain sentence and the request's id; the detail is the operator's.
+    assert_eq!(
+        body["error"]["message"],
+        agentloop::core::protocol::ErrorCode::LlmUnauthorized.user_message()
     );
+    assert_eq!(body["error"]["request_id"], request_id.as_str());
     assert_eq!(
         body["user_message"]["content"], "hi",
         "the question is kept"
+    );
+    let run_id = body["run_id"].as_str().unwrap().parse().unwrap();
+    let stored = server.store.run(run_id).await.unwrap().unwrap();
+    assert!(
+        stored.error_message.unwrap().contains("Incorrect API key"),
+        "the store keeps the detail"
     );
     server.shutdown().await;
 }

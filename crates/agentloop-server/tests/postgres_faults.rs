@@ -81,11 +81,10 @@ async fn readiness_follows_the_database_and_an_unsaved_answer_is_a_failed_run() 
     );
     let error = events.iter().find(|e| e.event == "error").unwrap();
     assert_eq!(error.data["code"], "store_unavailable");
-    assert!(
-        error.data["message"]
-            .as_str()
-            .unwrap()
-            .contains("had answered"),
+    // The client is told the plain sentence; the detail ("had answered") is in the store.
+    assert_eq!(
+        error.data["message"],
+        agentloop::core::protocol::ErrorCode::StoreUnavailable.user_message(),
         "{}",
         error.data
     );
@@ -100,15 +99,22 @@ async fn readiness_follows_the_database_and_an_unsaved_answer_is_a_failed_run() 
     proxy.restore();
     wait_readiness(&server, 200, Duration::from_secs(15)).await;
     let run_uuid = uuid::Uuid::parse_str(&run_id).unwrap();
-    eventually(
+    let saved = eventually(
         "the run's failed end is saved",
         Duration::from_secs(15),
         || async {
             let run = server.store.run(run_uuid).await.unwrap().unwrap();
-            (run.status.as_str() == "failed").then_some(())
+            (run.status.as_str() == "failed").then_some(run)
         },
     )
     .await;
+    assert!(
+        saved
+            .error_message
+            .as_deref()
+            .is_some_and(|message| message.contains("had answered")),
+        "{saved:?}"
+    );
     let session = server
         .store
         .session(uuid::Uuid::parse_str(&session_id).unwrap())

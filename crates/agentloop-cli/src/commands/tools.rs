@@ -126,8 +126,8 @@ async fn describe(
     described
 }
 
-/// `transport`, `state` (with `reason` when it is not up) and `restarts`, as `/healthz` has
-/// them.
+/// `transport`, `state` (with `reason` when it is not up: what the server printed, for the
+/// operator; `/healthz`, which needs no key, leaves it out) and `restarts`.
 fn health_json(health: &SourceHealth) -> serde_json::Value {
     serde_json::to_value(health).unwrap_or_else(|_| json!({}))
 }

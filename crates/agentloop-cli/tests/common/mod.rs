@@ -76,8 +76,14 @@ impl Served {
 
     /// Started with more arguments after `serve --listen 127.0.0.1:0`.
     pub fn start_with(dir: &Path, args: &[&str]) -> Served {
+        Served::start_command(command(dir), args)
+    }
+
+    /// `command` (the binary: [`command`], with more environment; or a shell that `exec`s it
+    /// with `"$@"`) given `serve --listen 127.0.0.1:0` and `args`.
+    pub fn start_command(mut command: Command, args: &[&str]) -> Served {
         use std::io::BufRead;
-        let mut child = command(dir)
+        let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .stdout(std::process::Stdio::piped())

@@ -9,7 +9,8 @@ use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
-use super::{LINGER, LiveRun, OUTCOME_KEPT, lock};
+use super::run::LiveRun;
+use super::{LINGER, OUTCOME_KEPT, lock};
 
 /// How often the lingering runs are looked at.
 pub(super) const REAP_EVERY: Duration = Duration::from_secs(1);

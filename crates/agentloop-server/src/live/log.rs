@@ -195,7 +195,7 @@ impl Log {
 }
 
 /// An event's size in memory, roughly: the struct, its text, and its other fields as JSON.
-pub(crate) fn event_bytes(event: &Event) -> usize {
+pub(super) fn event_bytes(event: &Event) -> usize {
     let fields = match &event.kind {
         EventKind::AssistantDelta { text } => text.len(),
         EventKind::FinalResponse { delta } => delta.len(),

@@ -1,3 +1,15 @@
+use std::sync::{Arc, Mutex};
+
+use agentloop_core::{EventSink, RunOutcome, Store, protocol::Event};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::follower::{Reader, Started};
+use super::linger::REAP_EVERY;
+use super::log::{Log, Read};
+use super::registry::{Active, LiveRuns};
+use super::run::{LiveRun, Progress};
 use super::*;
 use agentloop_core::protocol::EventKind;
 use futures::StreamExt;
@@ -111,6 +123,13 @@ fn run_with(store: Option<Arc<dyn Store>>) -> Arc<LiveRun> {
     })
 }
 
+/// What a run's task does at the end, but lingering.
+async fn finish(run: &LiveRun, outcome: RunOutcome, active: Active) {
+    let status = run.end(outcome);
+    drop(active);
+    run.release_if_saved(status).await;
+}
+
 /// A store in memory that knows no run.
 async fn empty_store() -> Arc<dyn Store> {
     Arc::new(
@@ -140,7 +159,7 @@ async fn a_finished_run_keeps_its_outcome_a_moment_and_its_place_a_minute() {
             registry: registry.clone(),
             user: run.user_id.clone(),
         };
-        run.finish(completed(&run), active).await;
+        finish(&run, completed(&run), active).await;
         registry.linger(run.clone());
         run
     };
@@ -195,7 +214,7 @@ async fn a_run_whose_driver_saw_its_end_saved_lets_go_of_its_events_without_the_
             registry: registry.clone(),
             user: run.user_id.clone(),
         };
-        run.finish(outcome, active).await;
+        finish(&run, outcome, active).await;
         assert_eq!(
             run.lock_log().released,
             saved_through == 2,

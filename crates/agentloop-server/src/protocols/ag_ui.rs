@@ -1,6 +1,6 @@
 //! agentloop's events as AG-UI events (the protocol of `@ag-ui/client` 1.x's `HttpAgent`, read
-//! by CopilotKit). Pure: events in, AG-UI events out; the route (`crate::ag_ui`) writes each as
-//! `data: {json}`.
+//! by CopilotKit). Pure but for the log line of a run's error: events in, AG-UI events out;
+//! the route (`crate::ag_ui`) writes each as `data: {json}`.
 //!
 //! One AG-UI run is one request: a run of agentloop from its start (or from where a pause left
 //! it) to its end or its next pause.
@@ -17,7 +17,7 @@
 //! | `input_required` | `CUSTOM agentloop.input_required`; a question is also the assistant's text |
 //! | `side_effect`, `duplicate_detected`, `forced_finalize`, `user_message`, `run_resumed` | `CUSTOM agentloop.side_effect`, `.duplicate`, `.forced_finalize`, `.user_message`, `.run_resumed` (agentloop's fields) |
 //! | a sub-agent's events | `CUSTOM agentloop.subagent` (the event as agentloop sends it) |
-//! | `error` | `RUN_ERROR` (`code`, `message`), last |
+//! | `error` | `RUN_ERROR` (`code`, `message`: the plain sentence of `crate::disclosure` with the request's id), last |
 //! | `done` | open messages and the step ended, `CUSTOM agentloop.usage`, `RUN_FINISHED` with `usage` and the `outcome`: `success`; `success` with `pendingToolCallIds` (client tools to run); `interrupt` (approvals, a question); `cancelled` |
 //!
 //! The model's text is streamed as it comes; agentloop sends an answer again as
@@ -31,6 +31,9 @@ use agentloop_core::protocol::{
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+use crate::disclosure;
+use crate::request_id::{self, RequestScope};
 
 /// The `reason` of the interrupt of a call that waits for approval.
 pub const APPROVAL_REASON: &str = "agentloop:approval";
@@ -59,6 +62,8 @@ pub struct AgUiStream {
     /// What the run waits for, once it paused.
     waits: Option<(InputKind, Option<String>, Vec<PendingCall>)>,
     error: Option<(String, String)>,
+    /// The request answered: what its errors may tell.
+    scope: RequestScope,
     /// Calls of frontend tools whose results this request brought: the client has them.
     client_results: HashSet<String>,
     finished: bool,
@@ -66,7 +71,7 @@ pub struct AgUiStream {
 
 impl AgUiStream {
     /// The stream of the request of `thread_id` and `run_id` (the client's ids), whose client
-    /// sent `state`.
+    /// sent `state`; made while that request is answered (its id is the one errors tell).
     pub fn new(thread_id: impl Into<String>, run_id: impl Into<String>, state: Value) -> Self {
         Self {
             thread_id: thread_id.into(),
@@ -83,6 +88,7 @@ impl AgUiStream {
             answering: false,
             waits: None,
             error: None,
+            scope: request_id::current(),
             client_results: HashSet::new(),
             finished: false,
         }
@@ -121,7 +127,10 @@ impl AgUiStream {
             }));
         }
         if event.parent_run_id.is_some() {
-            out.push(custom("subagent", json!(event)));
+            out.push(custom(
+                "subagent",
+                json!(disclosure::shown_event(&self.scope, event)),
+            ));
             return out;
         }
         match &event.kind {
@@ -250,7 +259,8 @@ impl AgUiStream {
                 self.waits = Some((*kind, question.clone(), calls.clone()));
             }
             EventKind::Error { code, message } => {
-                self.error = Some((code.as_str().to_string(), message.clone()));
+                let error = disclosure::run_error(&self.scope, event.run_id, *code, message);
+                self.error = Some((error.code.clone(), disclosure::with_request_id(&error)));
             }
             EventKind::Done {
                 status,

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{APPROVAL_REASON, AgUiStream, QUESTION_REASON, tool_call_id};
+use crate::request_id::RequestScope;
 
 fn call(id: &str) -> String {
     tool_call_id(run_id(), id)
@@ -263,9 +264,18 @@ fn a_failed_call_gives_its_error_as_the_result() {
     assert_eq!(result["metadata"]["agentloop"]["status"], "blocked");
 }
 
+/// A stream made while answering the request `req-9`.
+fn stream_of_request() -> AgUiStream {
+    let scope = RequestScope {
+        id: "req-9".into(),
+        expose_details: false,
+    };
+    crate::request_id::within(scope, stream)
+}
+
 #[test]
 fn a_failed_run_ends_with_run_error_and_nothing_after() {
-    let mut stream = stream();
+    let mut stream = stream_of_request();
     let events = events(
         &mut stream,
         vec![
@@ -284,7 +294,14 @@ fn a_failed_run_ends_with_run_error_and_nothing_after() {
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR");
     assert_eq!(last["code"], "llm_unreachable");
-    assert_eq!(last["message"], "the provider is down");
+    // The plain sentence and the request's id: the detail is the operator's (the log's).
+    assert_eq!(
+        last["message"],
+        format!(
+            "{} (request id req-9)",
+            ErrorCode::LlmUnreachable.user_message()
+        )
+    );
     assert!(stream.is_finished());
     assert!(
         stream
@@ -488,7 +505,7 @@ fn agentloops_own_events_are_custom_events_and_the_plan_is_state() {
 #[test]
 fn a_sub_agents_events_are_custom_events_and_its_done_ends_nothing() {
     let sub = Uuid::from_u128(7);
-    let mut stream = stream();
+    let mut stream = stream_of_request();
     let mut all = stream.push(&event(1, EventKind::Thinking { iteration: 1 }));
     for (seq, kind) in [
         (
@@ -497,7 +514,14 @@ fn a_sub_agents_events_are_custom_events_and_its_done_ends_nothing() {
                 delta: "sub answer".into(),
             },
         ),
-        (3, done(RunStatus::Completed)),
+        (
+            3,
+            EventKind::Error {
+                code: ErrorCode::LlmTimeout,
+                message: "the LLM at http://10.0.0.5/v1 did not answer".into(),
+            },
+        ),
+        (4, done(RunStatus::Completed)),
     ] {
         all.extend(stream.push(&Event {
             run_id: sub,
@@ -508,12 +532,18 @@ fn a_sub_agents_events_are_custom_events_and_its_done_ends_nothing() {
     }
     assert_eq!(
         types(&all),
-        ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "CUSTOM"]
+        ["RUN_STARTED", "STEP_STARTED", "CUSTOM", "CUSTOM", "CUSTOM"]
     );
     assert_eq!(all[2]["name"], "agentloop.subagent");
     assert_eq!(all[2]["value"]["run_id"], sub.to_string());
     assert_eq!(all[2]["value"]["delta"], "sub answer");
-    assert_eq!(all[3]["value"]["type"], "done");
+    assert_eq!(all[3]["value"]["type"], "error");
+    assert_eq!(
+        all[3]["value"]["message"],
+        ErrorCode::LlmTimeout.user_message()
+    );
+    assert_eq!(all[3]["value"]["request_id"], "req-9");
+    assert_eq!(all[4]["value"]["type"], "done");
     assert!(!stream.is_finished());
 }
 

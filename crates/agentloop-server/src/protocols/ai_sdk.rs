@@ -1,6 +1,7 @@
 //! agentloop's events as the AI SDK's UI message stream (the `ai` package, v7: what
-//! `DefaultChatTransport` and `readUIMessageStream` read). Pure: events in, parts out; the
-//! route (`crate::chat`) writes each part as `data: {json}` and ends with `data: [DONE]`.
+//! `DefaultChatTransport` and `readUIMessageStream` read). Pure but for the log line of a run's
+//! error: events in, parts out; the route (`crate::chat`) writes each part as `data: {json}`
+//! and ends with `data: [DONE]`.
 //!
 //! One run (or the part of it after a resume) is one assistant message:
 //!
@@ -17,7 +18,7 @@
 //! | `plan_updated` | `data-plan` (id `plan`: the message keeps the newest plan) |
 //! | `side_effect`, `duplicate_detected`, `forced_finalize`, `user_message`, `run_resumed` | `data-side-effect`, `data-duplicate`, `data-forced-finalize`, `data-user-message`, `data-run-resumed` |
 //! | a sub-agent's events | `data-subagent` (id: the sub-agent's run: its newest event) |
-//! | `error` | `error` (`errorText`: code and message) |
+//! | `error` | `error` (`errorText`: the code, and the plain sentence of `crate::disclosure` with the request's id) |
 //! | `done` | open parts ended, `finish-step`, `data-usage`, `finish` |
 //!
 //! The model's text while it may still call tools is reasoning, not text, because agentloop
@@ -28,6 +29,9 @@ use std::collections::HashSet;
 
 use agentloop_core::protocol::{Event, EventKind, InputKind, RunStatus, ToolStatus};
 use serde_json::{Value, json};
+
+use crate::disclosure;
+use crate::request_id::RequestScope;
 
 /// The stream of one assistant message: what is open, what was denied.
 #[derive(Debug, Default)]
@@ -47,10 +51,13 @@ pub struct UiMessageStream {
     announced: HashSet<String>,
     /// The kind of input the run waits for, once it asked.
     waits_for: Option<InputKind>,
+    /// The request answered: what its errors may tell.
+    scope: RequestScope,
     finished: bool,
 }
 
 impl UiMessageStream {
+    /// The stream of the request being answered (its id is the one errors tell).
     pub fn new() -> Self {
         Self::default()
     }
@@ -97,7 +104,7 @@ impl UiMessageStream {
             parts.push(json!({
                 "type": "data-subagent",
                 "id": event.run_id.to_string(),
-                "data": event,
+                "data": disclosure::shown_event(&self.scope, event),
             }));
             return parts;
         }
@@ -238,9 +245,10 @@ impl UiMessageStream {
             }
             EventKind::Error { code, message } => {
                 self.close_blocks(&mut parts);
+                let error = disclosure::run_error(&self.scope, event.run_id, *code, message);
                 parts.push(json!({
                     "type": "error",
-                    "errorText": format!("{}: {message}", code.as_str()),
+                    "errorText": format!("{}: {}", error.code, disclosure::with_request_id(&error)),
                 }));
             }
             EventKind::Done {

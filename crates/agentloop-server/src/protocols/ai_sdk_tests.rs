@@ -9,6 +9,16 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::UiMessageStream;
+use crate::request_id::{self, RequestScope};
+
+/// A stream made while answering the request `req-9`.
+fn stream_of_request() -> UiMessageStream {
+    let scope = RequestScope {
+        id: "req-9".into(),
+        expose_details: false,
+    };
+    request_id::within(scope, UiMessageStream::new)
+}
 
 fn run_id() -> Uuid {
     Uuid::from_u128(1)
@@ -219,7 +229,7 @@ fn the_ask_user_call_is_no_tool_part_and_a_call_from_before_is_announced() {
 
 #[test]
 fn a_failed_run_sends_an_error_then_finishes_with_error() {
-    let mut stream = UiMessageStream::new();
+    let mut stream = stream_of_request();
     let parts = parts(
         &mut stream,
         vec![
@@ -242,7 +252,14 @@ fn a_failed_run_sends_an_error_then_finishes_with_error() {
             "finish"
         ]
     );
-    assert_eq!(parts[2]["errorText"], "llm_unreachable: no route");
+    // The code, the plain sentence and the request's id: the detail is the operator's.
+    assert_eq!(
+        parts[2]["errorText"],
+        format!(
+            "llm_unreachable: {} (request id req-9)",
+            ErrorCode::LlmUnreachable.user_message()
+        )
+    );
     assert_eq!(parts[5]["finishReason"], "error");
 }
 
@@ -418,7 +435,7 @@ fn agentloops_own_events_are_data_parts() {
 #[test]
 fn a_sub_agents_events_are_data_parts_and_its_done_ends_nothing() {
     let sub = Uuid::from_u128(7);
-    let mut stream = UiMessageStream::new();
+    let mut stream = stream_of_request();
     let mut all = stream.push(&event(1, EventKind::Thinking { iteration: 1 }));
     for (seq, kind) in [
         (
@@ -427,7 +444,14 @@ fn a_sub_agents_events_are_data_parts_and_its_done_ends_nothing() {
                 delta: "sub answer".into(),
             },
         ),
-        (3, done(RunStatus::Completed)),
+        (
+            3,
+            EventKind::Error {
+                code: ErrorCode::LlmTimeout,
+                message: "the LLM at http://10.0.0.5/v1 did not answer".into(),
+            },
+        ),
+        (4, done(RunStatus::Completed)),
     ] {
         all.extend(stream.push(&Event {
             run_id: sub,
@@ -438,11 +462,22 @@ fn a_sub_agents_events_are_data_parts_and_its_done_ends_nothing() {
     }
     assert_eq!(
         types(&all),
-        ["start", "start-step", "data-subagent", "data-subagent"]
+        [
+            "start",
+            "start-step",
+            "data-subagent",
+            "data-subagent",
+            "data-subagent"
+        ]
     );
     assert_eq!(all[2]["id"], sub.to_string());
     assert_eq!(all[2]["data"]["delta"], "sub answer");
-    assert_eq!(all[3]["data"]["type"], "done");
+    assert_eq!(
+        all[3]["data"]["message"],
+        ErrorCode::LlmTimeout.user_message()
+    );
+    assert_eq!(all[3]["data"]["request_id"], "req-9");
+    assert_eq!(all[4]["data"]["type"], "done");
     assert!(!stream.is_finished());
     assert_eq!(all[0]["messageId"], run_id().to_string());
 }
