@@ -7,7 +7,7 @@ use uuid::Uuid;
 use clap::{Args, Parser, Subcommand};
 
 // The environment each command reads, shown at the end of its `--help` (`after_help`). Every
-// command reads its configuration file first; these override it (README, "Configuration").
+// command reads its configuration file first; these override it (docs/configuration.md).
 // Macros rather than constants, so that `concat!` can join them at compile time.
 macro_rules! env_llm {
     () => {

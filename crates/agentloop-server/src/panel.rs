@@ -140,7 +140,7 @@ fn respond(asset: &Asset, body: Cow<'static, str>) -> Response {
     response
 }
 
-/// Bytes of every file, for the README's "first load" figure.
+/// Bytes of every file, for the "first load" figure of docs/web-panel.md.
 #[cfg(test)]
 pub(crate) fn total_bytes() -> usize {
     ASSETS.iter().map(|asset| asset.body.len()).sum()

@@ -43,7 +43,7 @@ async fn the_panel_is_served_with_its_modules_under_a_strict_policy() {
     assert!(loaded.iter().any(|name| name == "main.js"), "{loaded:?}");
     assert!(loaded.iter().any(|name| name == "follow.js"), "{loaded:?}");
     println!("first load: {bytes} bytes in {} files", loaded.len() + 1);
-    // The README states the figure; the panel must stay small.
+    // docs/web-panel.md states the figure; the panel must stay small.
     assert!(bytes < 80_000, "the first load grew to {bytes} bytes");
 
     let missing = server
