@@ -3,7 +3,7 @@
 //! (`tests/ai-sdk/chat.mjs`: `DefaultChatTransport` and `readUIMessageStream`, as `useChat`
 //! uses them). The script runs a chained tool run, continues the chat, is refused with a bad
 //! key and on another user's chat, approves and denies a call, answers a clarification question,
-//! and reconnects mid-run.
+//! reconnects mid-run, and regenerates answers (`AbstractChat`, as `useChat` does).
 //!
 //! Needs Node.js; the npm package `ai` is installed into `tests/ai-sdk/` on first use
 //! (`npm ci`), as `.ci/run` does.
@@ -27,4 +27,5 @@ async fn the_ai_sdk_chat_transport_works_against_agentloop_serve() {
     .await;
     checked.assert_the_conversation_went_on_from_the_session();
     checked.assert_approvals_reached_the_tools();
+    checked.assert_a_regenerated_answer_replaced_the_last_exchange();
 }

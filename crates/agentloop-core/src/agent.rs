@@ -83,6 +83,12 @@ pub struct RunRequest {
     /// The W3C `traceparent` of the caller (an HTTP request's): the run's spans continue its
     /// trace.
     pub traceparent: Option<String>,
+    /// With a store: the run answers the session's last question again (the AI SDK's
+    /// regenerate). The last exchange (from the first message of `Supersede::from_run`, or of
+    /// the session's last run) is marked superseded as the run begins, in the same commit: the
+    /// model's history and the session's listing then hold the question once, asked by this
+    /// run, and its new answer. `query` is that question.
+    pub supersede: Option<crate::store::Supersede>,
 }
 
 impl Default for RunRequest {
@@ -103,6 +109,7 @@ impl Default for RunRequest {
             context: RunContext::default(),
             client_tools: Vec::new(),
             traceparent: None,
+            supersede: None,
         }
     }
 }

@@ -85,7 +85,7 @@ pub use step_writer::Persistence;
 pub use store::{
     ApiKeyInfo, Checkpoint, ErrorSource, Instance, InstanceKind, KeyStore, MissingSession,
     NewApiKey, NewRun, NewSession, OrphanRun, RunBegin, RunEnd, RunStart, SESSION_LEASE, SavedRun,
-    SessionCursor, SessionLock, StepRecord, Store, StoreError,
+    SessionCursor, SessionLock, StepRecord, Store, StoreError, Supersede,
 };
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};

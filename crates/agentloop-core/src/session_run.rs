@@ -184,10 +184,11 @@ impl Agent {
         // Started before the run is saved, so that the run is saved with it: after a restart,
         // the run goes on in this trace.
         let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
-        let (existing_session, save_chat, include_history) = (
+        let (existing_session, save_chat, include_history, supersede) = (
             request.existing_session,
             request.save_chat,
             request.include_history,
+            request.supersede,
         );
         let history_window = include_history.then(|| self.settings().history_messages);
         // The workflow was checked above.
@@ -248,6 +249,7 @@ impl Agent {
             checkpoint,
             first_step: None,
             session_is_new: new_session,
+            supersede,
         };
         // On a new session the machine starts now, and its first step (the question, usually
         // with the first LLM call asked for) is saved in the same commit as the run's beginning.

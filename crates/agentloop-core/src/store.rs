@@ -169,6 +169,19 @@ pub struct RunStart {
     /// The session's id was made for this run (the request named none): it cannot exist yet,
     /// so a store may create it (as `if_missing` says) without looking it up first.
     pub session_is_new: bool,
+    /// The run answers the session's last question again (the AI SDK's regenerate): the last
+    /// exchange is marked superseded by the run ([`Store::supersede_messages`]) once the
+    /// session is taken, before the history is read, so that neither the model nor a listing
+    /// sees it twice.
+    pub supersede: Option<Supersede>,
+}
+
+/// Which of a session's exchanges a run replaces ([`RunStart::supersede`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Supersede {
+    /// The run whose exchange is replaced, with every later one; when `None`, or when it has
+    /// no current message in the session, the session's last run that saves its chat.
+    pub from_run: Option<Uuid>,
 }
 
 impl RunStart {
@@ -376,8 +389,27 @@ pub trait Store: Send + Sync {
     /// there was no such session.
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError>;
 
-    /// All messages of a session, oldest first.
+    /// The messages of a session, oldest first, as the conversation stands: those a regenerated
+    /// answer replaced ([`SessionMessage::superseded_by_run`]) are left out.
     async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError>;
+
+    /// All messages of a session, oldest first, the superseded ones included (each says which
+    /// run replaced it).
+    async fn messages_with_superseded(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StoreError>;
+
+    /// Marks the session's current messages from the first one of `from_run` on (of the
+    /// session's last run that saves its chat, other than `by_run`, when `from_run` is `None`
+    /// or has none) superseded by `by_run`: they stay stored, but leave the history and the
+    /// listing. The number marked.
+    async fn supersede_messages(
+        &self,
+        session_id: Uuid,
+        from_run: Option<Uuid>,
+        by_run: Uuid,
+    ) -> Result<u64, StoreError>;
 
     /// One message of a session (a run's answer); `None` when the session has no such message.
     async fn message(
@@ -387,7 +419,8 @@ pub trait Store: Send + Sync {
     ) -> Result<Option<SessionMessage>, StoreError>;
 
     /// The history a new run sees: the last `dialogue_messages` questions and answers of the
-    /// session with the tool calls and results between them, oldest first; traces excluded.
+    /// session with the tool calls and results between them, oldest first; traces and
+    /// superseded messages excluded.
     async fn history(
         &self,
         session_id: Uuid,
@@ -454,6 +487,11 @@ pub trait Store: Send + Sync {
             SessionLock::Busy { run_id } => return Ok(RunBegin::SessionBusy { run_id }),
         }
         let begun = async {
+            // Not undone when a later step fails (`SqlStore` does it all in one transaction).
+            if let Some(supersede) = start.supersede {
+                self.supersede_messages(run.session_id, supersede.from_run, run.id)
+                    .await?;
+            }
             let history = match start.history {
                 Some(limit) => self.history(run.session_id, limit).await?,
                 None => Vec::new(),

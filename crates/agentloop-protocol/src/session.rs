@@ -61,6 +61,11 @@ pub struct SessionMessage {
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub metadata: Value,
     pub created_at: DateTime<Utc>,
+    /// The run that replaced this message (the AI SDK's regenerate): a superseded message is
+    /// kept, but no longer part of the conversation the model or a listing sees. `None` for the
+    /// session's current messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by_run: Option<Uuid>,
 }
 
 /// A session: one conversation of one user.

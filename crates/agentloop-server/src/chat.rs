@@ -2,12 +2,14 @@
 //! over the same runs, events and store as `/v1/runs`. The chat `id` is the session; the
 //! request's last message is what is new (a question, the answer to a clarification, or the
 //! user's approvals); the client's copy of the earlier messages is not read: the session has
-//! them. The answer is the run's events as the UI message stream (`protocols::ai_sdk`).
+//! them. A `regenerate-message` request asks the last question again in a run that replaces the
+//! session's last exchange (`RunRequest::supersede`). The answer is the run's events as the UI
+//! message stream (`protocols::ai_sdk`).
 
 use std::{convert::Infallible, sync::Arc};
 
 use agentloop_core::{
-    RunContext, RunRequest,
+    RunContext, RunRequest, Supersede,
     protocol::{Event, InputAnswer, RunStatus},
 };
 use axum::{
@@ -47,9 +49,10 @@ pub struct ChatBody {
     /// `submit-message` or `regenerate-message`.
     #[serde(default)]
     pub trigger: Option<String>,
-    /// The message to regenerate (read by nothing yet: a regenerated answer is a new run).
+    /// With `regenerate-message`, the message to regenerate (`regenerate({messageId})`): an
+    /// answer's id is its run's, whose exchange is replaced with every later one; otherwise,
+    /// or when it names no run of the chat, the last exchange is.
     #[serde(default, rename = "messageId")]
-    #[allow(dead_code)]
     pub message_id: Option<String>,
 }
 
@@ -71,8 +74,11 @@ pub struct ChatMessage {
 /// Starts a run of the chat's session with the last user message as the question, or, when
 /// the chat's run waits for input, answers it: with the approvals in the last message's tool
 /// parts (`addToolApprovalResponse`), or with the last user message as the answer to its
-/// question. The answer is the UI message stream (`x-vercel-ai-ui-message-stream: v1`), ending
-/// with `data: [DONE]`.
+/// question. With `trigger: "regenerate-message"` (`regenerate()`), the run asks the last user
+/// message again and replaces the chat's last exchange: the earlier question and answer stay
+/// stored, marked superseded, and neither the model nor the session's messages show them again.
+/// The answer is the UI message stream (`x-vercel-ai-ui-message-stream: v1`), ending with
+/// `data: [DONE]`.
 #[utoipa::path(
     post,
     path = "/v1/chat",
@@ -84,7 +90,7 @@ pub struct ChatMessage {
         (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
         (status = 401, description = "Missing or invalid API key", body = ErrorBody),
         (status = 404, description = "The chat is another user's", body = ErrorBody),
-        (status = 409, description = "The chat has a run in progress", body = ErrorBody),
+        (status = 409, description = "The chat has a run in progress (or, to regenerate, one that waits for input)", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -139,7 +145,18 @@ pub async fn post_chat(
             .filter(|run| run.status == RunStatus::AwaitingInput),
         None => None,
     };
+    let regenerate = body.trigger.as_deref() == Some("regenerate-message");
     if let Some(run) = waiting {
+        if regenerate {
+            return Err(ApiError::conflict(
+                "run_awaiting_input",
+                format!(
+                    "the chat's run {} waits for input: answer it, or cancel it with \
+                     POST /v1/runs/{}/cancel, before regenerating",
+                    run.id, run.id
+                ),
+            ));
+        }
         let input = answer_of(last)?;
         let denied = input.deny.clone();
         let resumed = state
@@ -174,6 +191,12 @@ pub async fn post_chat(
             ..RunContext::default()
         },
         traceparent,
+        supersede: regenerate.then(|| Supersede {
+            from_run: body
+                .message_id
+                .as_deref()
+                .and_then(|id| Uuid::parse_str(id).ok()),
+        }),
         ..RunRequest::default()
     };
     let live = state

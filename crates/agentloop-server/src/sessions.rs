@@ -44,7 +44,8 @@ pub struct SessionList {
     pub next_cursor: Option<String>,
 }
 
-/// A session with its messages (traces included, as system messages) and its runs. Tool
+/// A session with its messages (traces included, as system messages; those a regenerated
+/// answer superseded only when asked for, each with `superseded_by_run`) and its runs. Tool
 /// outputs longer than 16 KiB are cut and marked `truncated`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SessionDetails {
@@ -200,12 +201,18 @@ fn decode_cursor(text: &str) -> Result<SessionCursor, ApiError> {
 }
 
 /// One of your sessions: its messages and runs with their tool calls, tool outputs longer than
-/// 16 KiB cut (`truncated`); `GET /v1/runs/{id}/tools/{call_id}` answers one whole.
+/// 16 KiB cut (`truncated`); `GET /v1/runs/{id}/tools/{call_id}` answers one whole. The
+/// messages are the conversation as it stands: those a regenerated answer replaced are left
+/// out, unless `superseded=true` asks for them (each then names the run that replaced it,
+/// `superseded_by_run`).
 #[utoipa::path(
     get,
     path = "/v1/sessions/{id}",
     tag = "sessions",
-    params(("id" = uuid::Uuid, Path, description = "Session id")),
+    params(
+        ("id" = uuid::Uuid, Path, description = "Session id"),
+        ("superseded" = Option<bool>, Query, description = "Also the messages a regenerated answer replaced (false by default)"),
+    ),
     responses(
         (status = 200, body = SessionDetails),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -216,16 +223,25 @@ pub async fn get_session(
     State(state): State<AppState>,
     User(user): User,
     id: PathId,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<SessionDetails>, ApiError> {
     let id = id.parse("session")?;
+    let superseded = match query_value(query.as_deref(), "superseded")?.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("superseded must be true or false, got {other:?}"),
+            ));
+        }
+    };
     let session = owned_session(&state, id, &user).await?;
-    let messages = state
-        .store
-        .messages(id)
-        .await?
-        .into_iter()
-        .map(ShownMessage::bounded)
-        .collect();
+    let messages = match superseded {
+        true => state.store.messages_with_superseded(id).await?,
+        false => state.store.messages(id).await?,
+    };
+    let messages = messages.into_iter().map(ShownMessage::bounded).collect();
     let mut runs = Vec::new();
     for run in state.store.session_runs(id).await? {
         let execution_trace = state

@@ -86,6 +86,7 @@ fn message(session_id: Uuid, run_id: Uuid, kind: MessageKind, chat: ChatMessage)
         message: chat,
         metadata: serde_json::Value::Null,
         created_at: Utc::now(),
+        superseded_by_run: None,
     }
 }
 

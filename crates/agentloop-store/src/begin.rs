@@ -1,5 +1,6 @@
-//! A run's beginning in one transaction: its session found (or created), taken for the run, its
-//! history read and its row written, and for a run on a new session its first step too. One
+//! A run's beginning in one transaction: its session found (or created), taken for the run, the
+//! exchange a regenerated answer replaces marked superseded, its history read and its row
+//! written, and for a run on a new session its first step too. One
 //! commit where the steps one by one took four, and nothing half done when one of them fails.
 
 use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError};
@@ -36,6 +37,11 @@ pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreEr
             let lock = locks::take(db, &mut tx, &session_id, &run_id, start.lease).await?;
             if let SessionLock::Busy { run_id } = lock {
                 return Ok(RunBegin::SessionBusy { run_id });
+            }
+            // Before the history is read: the run does not see the exchange it replaces.
+            if let Some(supersede) = start.supersede {
+                messages::supersede(db, &mut tx, run.session_id, supersede.from_run, run.id)
+                    .await?;
             }
             match start.history {
                 Some(limit) => messages::history(db, &mut tx, run.session_id, limit, None).await?,

@@ -20,7 +20,7 @@ const WIDTH: usize = 11;
 /// The columns of `m` (messages) and the shared text its `content_hash` names, if any.
 const SELECT: &str = "SELECT m.id, m.session_id, m.run_id, m.kind, m.role, m.content, \
     m.content_hash, m.tool_calls, m.tool_call_id, m.metadata, m.created_at, \
-    o.text AS shared_content \
+    m.superseded_by_run, o.text AS shared_content \
     FROM messages m LEFT JOIN tool_outputs o ON o.run_id = m.run_id AND o.hash = m.content_hash";
 
 /// A message as its row holds it, encoded before the transaction opens.
@@ -107,10 +107,20 @@ pub(crate) fn insert_queries<'p>(db: &Db, rows: &'p [MessageRow<'p>]) -> Vec<Que
         .collect()
 }
 
-pub(crate) async fn all(db: &Db, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
+/// The messages of a session in order: its current ones, or with `superseded` also those a
+/// regenerated answer replaced.
+pub(crate) async fn all(
+    db: &Db,
+    session_id: Uuid,
+    superseded: bool,
+) -> Result<Vec<SessionMessage>, StoreError> {
+    let current = match superseded {
+        true => "",
+        false => " AND m.superseded_by_run IS NULL",
+    };
     let rows = db
         .query(&format!(
-            "{SELECT} WHERE m.session_id = $1 ORDER BY m.position"
+            "{SELECT} WHERE m.session_id = $1{current} ORDER BY m.position"
         ))
         .bind(session_id.to_string())
         .fetch_all(db)
@@ -150,8 +160,8 @@ pub(crate) async fn of_run(
     rows.iter().map(|row| decode(db, row)).collect()
 }
 
-/// From the `dialogue_messages`-th most recent dialogue message on, traces left out; everything
-/// but traces when the session has fewer dialogue messages than that.
+/// From the `dialogue_messages`-th most recent dialogue message on, traces and superseded messages
+/// left out; everything but those when the session has fewer dialogue messages than that.
 /// With `before_run`, the same as it was before that run's first message.
 pub(crate) async fn history<'a, 'd: 'a>(
     db: &Db,
@@ -173,9 +183,10 @@ pub(crate) async fn history<'a, 'd: 'a>(
     let sql = format!(
         "{SELECT} \
          WHERE m.session_id = $1 AND m.kind <> '{trace}' AND m.position < {bound} \
+             AND m.superseded_by_run IS NULL \
              AND m.position >= COALESCE(( \
              SELECT position FROM messages WHERE session_id = $1 AND kind = '{dialogue}' \
-                 AND position < {bound} \
+                 AND superseded_by_run IS NULL AND position < {bound} \
              ORDER BY position DESC LIMIT 1 OFFSET $2), 0) \
          ORDER BY m.position"
     );
@@ -205,7 +216,43 @@ fn decode(db: &Db, row: &Row) -> Result<SessionMessage, StoreError> {
         },
         metadata: cells.optional_json("metadata")?.unwrap_or(Value::Null),
         created_at: cells.time("created_at")?,
+        superseded_by_run: cells.optional_uuid("superseded_by_run")?,
     })
+}
+
+/// Marks the session's last exchange superseded by `by_run` (a regenerated answer): its current
+/// messages from the first one of `from_run` on, or, when `from_run` has none, from the first
+/// one of the session's last run that saves its chat (by its row, not its messages: a
+/// regenerated run that failed before its question was saved has none, and then nothing more is
+/// marked, rather than the exchange before it). The number of messages marked.
+pub(crate) async fn supersede<'a, 'd: 'a>(
+    db: &Db,
+    on: impl Into<On<'a, 'd>>,
+    session_id: Uuid,
+    from_run: Option<Uuid>,
+    by_run: Uuid,
+) -> Result<u64, StoreError> {
+    let first_of = |run: &str| {
+        format!(
+            "SELECT MIN(position) FROM messages \
+             WHERE session_id = $1 AND superseded_by_run IS NULL AND run_id = {run}"
+        )
+    };
+    let last_run = "(SELECT id FROM runs WHERE session_id = $1 AND save_chat = 1 AND id <> $3 \
+        ORDER BY started_at DESC, id DESC LIMIT 1)";
+    let sql = format!(
+        "UPDATE messages SET superseded_by_run = $3 \
+         WHERE session_id = $1 AND superseded_by_run IS NULL \
+             AND position >= COALESCE(({}), ({}))",
+        first_of("$2"),
+        first_of(last_run),
+    );
+    db.query(&sql)
+        .bind(session_id.to_string())
+        .bind(from_run.map(|run| run.to_string()))
+        .bind(by_run.to_string())
+        .execute(on)
+        .await
 }
 
 /// The content in the row, or the shared text its `content_hash` names.

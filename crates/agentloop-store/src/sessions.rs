@@ -11,7 +11,8 @@ use crate::db::{Db, Tx, changed};
 
 const SELECT_SESSION: &str = "SELECT s.id, s.user_id, s.title, s.created_at, s.updated_at, \
     s.active_run_id, s.lock_expires_at, \
-    (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS message_count \
+    (SELECT COUNT(*) FROM messages m \
+        WHERE m.session_id = s.id AND m.superseded_by_run IS NULL) AS message_count \
     FROM sessions s";
 
 pub(crate) async fn create(db: &Db, session: &NewSession) -> Result<SessionInfo, StoreError> {

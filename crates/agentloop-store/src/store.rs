@@ -214,8 +214,29 @@ impl Store for SqlStore {
     }
 
     async fn messages(&self, session_id: Uuid) -> Result<Vec<SessionMessage>, StoreError> {
-        self.bounded(CALL_TIMEOUT, messages::all(&self.db, session_id))
+        self.bounded(CALL_TIMEOUT, messages::all(&self.db, session_id, false))
             .await
+    }
+
+    async fn messages_with_superseded(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StoreError> {
+        self.bounded(CALL_TIMEOUT, messages::all(&self.db, session_id, true))
+            .await
+    }
+
+    async fn supersede_messages(
+        &self,
+        session_id: Uuid,
+        from_run: Option<Uuid>,
+        by_run: Uuid,
+    ) -> Result<u64, StoreError> {
+        self.bounded(
+            CALL_TIMEOUT,
+            messages::supersede(&self.db, &self.db, session_id, from_run, by_run),
+        )
+        .await
     }
 
     async fn message(

@@ -41,7 +41,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "7 run costs",
             "8 run trace",
             "9 tool costs",
-            "10 notify by trigger"
+            "10 notify by trigger",
+            "12 superseded messages"
         ]
     );
     let name = schema.name().to_string();

@@ -126,6 +126,24 @@ impl Store for FaultyStore {
         self.inner.messages(session_id).await
     }
 
+    async fn messages_with_superseded(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StoreError> {
+        self.inner.messages_with_superseded(session_id).await
+    }
+
+    async fn supersede_messages(
+        &self,
+        session_id: Uuid,
+        from_run: Option<Uuid>,
+        by_run: Uuid,
+    ) -> Result<u64, StoreError> {
+        self.inner
+            .supersede_messages(session_id, from_run, by_run)
+            .await
+    }
+
     async fn message(
         &self,
         session_id: Uuid,

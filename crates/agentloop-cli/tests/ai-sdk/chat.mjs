@@ -3,7 +3,7 @@
 // assistant's message from the UI message stream, as useChat does. Exits non-zero on the first
 // failed check.
 import assert from "node:assert/strict";
-import { DefaultChatTransport, readUIMessageStream } from "ai";
+import { AbstractChat, DefaultChatTransport, readUIMessageStream } from "ai";
 
 const base = process.env.AGENTLOOP_URL;
 const key = process.env.KEY_ANN;
@@ -202,6 +202,112 @@ await check("a reconnect mid-run resumes the message with no gap and no repeat",
   assert.equal(await transport().reconnectToStream({ chatId: id }), null);
   // Another user's chat is not a way in.
   await assert.rejects(transport(otherKey).reconnectToStream({ chatId: id }));
+});
+
+/// What useChat keeps (the React state of `@ai-sdk/react`, without React): the chat's messages.
+class PlainState {
+  constructor() {
+    this.status = "ready";
+    this.error = undefined;
+    this.messages = [];
+  }
+  pushMessage = (message) => {
+    this.messages = this.messages.concat(message);
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index, message) => {
+    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
+  };
+  snapshot = (thing) => structuredClone(thing);
+}
+
+/// The chat of useChat: sendMessage and regenerate as a page calls them.
+class PlainChat extends AbstractChat {
+  constructor(id) {
+    super({ id, transport: transport(), state: new PlainState() });
+  }
+}
+
+async function sessionMessages(sessionId, query = "") {
+  const response = await fetch(`${base}/v1/sessions/${sessionId}${query}`, {
+    headers: { Authorization: `Bearer ${key}` },
+  });
+  assert.equal(response.status, 200, await response.clone().text());
+  const body = await response.json();
+  return body.messages.filter((message) => message.kind === "dialogue");
+}
+
+await check("regenerate replaces the last exchange: the question once, the new answer", async () => {
+  const chat = new PlainChat(`regenerate-${Date.now()}`);
+  await chat.sendMessage({ text: "hello there" });
+  await chat.sendMessage({ text: "draft an answer" });
+  assert.equal(chat.error, undefined, String(chat.error));
+  const first = chat.messages.at(-1);
+  assert.match(text(first), /^Draft \d+ \(asked once\)$/);
+
+  await chat.regenerate();
+  assert.equal(chat.error, undefined, String(chat.error));
+  assert.deepEqual(
+    chat.messages.map((message) => message.role),
+    ["user", "assistant", "user", "assistant"],
+  );
+  const again = chat.messages.at(-1);
+  assert.notEqual(again.id, first.id);
+  // The model was asked the question once, not once per answer it had.
+  assert.match(text(again), /^Draft \d+ \(asked once\)$/);
+  assert.notEqual(text(again), text(first));
+
+  // The session holds what the page shows; the old exchange is kept, marked superseded.
+  const sessionId = again.metadata.sessionId;
+  const shown = (messages) => messages.map((message) => [message.role, message.content]);
+  assert.deepEqual(shown(await sessionMessages(sessionId)), [
+    ["user", "hello there"],
+    ["assistant", "You asked: hello there"],
+    ["user", "draft an answer"],
+    ["assistant", text(again)],
+  ]);
+  const all = await sessionMessages(sessionId, "?superseded=true");
+  const superseded = all.filter((message) => message.superseded_by_run);
+  assert.deepEqual(shown(superseded), [
+    ["user", "draft an answer"],
+    ["assistant", text(first)],
+  ]);
+  assert.ok(superseded.every((message) => message.superseded_by_run === again.id));
+  assert.ok(superseded.every((message) => message.run_id === first.id));
+
+  // Regenerating an earlier answer (its message id) replaces it and everything after it.
+  await chat.regenerate({ messageId: chat.messages[1].id });
+  assert.equal(chat.error, undefined, String(chat.error));
+  assert.deepEqual(shown(await sessionMessages(sessionId)), [
+    ["user", "hello there"],
+    ["assistant", "You asked: hello there"],
+  ]);
+});
+
+await check("regenerate is refused while the chat's run waits for input", async () => {
+  const id = `regenerate-paused-${chat}`;
+  const question = user("approve the note");
+  const asked = await send(id, [question]);
+  assert.equal(asked.metadata.status, "awaiting_input");
+  await assert.rejects(
+    transport().sendMessages({
+      chatId: id,
+      messages: [question],
+      trigger: "regenerate-message",
+      messageId: asked.id,
+      abortSignal: undefined,
+    }),
+    (error) => {
+      assert.match(String(error.message ?? error), /waits for input/);
+      return true;
+    },
+  );
+  const response = await fetch(`${base}/v1/sessions/${asked.metadata.sessionId}?superseded=maybe`, {
+    headers: { Authorization: `Bearer ${key}` },
+  });
+  assert.equal(response.status, 400);
 });
 
 console.log("all AI SDK checks passed");

@@ -4,6 +4,7 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
+    sync::atomic::{AtomicUsize, Ordering},
 };
 
 use agentloop_test_support::{
@@ -80,6 +81,22 @@ impl Checked {
         let approved = calls.lines().filter(|line| line.contains("approved-note"));
         assert_eq!(approved.count(), 1, "{calls}");
         assert!(!calls.contains("denied-note"), "{calls}");
+    }
+
+    /// The model was asked the regenerated question once each time, and never saw the answer it
+    /// replaced.
+    pub fn assert_a_regenerated_answer_replaced_the_last_exchange(&self) {
+        let drafts: Vec<String> = self
+            .requests
+            .iter()
+            .map(Value::to_string)
+            .filter(|seen| seen.contains("draft an answer"))
+            .collect();
+        assert_eq!(drafts.len(), 2, "{drafts:?}");
+        let again = &drafts[1];
+        assert_eq!(again.matches("draft an answer").count(), 1, "{again}");
+        assert!(!again.contains("Draft "), "{again}");
+        assert!(again.contains("You asked: hello there"), "{again}");
     }
 
     /// The model saw the first exchange when the second question came, from the session (not
@@ -181,6 +198,22 @@ pub fn respond(request: &Value) -> Reply {
             0 => Reply::tool_call("pick_color", json!({"hint": "warm"})),
             _ => Reply::text(format!("The page picked: {}", results[0])),
         };
+    }
+    if question.starts_with("draft") {
+        // Each draft differs (the model is asked again), and says how often the model was asked
+        // the question in this request: a regenerated answer must not see it twice.
+        static DRAFTS: AtomicUsize = AtomicUsize::new(0);
+        let draft = DRAFTS.fetch_add(1, Ordering::SeqCst) + 1;
+        let asked = messages
+            .iter()
+            .filter(|message| message["role"] == "user")
+            .filter(|message| content(message).to_lowercase() == question)
+            .count();
+        let times = match asked {
+            1 => "once".to_string(),
+            n => format!("{n} times"),
+        };
+        return Reply::text(format!("Draft {draft} (asked {times})"));
     }
     if question.starts_with("slow") {
         return match step {

@@ -663,6 +663,7 @@ impl RunMachine {
             message,
             metadata,
             created_at: self.state.now,
+            superseded_by_run: None,
         });
         id
     }

@@ -61,6 +61,7 @@ fn message(session_id: Uuid, run_id: Uuid, text: String) -> SessionMessage {
         message: ChatMessage::assistant(text),
         metadata: serde_json::Value::Null,
         created_at: now(),
+        superseded_by_run: None,
     }
 }
 

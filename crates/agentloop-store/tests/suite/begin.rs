@@ -21,14 +21,14 @@ use super::messages::conversation;
 const LEASE: Duration = Duration::from_secs(60);
 
 /// The store under test, then the trait's default on a second connection to the same database.
-async fn both_ways(fixture: &Fixture) -> [Arc<dyn Store>; 2] {
+pub async fn both_ways(fixture: &Fixture) -> [Arc<dyn Store>; 2] {
     let second = SqlStore::connect(&fixture.url).await.unwrap();
     let step_by_step: Arc<dyn Store> = FaultyStore::new(Arc::new(second));
     let own = SqlStore::connect(&fixture.url).await.unwrap();
     [Arc::new(own), step_by_step]
 }
 
-fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> RunStart {
+pub fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> RunStart {
     RunStart {
         run,
         if_missing,
@@ -37,10 +37,11 @@ fn start(run: NewRun, if_missing: MissingSession, history: Option<usize>) -> Run
         checkpoint: None,
         first_step: None,
         session_is_new: false,
+        supersede: None,
     }
 }
 
-fn create(run: &NewRun) -> MissingSession {
+pub fn create(run: &NewRun) -> MissingSession {
     MissingSession::Create(NewSession {
         id: run.session_id,
         user_id: run.user_id.clone(),

@@ -71,6 +71,7 @@ pub fn message(
         message,
         metadata: serde_json::Value::Null,
         created_at: now(),
+        superseded_by_run: None,
     }
 }
 

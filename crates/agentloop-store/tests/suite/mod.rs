@@ -10,6 +10,7 @@ mod keys;
 mod locks;
 mod messages;
 mod outputs;
+mod regenerate;
 mod runs;
 mod schema;
 mod sessions;
@@ -32,6 +33,7 @@ pub use keys::*;
 pub use locks::*;
 pub use messages::*;
 pub use outputs::*;
+pub use regenerate::*;
 pub use runs::*;
 pub use schema::*;
 pub use sessions::*;
@@ -105,6 +107,9 @@ macro_rules! suite_tests {
             a_run_without_chat_begins_with_its_first_step,
             a_first_step_replaces_the_checkpoint_of_the_beginning,
             a_run_for_an_existing_session_is_refused_whatever_its_first_step,
+            a_regenerated_answer_supersedes_the_last_exchange,
+            a_regenerated_answer_replaces_the_exchanges_from_the_run_named,
+            a_regeneration_refused_at_its_beginning_supersedes_nothing,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {
