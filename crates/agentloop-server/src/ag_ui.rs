@@ -1,6 +1,6 @@
 //! `POST /v1/ag-ui`: the AG-UI protocol (`@ag-ui/client`'s `HttpAgent`, CopilotKit), an
 //! adapter over the same runs, events and store as `/v1/runs`. The `threadId` is the session
-//! (`conversation::session_of`, as the AI SDK's chat id); the client's copy of the earlier
+//! (`conversation::find`, as the AI SDK's chat id); the client's copy of the earlier
 //! messages is not read as history: the session has them. What is new in a request:
 //!
 //! - the thread's run waits for input: the request answers it. Approvals come as the
@@ -12,8 +12,11 @@
 //! - else the last message, the user's, is a new question. The request's `tools` are frontend
 //!   tools (`RunRequest.client_tools`), its `context` is added to the system prompt.
 //!
-//! A request whose `runId` names a run of the thread already (the same request sent again)
-//! follows that run from its start instead: live when it runs here, else from the store.
+//! A request whose `runId` names a run of the thread already (the same request sent again,
+//! copies sent at once included) follows that run from its start instead: live when it runs
+//! here, else from the store (`client_runs`); a `runId` of another thread's run is a 409. A
+//! `runId` that is not a UUID names a run of the user's own, as a text `threadId` names the
+//! user's own thread.
 //! The answer is the run's events as AG-UI events (`protocols::ag_ui`).
 
 use std::convert::Infallible;
@@ -39,7 +42,7 @@ use uuid::Uuid;
 
 use crate::{
     auth::User,
-    conversation,
+    client_runs, conversation,
     error::{ApiError, ErrorBody},
     live::Reader,
     protocols::ag_ui::{AgUiStream, tool_call_id},
@@ -52,10 +55,11 @@ use crate::{
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
-    /// The conversation: a UUID is the session's id; any other id names the session derived
-    /// from it.
+    /// The conversation: a UUID is the session's id; any other id names the user's own
+    /// session derived from it.
     pub thread_id: String,
-    /// The client's id of this run; a UUID is the agentloop run's id.
+    /// The client's id of this run; a UUID is the agentloop run's id, any other id names the
+    /// user's own run derived from it. The same id again follows that run.
     pub run_id: String,
     /// The client's messages; only what is new is read (the last user message, tool results).
     #[serde(default)]
@@ -143,7 +147,7 @@ pub struct ResumeEntry {
         (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
         (status = 401, description = "Missing or invalid API key", body = ErrorBody),
         (status = 404, description = "The thread is another user's", body = ErrorBody),
-        (status = 409, description = "The thread has a run in progress", body = ErrorBody),
+        (status = 409, description = "The thread has a run in progress (`session_busy`), or the runId is another thread's run (`run_id_taken`)", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -169,10 +173,11 @@ pub async fn run_agent(
             ));
         }
     }
-    let session_id = conversation::session_of(&body.thread_id);
+    let (session_id, session) =
+        conversation::find(state.store.as_ref(), &user, &body.thread_id).await?;
     let run_id = match Uuid::parse_str(&body.run_id) {
         Ok(id) => id,
-        Err(_) => conversation::derived("agentloop-ag-ui-run", &body.run_id),
+        Err(_) => conversation::derived("agentloop-ag-ui-run", &user, &body.run_id),
     };
     let mapper = || {
         AgUiStream::new(
@@ -181,27 +186,16 @@ pub async fn run_agent(
             body.state.clone().unwrap_or(Value::Null),
         )
     };
-    let session = state.store.session(session_id).await?;
     if session
         .as_ref()
         .is_some_and(|session| session.user_id != user)
     {
         return Err(ApiError::not_found("thread", &body.thread_id));
     }
-    // The same request again: follow its run from its start, live when it began here (a run
-    // resumed or adopted here has its start in the store).
-    if let Some(live) = state.runs.get(run_id).filter(|live| live.base_seq == 0) {
-        if live.user_id != user || live.session_id != session_id {
-            return Err(ApiError::not_found("run", &body.run_id));
-        }
-        let events = live.events(0);
-        return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
-    }
-    if let Some(run) = state.store.run(run_id).await? {
-        if run.user_id != user || run.session_id != session_id {
-            return Err(ApiError::not_found("run", &body.run_id));
-        }
-        let events = crate::sse::from_store(state.store.clone(), run_id, 0);
+    // The same request again: follow its run from its start.
+    if let Some(events) =
+        client_runs::follow(&state, run_id, &user, session_id, &body.run_id).await?
+    {
         return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
     }
     // A new thread has no run waiting for its answer.
@@ -292,11 +286,7 @@ async fn start(
         traceparent,
         ..RunRequest::default()
     };
-    let live = state
-        .runs
-        .start(&state.agent, request, user, Reader::Events)
-        .await?;
-    let events = live.events();
+    let events = client_runs::start_or_follow(state, request, user, &body.run_id).await?;
     Ok(ag_ui_stream(events, mapper, state.config.keep_alive()))
 }
 

@@ -34,7 +34,7 @@ pub struct ErrorDetail {
 }
 
 /// An answer that is not a success.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,

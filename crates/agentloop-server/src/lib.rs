@@ -9,6 +9,7 @@ mod ag_ui;
 mod auth;
 mod body;
 mod chat;
+mod client_runs;
 mod config;
 mod connections;
 mod conversation;
