@@ -315,7 +315,7 @@ fn result(outcome: &RunOutcome) -> RunResult {
     tag = "runs",
     params(("id" = Uuid, Path, description = "Run id")),
     responses(
-        (status = 200, body = RunDetails),
+        (status = 200, description = "The run: its status, counters, error, answer and tool calls", body = RunDetails),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -360,7 +360,7 @@ pub async fn get_run(
         ("call_id" = String, Path, description = "The call's id: `call_id` of its record, `tool_call_id` of its tool message"),
     ),
     responses(
-        (status = 200, body = ToolExecutionRecord),
+        (status = 200, description = "The tool call with its whole output", body = ToolExecutionRecord),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, description = "No such run of yours, or no such call in it", body = ErrorBody),
     ),
@@ -446,7 +446,7 @@ pub async fn run_events(
     tag = "runs",
     params(("id" = Uuid, Path, description = "Run id")),
     responses(
-        (status = 202, body = CancelAnswer),
+        (status = 202, description = "The run stops at its next safe point", body = CancelAnswer),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run already ended", body = ErrorBody),
     ),

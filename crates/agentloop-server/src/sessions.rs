@@ -114,7 +114,7 @@ pub struct ShownRecord {
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page"),
     ),
     responses(
-        (status = 200, body = SessionList),
+        (status = 200, description = "A page of your sessions, the most recently active first", body = SessionList),
         (status = 400, description = "A limit out of range, or a cursor this server did not make", body = ErrorBody),
         (status = 401, body = ErrorBody),
     ),
@@ -207,7 +207,7 @@ fn decode_cursor(text: &str) -> Result<SessionCursor, ApiError> {
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "Session id")),
     responses(
-        (status = 200, body = SessionDetails),
+        (status = 200, description = "The session with its messages and runs", body = SessionDetails),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
     ),
     security(("api_key" = []))

@@ -49,7 +49,7 @@ pub struct SteeringAnswer {
     params(("id" = Uuid, Path, description = "Run id")),
     request_body = SteeringBody,
     responses(
-        (status = 202, body = SteeringAnswer),
+        (status = 202, description = "The message is queued for the run's next LLM call", body = SteeringAnswer),
         (status = 400, description = "No text, or an empty one", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run ended, or waits for input (answer it with /input)", body = ErrorBody),
