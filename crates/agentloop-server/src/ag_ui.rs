@@ -26,8 +26,7 @@ use agentloop_core::{
     protocol::{Event, EventKind, InputAnswer, InputKind, InputRequest, PendingCall, RunStatus},
 };
 use axum::{
-    body::Bytes,
-    extract::{State, rejection::BytesRejection},
+    extract::State,
     http::{HeaderValue, header},
     response::{
         IntoResponse, Response,
@@ -44,9 +43,9 @@ use crate::{
     auth::User,
     client_runs, conversation,
     error::{ApiError, ErrorBody},
+    json_body::{FromJsonBody, JsonBody, read_as},
     live::Reader,
     protocols::ag_ui::{AgUiStream, tool_call_id},
-    runs::{body_bytes, resume_error},
     state::AppState,
     trace_context::TraceParent,
 };
@@ -81,6 +80,12 @@ pub struct RunAgentInput {
     /// Answers to the interrupts of the run before (approvals, a question).
     #[serde(default)]
     pub resume: Vec<ResumeEntry>,
+}
+
+impl FromJsonBody for RunAgentInput {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        read_as(bytes, "AG-UI's RunAgentInput")
+    }
 }
 
 /// A message of the client's copy of the conversation.
@@ -156,15 +161,8 @@ pub async fn run_agent(
     State(state): State<AppState>,
     User(user): User,
     TraceParent(traceparent): TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<RunAgentInput>,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(&state, body)?;
-    let body: RunAgentInput = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::bad_request(
-            "invalid_body",
-            format!("the body must be AG-UI's RunAgentInput: {error}"),
-        )
-    })?;
     for (field, value) in [("threadId", &body.thread_id), ("runId", &body.run_id)] {
         if value.trim().is_empty() {
             return Err(ApiError::bad_request(
@@ -222,11 +220,7 @@ pub async fn run_agent(
     };
     let request = pending_request(&state, waiting.id).await?;
     let input = answer_of(&body, waiting.id, request.as_ref())?;
-    let resumed = state
-        .agent
-        .resume(waiting.id, &input)
-        .await
-        .map_err(resume_error)?;
+    let resumed = state.agent.resume(waiting.id, &input).await?;
     let live = state
         .runs
         .resume(&state.agent, resumed, &user, Reader::Events)?;

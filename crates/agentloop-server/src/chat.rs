@@ -14,8 +14,7 @@ use agentloop_core::{
     protocol::{Event, InputAnswer, RunStatus},
 };
 use axum::{
-    body::Bytes,
-    extract::{RawQuery, State, rejection::BytesRejection},
+    extract::{RawQuery, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{
         IntoResponse, Response,
@@ -31,10 +30,10 @@ use crate::{
     auth::User,
     client_runs, conversation,
     error::{ApiError, ErrorBody},
-    extract::PathId,
+    extract::{PathId, resume_point},
+    json_body::{FromJsonBody, JsonBody, read_as},
     live::{LiveRun, Reader},
     protocols::ai_sdk::UiMessageStream,
-    runs::{body_bytes, resume_error, resume_point},
     state::AppState,
     trace_context::TraceParent,
 };
@@ -55,6 +54,12 @@ pub struct ChatBody {
     #[serde(default, rename = "messageId")]
     #[allow(dead_code)]
     pub message_id: Option<String>,
+}
+
+impl FromJsonBody for ChatBody {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        read_as(bytes, "the AI SDK's chat request {id, messages, trigger}")
+    }
 }
 
 /// A `UIMessage`: `parts` of type `text` make a user's message; tool parts in state
@@ -97,17 +102,8 @@ pub async fn post_chat(
     State(state): State<AppState>,
     User(user): User,
     TraceParent(traceparent): TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(&state, body)?;
-    let body: ChatBody = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::bad_request(
-            "invalid_body",
-            format!(
-                "the body must be the AI SDK's chat request {{id, messages, trigger}}: {error}"
-            ),
-        )
-    })?;
     if body.id.trim().is_empty() {
         return Err(ApiError::bad_request(
             "invalid_body",
@@ -173,11 +169,7 @@ pub async fn post_chat(
     if let Some(run) = waiting {
         let input = answer_of(last)?;
         let denied = input.deny.clone();
-        let resumed = state
-            .agent
-            .resume(run.id, &input)
-            .await
-            .map_err(resume_error)?;
+        let resumed = state.agent.resume(run.id, &input).await?;
         let live = state
             .runs
             .resume(&state.agent, resumed, &user, Reader::Events)?;

@@ -169,6 +169,24 @@ impl From<agentloop_core::StartError> for ApiError {
     }
 }
 
+/// Why a paused run could not go on with its answer.
+impl From<agentloop_core::ResumeError> for ApiError {
+    fn from(error: agentloop_core::ResumeError) -> Self {
+        use agentloop_core::ResumeError;
+        match error {
+            ResumeError::InvalidAnswer(invalid) => {
+                ApiError::bad_request("invalid_answer", invalid.to_string())
+            }
+            ResumeError::NotPaused(id) => ApiError::conflict(
+                "run_not_waiting",
+                format!("run {id} is not waiting for input (it may have resumed already)"),
+            ),
+            ResumeError::Store(error) => error.into(),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
 /// Seconds a client is told to wait before asking again in a session that has a run in
 /// progress: runs usually end within seconds.
 const SESSION_BUSY_RETRY_S: u64 = 2;

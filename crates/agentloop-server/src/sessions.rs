@@ -23,6 +23,7 @@ use crate::{
     auth::User,
     error::{ApiError, ErrorBody},
     extract::{PathId, query_value},
+    owned::owned_session,
     state::AppState,
 };
 
@@ -413,17 +414,6 @@ pub async fn delete_session(
     }
     state.store.delete_session(id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-async fn owned_session(
-    state: &AppState,
-    id: uuid::Uuid,
-    user: &str,
-) -> Result<SessionInfo, ApiError> {
-    match state.store.session(id).await? {
-        Some(session) if session.user_id == user => Ok(session),
-        _ => Err(ApiError::not_found("session", id)),
-    }
 }
 
 #[cfg(test)]
