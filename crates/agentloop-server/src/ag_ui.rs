@@ -1,6 +1,6 @@
 //! `POST /v1/ag-ui`: the AG-UI protocol (`@ag-ui/client`'s `HttpAgent`, CopilotKit), an
 //! adapter over the same runs, events and store as `/v1/runs`. The `threadId` is the session
-//! (`conversation::session_of`, as the AI SDK's chat id); the client's copy of the earlier
+//! (`conversation::find`, as the AI SDK's chat id); the client's copy of the earlier
 //! messages is not read as history: the session has them. What is new in a request:
 //!
 //! - the thread's run waits for input: the request answers it. Approvals come as the
@@ -12,8 +12,11 @@
 //! - else the last message, the user's, is a new question. The request's `tools` are frontend
 //!   tools (`RunRequest.client_tools`), its `context` is added to the system prompt.
 //!
-//! A request whose `runId` names a run of the thread already (the same request sent again)
-//! follows that run from its start instead: live when it runs here, else from the store.
+//! A request whose `runId` names a run of the thread already (the same request sent again,
+//! copies sent at once included) follows that run from its start instead: live when it runs
+//! here, else from the store (`client_runs`); a `runId` of another thread's run is a 409. A
+//! `runId` that is not a UUID names a run of the user's own, as a text `threadId` names the
+//! user's own thread.
 //! The answer is the run's events as AG-UI events (`protocols::ag_ui`).
 
 use std::convert::Infallible;
@@ -23,8 +26,7 @@ use agentloop_core::{
     protocol::{Event, EventKind, InputAnswer, InputKind, InputRequest, PendingCall, RunStatus},
 };
 use axum::{
-    body::Bytes,
-    extract::{State, rejection::BytesRejection},
+    extract::State,
     http::{HeaderValue, header},
     response::{
         IntoResponse, Response,
@@ -39,11 +41,11 @@ use uuid::Uuid;
 
 use crate::{
     auth::User,
-    conversation,
+    client_runs, conversation,
     error::{ApiError, ErrorBody},
+    json_body::{FromJsonBody, JsonBody, read_as},
     live::Reader,
     protocols::ag_ui::{AgUiStream, tool_call_id},
-    runs::{body_bytes, resume_error},
     state::AppState,
     trace_context::TraceParent,
 };
@@ -52,10 +54,11 @@ use crate::{
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
-    /// The conversation: a UUID is the session's id; any other id names the session derived
-    /// from it.
+    /// The conversation: a UUID is the session's id; any other id names the user's own
+    /// session derived from it.
     pub thread_id: String,
-    /// The client's id of this run; a UUID is the agentloop run's id.
+    /// The client's id of this run; a UUID is the agentloop run's id, any other id names the
+    /// user's own run derived from it. The same id again follows that run.
     pub run_id: String,
     /// The client's messages; only what is new is read (the last user message, tool results).
     #[serde(default)]
@@ -77,6 +80,12 @@ pub struct RunAgentInput {
     /// Answers to the interrupts of the run before (approvals, a question).
     #[serde(default)]
     pub resume: Vec<ResumeEntry>,
+}
+
+impl FromJsonBody for RunAgentInput {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        read_as(bytes, "AG-UI's RunAgentInput")
+    }
 }
 
 /// A message of the client's copy of the conversation.
@@ -143,7 +152,7 @@ pub struct ResumeEntry {
         (status = 400, description = "Malformed body, no message to act on, or an answer that does not fit", body = ErrorBody),
         (status = 401, description = "Missing or invalid API key", body = ErrorBody),
         (status = 404, description = "The thread is another user's", body = ErrorBody),
-        (status = 409, description = "The thread has a run in progress", body = ErrorBody),
+        (status = 409, description = "The thread has a run in progress (`session_busy`), or the runId is another thread's run (`run_id_taken`)", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -152,15 +161,8 @@ pub async fn run_agent(
     State(state): State<AppState>,
     User(user): User,
     TraceParent(traceparent): TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<RunAgentInput>,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(&state, body)?;
-    let body: RunAgentInput = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::bad_request(
-            "invalid_body",
-            format!("the body must be AG-UI's RunAgentInput: {error}"),
-        )
-    })?;
     for (field, value) in [("threadId", &body.thread_id), ("runId", &body.run_id)] {
         if value.trim().is_empty() {
             return Err(ApiError::bad_request(
@@ -169,10 +171,11 @@ pub async fn run_agent(
             ));
         }
     }
-    let session_id = conversation::session_of(&body.thread_id);
+    let (session_id, session) =
+        conversation::find(state.store.as_ref(), &user, &body.thread_id).await?;
     let run_id = match Uuid::parse_str(&body.run_id) {
         Ok(id) => id,
-        Err(_) => conversation::derived("agentloop-ag-ui-run", &body.run_id),
+        Err(_) => conversation::derived("agentloop-ag-ui-run", &user, &body.run_id),
     };
     let mapper = || {
         AgUiStream::new(
@@ -181,27 +184,16 @@ pub async fn run_agent(
             body.state.clone().unwrap_or(Value::Null),
         )
     };
-    let session = state.store.session(session_id).await?;
     if session
         .as_ref()
         .is_some_and(|session| session.user_id != user)
     {
         return Err(ApiError::not_found("thread", &body.thread_id));
     }
-    // The same request again: follow its run from its start, live when it began here (a run
-    // resumed or adopted here has its start in the store).
-    if let Some(live) = state.runs.get(run_id).filter(|live| live.base_seq == 0) {
-        if live.user_id != user || live.session_id != session_id {
-            return Err(ApiError::not_found("run", &body.run_id));
-        }
-        let events = live.events(0);
-        return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
-    }
-    if let Some(run) = state.store.run(run_id).await? {
-        if run.user_id != user || run.session_id != session_id {
-            return Err(ApiError::not_found("run", &body.run_id));
-        }
-        let events = crate::sse::from_store(state.store.clone(), run_id, 0);
+    // The same request again: follow its run from its start.
+    if let Some(events) =
+        client_runs::follow(&state, run_id, &user, session_id, &body.run_id).await?
+    {
         return Ok(ag_ui_stream(events, mapper(), state.config.keep_alive()));
     }
     // A new thread has no run waiting for its answer.
@@ -228,11 +220,7 @@ pub async fn run_agent(
     };
     let request = pending_request(&state, waiting.id).await?;
     let input = answer_of(&body, waiting.id, request.as_ref())?;
-    let resumed = state
-        .agent
-        .resume(waiting.id, &input)
-        .await
-        .map_err(resume_error)?;
+    let resumed = state.agent.resume(waiting.id, &input).await?;
     let live = state
         .runs
         .resume(&state.agent, resumed, &user, Reader::Events)?;
@@ -292,11 +280,7 @@ async fn start(
         traceparent,
         ..RunRequest::default()
     };
-    let live = state
-        .runs
-        .start(&state.agent, request, user, Reader::Events)
-        .await?;
-    let events = live.events();
+    let events = client_runs::start_or_follow(state, request, user, &body.run_id).await?;
     Ok(ag_ui_stream(events, mapper, state.config.keep_alive()))
 }
 

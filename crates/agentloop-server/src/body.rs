@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::json_body::FromJsonBody;
 
 /// A question for the agent.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -80,6 +81,18 @@ pub struct RunBodyContext {
 
 fn yes() -> bool {
     true
+}
+
+impl FromJsonBody for RunBody {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        RunBody::parse(bytes)
+    }
+}
+
+impl FromJsonBody for InputBody {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        InputBody::parse(bytes)
+    }
 }
 
 impl RunBody {

@@ -1,8 +1,11 @@
 //! `/v1/chat`: the AI SDK's chat transport (`useChat` with `DefaultChatTransport`), an adapter
-//! over the same runs, events and store as `/v1/runs`. The chat `id` is the session; the
-//! request's last message is what is new (a question, the answer to a clarification, or the
+//! over the same runs, events and store as `/v1/runs`. The chat `id` is the session (a text id
+//! the user's own: `conversation::find`, shared with AG-UI's threads); the request's last
+//! message is what is new (a question, the answer to a clarification, or the
 //! user's approvals); the client's copy of the earlier messages is not read: the session has
-//! them. A `regenerate-message` request asks the last question again in a run that replaces the
+//! them. A user's message starts one run, named after the message's id: the same message sent
+//! again (copies at once included) follows that run from its start (`client_runs`). A
+//! `regenerate-message` request asks the last question again in a new run that replaces the
 //! session's last exchange (`RunRequest::supersede`). The answer is the run's events as the UI
 //! message stream (`protocols::ai_sdk`).
 
@@ -13,8 +16,7 @@ use agentloop_core::{
     protocol::{Event, InputAnswer, RunStatus},
 };
 use axum::{
-    body::Bytes,
-    extract::{RawQuery, State, rejection::BytesRejection},
+    extract::{RawQuery, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{
         IntoResponse, Response,
@@ -25,15 +27,15 @@ use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::{
     auth::User,
+    client_runs, conversation,
     error::{ApiError, ErrorBody},
-    extract::PathId,
+    extract::{PathId, resume_point},
+    json_body::{FromJsonBody, JsonBody, read_as},
     live::{LiveRun, Reader},
     protocols::ai_sdk::UiMessageStream,
-    runs::{body_bytes, resume_error, resume_point},
     state::AppState,
     trace_context::TraceParent,
 };
@@ -42,7 +44,8 @@ use crate::{
 /// be).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChatBody {
-    /// The chat: a UUID is the session's id; any other id names the session derived from it.
+    /// The chat: a UUID is the session's id; any other id names the user's own session
+    /// derived from it.
     pub id: String,
     /// The chat's messages (`UIMessage`); only the last one is read.
     pub messages: Vec<ChatMessage>,
@@ -56,12 +59,18 @@ pub struct ChatBody {
     pub message_id: Option<String>,
 }
 
+impl FromJsonBody for ChatBody {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        read_as(bytes, "the AI SDK's chat request {id, messages, trigger}")
+    }
+}
+
 /// A `UIMessage`: `parts` of type `text` make a user's message; tool parts in state
 /// `approval-responded` carry the user's approvals (`approval.id` is the call id).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChatMessage {
+    /// A user's message starts one run: the same message again follows it.
     #[serde(default)]
-    #[allow(dead_code)]
     pub id: Option<String>,
     pub role: String,
     #[serde(default)]
@@ -99,17 +108,8 @@ pub async fn post_chat(
     State(state): State<AppState>,
     User(user): User,
     TraceParent(traceparent): TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(&state, body)?;
-    let body: ChatBody = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::bad_request(
-            "invalid_body",
-            format!(
-                "the body must be the AI SDK's chat request {{id, messages, trigger}}: {error}"
-            ),
-        )
-    })?;
     if body.id.trim().is_empty() {
         return Err(ApiError::bad_request(
             "invalid_body",
@@ -132,11 +132,38 @@ pub async fn post_chat(
             "messages: must not be empty",
         ));
     };
-    let session_id = chat_session(&body.id);
-    let waiting = match state.store.session(session_id).await? {
-        Some(session) if session.user_id != user => {
-            return Err(ApiError::not_found("chat", &body.id));
+    let (session_id, session) = conversation::find(state.store.as_ref(), &user, &body.id).await?;
+    if session
+        .as_ref()
+        .is_some_and(|session| session.user_id != user)
+    {
+        return Err(ApiError::not_found("chat", &body.id));
+    }
+    // A user's message starts one run, named by its id: the same message again (a retry,
+    // copies sent at once) follows that run from its start. A regenerated answer is a new run.
+    let run_id = match (last.role.as_str(), &last.id, body.trigger.as_deref()) {
+        ("user", Some(message), trigger) if trigger != Some("regenerate-message") => {
+            let run = conversation::derived(
+                "agentloop-chat-run",
+                &user,
+                &format!("{}:{message}", body.id),
+            );
+            Some((run, message.as_str()))
         }
+        _ => None,
+    };
+    if let Some((run_id, message)) = run_id
+        && let Some(events) =
+            client_runs::follow(&state, run_id, &user, session_id, message).await?
+    {
+        return Ok(ui_stream(
+            events,
+            UiMessageStream::new(),
+            0,
+            state.config.keep_alive(),
+        ));
+    }
+    let waiting = match session {
         Some(_) => state
             .store
             .session_runs(session_id)
@@ -159,11 +186,7 @@ pub async fn post_chat(
         }
         let input = answer_of(last)?;
         let denied = input.deny.clone();
-        let resumed = state
-            .agent
-            .resume(run.id, &input)
-            .await
-            .map_err(resume_error)?;
+        let resumed = state.agent.resume(run.id, &input).await?;
         let live = state
             .runs
             .resume(&state.agent, resumed, &user, Reader::Events)?;
@@ -186,6 +209,7 @@ pub async fn post_chat(
     let request = RunRequest {
         query,
         session_id: Some(session_id),
+        run_id: run_id.map(|(run, _)| run),
         context: RunContext {
             user_id: Some(user.clone()),
             ..RunContext::default()
@@ -199,12 +223,17 @@ pub async fn post_chat(
         }),
         ..RunRequest::default()
     };
-    let live = state
-        .runs
-        .start(&state.agent, request, &user, Reader::Events)
-        .await?;
+    let events = match run_id {
+        Some((_, message)) => client_runs::start_or_follow(&state, request, &user, message).await?,
+        None => state
+            .runs
+            .start(&state.agent, request, &user, Reader::Events)
+            .await?
+            .events()
+            .boxed(),
+    };
     Ok(ui_stream(
-        live.events(),
+        events,
         UiMessageStream::new(),
         0,
         state.config.keep_alive(),
@@ -242,8 +271,8 @@ pub async fn chat_stream(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     let after = resume_point(&headers, query.0.as_deref())?;
-    let session_id = chat_session(&id.0);
-    match state.store.session(session_id).await? {
+    let (session_id, session) = conversation::find(state.store.as_ref(), &user, &id.0).await?;
+    match session {
         Some(session) if session.user_id != user => Err(ApiError::not_found("chat", &id.0)),
         None => Ok(StatusCode::NO_CONTENT.into_response()),
         Some(_) => {
@@ -261,11 +290,6 @@ pub async fn chat_stream(
             })
         }
     }
-}
-
-/// The session of chat `id` (`conversation::session_of`, shared with AG-UI's threads).
-pub fn chat_session(id: &str) -> Uuid {
-    crate::conversation::session_of(id)
 }
 
 /// The text of a message's `text` parts, when it has any that is not blank.

@@ -34,7 +34,7 @@ pub struct ErrorDetail {
 }
 
 /// An answer that is not a success.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
@@ -164,6 +164,24 @@ impl From<agentloop_core::StartError> for ApiError {
                     .with_details(serde_json::json!({"field": "context.workflow"}))
             }
             StartError::Store(store) => store.into(),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+/// Why a paused run could not go on with its answer.
+impl From<agentloop_core::ResumeError> for ApiError {
+    fn from(error: agentloop_core::ResumeError) -> Self {
+        use agentloop_core::ResumeError;
+        match error {
+            ResumeError::InvalidAnswer(invalid) => {
+                ApiError::bad_request("invalid_answer", invalid.to_string())
+            }
+            ResumeError::NotPaused(id) => ApiError::conflict(
+                "run_not_waiting",
+                format!("run {id} is not waiting for input (it may have resumed already)"),
+            ),
+            ResumeError::Store(error) => error.into(),
             other => ApiError::internal(other.to_string()),
         }
     }

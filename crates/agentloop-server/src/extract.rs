@@ -1,9 +1,10 @@
-//! What handlers read from the path and the query, with malformed input answered in the JSON
-//! error format like every other bad request.
+//! What handlers read from the path, the query and the headers (where a client resumes a
+//! stream), with malformed input answered in the JSON error format like every other bad
+//! request.
 
 use axum::{
     extract::{FromRequestParts, Path},
-    http::request::Parts,
+    http::{HeaderMap, request::Parts},
 };
 use uuid::Uuid;
 
@@ -57,6 +58,23 @@ pub fn query_value(query: Option<&str>, name: &str) -> Result<Option<String>, Ap
         .into_iter()
         .find(|(key, _)| key == name)
         .map(|(_, value)| value))
+}
+
+/// Where a client resumes: `Last-Event-ID`, else `?after=`, else the start.
+pub fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
+    let given = match headers.get("last-event-id") {
+        Some(value) => Some(value.to_str().unwrap_or("?").to_string()),
+        None => query_value(query, "after")?,
+    };
+    match given {
+        None => Ok(0),
+        Some(text) => text.trim().parse().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_last_event_id",
+                format!("Last-Event-ID (or after=) must be an event seq, got {text:?}"),
+            )
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod ag_ui;
 mod auth;
 mod body;
 mod chat;
+mod client_runs;
 mod config;
 mod connections;
 mod conversation;
@@ -18,8 +19,11 @@ mod durable;
 mod error;
 mod extract;
 mod health;
+mod json_body;
 mod live;
 mod metrics;
+mod openapi;
+mod owned;
 mod panel;
 mod protocols;
 mod request_id;
@@ -43,11 +47,6 @@ use axum::{
     routing::get,
 };
 use tokio::net::{TcpListener, TcpSocket};
-use utoipa::{
-    Modify, OpenApi,
-    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
-};
-use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use body::{InputBody, RunBody, RunBodyContext};
 pub use config::ServerConfig;
@@ -56,64 +55,11 @@ pub use metrics::Metrics;
 pub use runs::{AgentMetadata, RunDetails, RunResult};
 pub use state::AppState;
 
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "agentloop",
-        description = "Runs of a tool-calling agent over SSE or JSON. Every request but \
-                       /healthz, /readyz, /livez, /metrics and /openapi.json needs `Authorization: Bearer KEY`."
-    ),
-    modifiers(&BearerKey),
-    tags(
-        (name = "runs", description = "Start, follow, inspect and cancel runs"),
-        (name = "sessions", description = "Conversations"),
-        (name = "chat", description = "The AI SDK's chat transport (useChat): the UI message stream"),
-        (name = "ag-ui", description = "The AG-UI protocol (@ag-ui/client's HttpAgent, CopilotKit)"),
-        (name = "service", description = "Health and metrics"),
-    )
-)]
-struct ApiDoc;
-
-struct BearerKey;
-
-impl Modify for BearerKey {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "api_key",
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("A key made by `agentloop keys create --user USER`"))
-                    .build(),
-            ),
-        );
-    }
-}
-
 /// The application: every route, and the OpenAPI document generated from the handlers.
 pub fn router(state: AppState) -> Router {
     let max_body = state.config.max_body_bytes;
     let expose_details = state.config.expose_error_details;
-    let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(runs::create_run))
-        .routes(routes!(runs::copilot_agent))
-        .routes(routes!(runs::get_run))
-        .routes(routes!(runs::run_events))
-        .routes(routes!(runs::cancel_run))
-        .routes(routes!(runs::run_input))
-        .routes(routes!(steering::send_message))
-        .routes(routes!(runs::get_tool_execution))
-        .routes(routes!(chat::post_chat))
-        .routes(routes!(chat::chat_stream))
-        .routes(routes!(ag_ui::run_agent))
-        .routes(routes!(sessions::list_sessions))
-        .routes(routes!(sessions::get_session, sessions::delete_session))
-        .routes(routes!(service::healthz))
-        .routes(routes!(service::readyz))
-        .routes(routes!(service::livez))
-        .routes(routes!(service::metrics))
-        .split_for_parts();
+    let (router, api) = openapi::routes();
     // Rendered once: the router (with what its handlers hold) is cloned for every connection.
     let document = Bytes::from(serde_json::to_vec(&api).unwrap_or_default());
     let router = if state.config.panel {

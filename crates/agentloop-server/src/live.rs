@@ -28,7 +28,7 @@ mod run;
 mod stored;
 
 pub use follower::{Reader, Started};
-pub use registry::LiveRuns;
+pub use registry::{LiveRuns, Start};
 pub use run::LiveRun;
 pub use stored::from_store;
 

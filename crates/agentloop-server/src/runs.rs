@@ -1,7 +1,7 @@
 //! `/v1/runs`: start a run (SSE or JSON), look at it, follow its events, cancel it.
 
 use agentloop_core::{
-    ResumeError, RunOutcome, RunRequest,
+    RunOutcome, RunRequest,
     protocol::{
         FinalizeReason, InputRequest, MessageKind, Plan, Role, RunInfo, RunStatus, SessionMessage,
         ToolExecutionRecord, Usage,
@@ -9,11 +9,7 @@ use agentloop_core::{
 };
 use axum::{
     Json,
-    body::Bytes,
-    extract::{
-        Path, State,
-        rejection::{BytesRejection, PathRejection},
-    },
+    extract::{Path, State, rejection::PathRejection},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
@@ -25,8 +21,10 @@ use crate::{
     auth::User,
     body::{InputBody, RunBody},
     error::{ApiError, ErrorBody, ErrorDetail},
-    extract::{PathId, query_value},
+    extract::{PathId, resume_point},
+    json_body::JsonBody,
     live::{Reader, Started},
+    owned::owned_run,
     sse,
     state::AppState,
     trace_context::TraceParent,
@@ -118,7 +116,7 @@ pub async fn create_run(
     State(state): State<AppState>,
     user: User,
     trace: TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    body: JsonBody<RunBody>,
 ) -> Result<Response, ApiError> {
     start(state, user, trace, body).await
 }
@@ -142,7 +140,7 @@ pub async fn copilot_agent(
     State(state): State<AppState>,
     user: User,
     trace: TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    body: JsonBody<RunBody>,
 ) -> Result<Response, ApiError> {
     start(state, user, trace, body).await
 }
@@ -151,10 +149,8 @@ async fn start(
     state: AppState,
     User(user): User,
     TraceParent(traceparent): TraceParent,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(&state, body)?;
-    let body = RunBody::parse(&bytes)?;
     let stream = body.stream;
     let request = RunRequest {
         traceparent,
@@ -179,27 +175,6 @@ async fn answer(state: &AppState, started: Started) -> Result<Response, ApiError
         .await
         .ok_or_else(|| ApiError::internal("the run ended without an outcome"))?;
     Ok(Json(result(&outcome)).into_response())
-}
-
-/// The request body, or 413 naming the limit.
-pub(crate) fn body_bytes(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!(
-                    "the body is larger than {} bytes (server.max_body_bytes)",
-                    state.config.max_body_bytes
-                ),
-            )
-        } else {
-            ApiError::bad_request("invalid_body", rejection.body_text())
-        }
-    })
 }
 
 /// Answer a run that waits for input: approve or deny the calls of its `input_required` event.
@@ -227,17 +202,11 @@ pub async fn run_input(
     State(state): State<AppState>,
     User(user): User,
     id: PathId,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(input): JsonBody<InputBody>,
 ) -> Result<Response, ApiError> {
     let id = id.parse("run")?;
-    let bytes = body_bytes(&state, body)?;
-    let input = InputBody::parse(&bytes)?;
     owned_run(&state, id, &user).await?;
-    let resumed = state
-        .agent
-        .resume(id, &input.input)
-        .await
-        .map_err(resume_error)?;
+    let resumed = state.agent.resume(id, &input.input).await?;
     let run = state.runs.resume(
         &state.agent,
         resumed,
@@ -245,20 +214,6 @@ pub async fn run_input(
         Reader::events_if(input.stream),
     )?;
     answer(&state, run).await
-}
-
-pub(crate) fn resume_error(error: ResumeError) -> ApiError {
-    match error {
-        ResumeError::InvalidAnswer(invalid) => {
-            ApiError::bad_request("invalid_answer", invalid.to_string())
-        }
-        ResumeError::NotPaused(id) => ApiError::conflict(
-            "run_not_waiting",
-            format!("run {id} is not waiting for input (it may have resumed already)"),
-        ),
-        ResumeError::Store(error) => error.into(),
-        other => ApiError::internal(other.to_string()),
-    }
 }
 
 fn result(outcome: &RunOutcome) -> RunResult {
@@ -315,7 +270,7 @@ fn result(outcome: &RunOutcome) -> RunResult {
     tag = "runs",
     params(("id" = Uuid, Path, description = "Run id")),
     responses(
-        (status = 200, body = RunDetails),
+        (status = 200, description = "The run: its status, counters, error, answer and tool calls", body = RunDetails),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -360,7 +315,7 @@ pub async fn get_run(
         ("call_id" = String, Path, description = "The call's id: `call_id` of its record, `tool_call_id` of its tool message"),
     ),
     responses(
-        (status = 200, body = ToolExecutionRecord),
+        (status = 200, description = "The tool call with its whole output", body = ToolExecutionRecord),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, description = "No such run of yours, or no such call in it", body = ErrorBody),
     ),
@@ -446,7 +401,7 @@ pub async fn run_events(
     tag = "runs",
     params(("id" = Uuid, Path, description = "Run id")),
     responses(
-        (status = 202, body = CancelAnswer),
+        (status = 202, description = "The run stops at its next safe point", body = CancelAnswer),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run already ended", body = ErrorBody),
     ),
@@ -473,7 +428,7 @@ pub async fn cancel_run(
         _ => {
             let run = owned_run(&state, id, &user).await?;
             if run.status == RunStatus::AwaitingInput {
-                let resumed = state.agent.cancel_paused(id).await.map_err(resume_error)?;
+                let resumed = state.agent.cancel_paused(id).await?;
                 state
                     .runs
                     .resume(&state.agent, resumed, &user, Reader::Outcome)?;
@@ -502,30 +457,5 @@ pub async fn cancel_run(
                 format!("run {id} already ended ({})", run.status.as_str()),
             ))
         }
-    }
-}
-
-/// The run `id` when it belongs to `user`; 404 otherwise, as for a run that does not exist.
-pub(crate) async fn owned_run(state: &AppState, id: Uuid, user: &str) -> Result<RunInfo, ApiError> {
-    match state.store.run(id).await? {
-        Some(run) if run.user_id == user => Ok(run),
-        _ => Err(ApiError::not_found("run", id)),
-    }
-}
-
-/// Where a client resumes: `Last-Event-ID`, else `?after=`, else the start.
-pub(crate) fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
-    let given = match headers.get("last-event-id") {
-        Some(value) => Some(value.to_str().unwrap_or("?").to_string()),
-        None => query_value(query, "after")?,
-    };
-    match given {
-        None => Ok(0),
-        Some(text) => text.trim().parse().map_err(|_| {
-            ApiError::bad_request(
-                "invalid_last_event_id",
-                format!("Last-Event-ID (or after=) must be an event seq, got {text:?}"),
-            )
-        }),
     }
 }

@@ -20,7 +20,7 @@ use crate::state::AppState;
     path = "/readyz",
     tag = "service",
     responses(
-        (status = 200, body = Health),
+        (status = 200, description = "Ready: the store answers; the tool sources' states", body = Health),
         (status = 503, description = "The store does not answer", body = Health),
     )
 )]
@@ -34,7 +34,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     path = "/healthz",
     tag = "service",
     responses(
-        (status = 200, body = Health),
+        (status = 200, description = "Ready: the store answers; the tool sources' states", body = Health),
         (status = 503, description = "The store does not answer", body = Health),
     )
 )]

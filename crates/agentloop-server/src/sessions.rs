@@ -23,6 +23,7 @@ use crate::{
     auth::User,
     error::{ApiError, ErrorBody},
     extract::{PathId, query_value},
+    owned::owned_session,
     state::AppState,
 };
 
@@ -115,7 +116,7 @@ pub struct ShownRecord {
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page"),
     ),
     responses(
-        (status = 200, body = SessionList),
+        (status = 200, description = "A page of your sessions, the most recently active first", body = SessionList),
         (status = 400, description = "A limit out of range, or a cursor this server did not make", body = ErrorBody),
         (status = 401, body = ErrorBody),
     ),
@@ -214,7 +215,7 @@ fn decode_cursor(text: &str) -> Result<SessionCursor, ApiError> {
         ("superseded" = Option<bool>, Query, description = "Also the messages a regenerated answer replaced (false by default)"),
     ),
     responses(
-        (status = 200, body = SessionDetails),
+        (status = 200, description = "The session with its messages and runs", body = SessionDetails),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -429,17 +430,6 @@ pub async fn delete_session(
     }
     state.store.delete_session(id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-async fn owned_session(
-    state: &AppState,
-    id: uuid::Uuid,
-    user: &str,
-) -> Result<SessionInfo, ApiError> {
-    match state.store.session(id).await? {
-        Some(session) if session.user_id == user => Ok(session),
-        _ => Err(ApiError::not_found("session", id)),
-    }
 }
 
 #[cfg(test)]

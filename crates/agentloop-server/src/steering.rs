@@ -3,12 +3,7 @@
 //! `user_message` event, and the run goes on.
 
 use agentloop_core::{SteerError, protocol::RunStatus};
-use axum::{
-    Json,
-    body::Bytes,
-    extract::{State, rejection::BytesRejection},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -17,7 +12,8 @@ use crate::{
     auth::User,
     error::{ApiError, ErrorBody},
     extract::PathId,
-    runs::{body_bytes, owned_run},
+    json_body::{FromJsonBody, JsonBody, read_as},
+    owned::owned_run,
     state::AppState,
 };
 
@@ -27,6 +23,12 @@ use crate::{
 pub struct SteeringBody {
     /// What the user writes; not empty.
     pub text: String,
+}
+
+impl FromJsonBody for SteeringBody {
+    fn read(bytes: &[u8]) -> Result<Self, ApiError> {
+        read_as(bytes, r#"{"text": "..."}"#)
+    }
 }
 
 /// A message queued for a run.
@@ -49,7 +51,7 @@ pub struct SteeringAnswer {
     params(("id" = Uuid, Path, description = "Run id")),
     request_body = SteeringBody,
     responses(
-        (status = 202, body = SteeringAnswer),
+        (status = 202, description = "The message is queued for the run's next LLM call", body = SteeringAnswer),
         (status = 400, description = "No text, or an empty one", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run ended, or waits for input (answer it with /input)", body = ErrorBody),
@@ -61,16 +63,9 @@ pub async fn send_message(
     State(state): State<AppState>,
     User(user): User,
     id: PathId,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<SteeringBody>,
 ) -> Result<(StatusCode, Json<SteeringAnswer>), ApiError> {
     let id = id.parse("run")?;
-    let bytes = body_bytes(&state, body)?;
-    let body: SteeringBody = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::bad_request(
-            "invalid_body",
-            format!("the body must be {{\"text\": \"...\"}}: {error}"),
-        )
-    })?;
     if body.text.trim().is_empty() {
         return Err(ApiError::bad_request(
             "invalid_body",

@@ -96,9 +96,12 @@ async fn another_users_thread_is_not_found_and_an_answer_must_fit() {
     .await;
     let ann = server.key("ann").await;
     let bob = server.key("bob").await;
+    // A UUID names the session itself, for every user (a text id names a thread of the user's
+    // own: `conversation_ids.rs`).
+    let thread = uuid::Uuid::now_v7().to_string();
     let asked = server
         .post("/v1/ag-ui", &ann)
-        .json(&input("ann-thread", json!([user("record it")])))
+        .json(&input(&thread, json!([user("record it")])))
         .send()
         .await
         .unwrap()
@@ -109,7 +112,7 @@ async fn another_users_thread_is_not_found_and_an_answer_must_fit() {
 
     let response = server
         .post("/v1/ag-ui", &bob)
-        .json(&input("ann-thread", json!([user("let me in")])))
+        .json(&input(&thread, json!([user("let me in")])))
         .send()
         .await
         .unwrap();
@@ -120,14 +123,14 @@ async fn another_users_thread_is_not_found_and_an_answer_must_fit() {
     // Neither an interrupt's answer nor anything else: the run stays paused.
     let response = server
         .post("/v1/ag-ui", &ann)
-        .json(&input("ann-thread", json!([user("something else")])))
+        .json(&input(&thread, json!([user("something else")])))
         .send()
         .await
         .unwrap();
     let (status, error) = error_of(response).await;
     assert_eq!(status, 400);
     assert_eq!(error["code"], "invalid_answer");
-    let mut unknown = input("ann-thread", json!([]));
+    let mut unknown = input(&thread, json!([]));
     unknown["resume"] = json!([{"interruptId": "nope", "status": "resolved"}]);
     unknown["forwardedProps"] = json!({"agentloop": {"approve": ["nope"]}});
     let response = server

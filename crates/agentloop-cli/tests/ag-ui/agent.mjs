@@ -42,7 +42,8 @@ async function check(name, body) {
   }
 }
 
-const thread = `thread-${Date.now()}`;
+// A UUID is the session's id itself, for every user (a text id names a thread of the user's own).
+const thread = randomUUID();
 const first = agent(thread);
 
 await check("a chained run arrives as tool calls with their results and the answer as text", async () => {

@@ -3,6 +3,7 @@
 // assistant's message from the UI message stream, as useChat does. Exits non-zero on the first
 // failed check.
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { AbstractChat, DefaultChatTransport, readUIMessageStream } from "ai";
 
 const base = process.env.AGENTLOOP_URL;
@@ -71,7 +72,8 @@ async function check(name, body) {
   }
 }
 
-const chat = `chat-${Date.now()}`;
+// A UUID is the session's id itself, for every user (a text id names a chat of the user's own).
+const chat = randomUUID();
 const first = user("chain two echoes");
 
 await check("a chained run arrives as tool parts and the answer as text", async () => {
@@ -200,8 +202,10 @@ await check("a reconnect mid-run resumes the message with no gap and no repeat",
   assert.equal(types.filter((t) => t === "text-start").length, 1, types.join(" "));
   // Nothing in progress any more: 204, which the transport reads as null.
   assert.equal(await transport().reconnectToStream({ chatId: id }), null);
-  // Another user's chat is not a way in.
-  await assert.rejects(transport(otherKey).reconnectToStream({ chatId: id }));
+  // Another user who names a chat alike has a chat of their own, with nothing in progress; a
+  // chat named by its session's UUID is no way into another user's either.
+  assert.equal(await transport(otherKey).reconnectToStream({ chatId: id }), null);
+  await assert.rejects(transport(otherKey).reconnectToStream({ chatId: chat }));
 });
 
 /// What useChat keeps (the React state of `@ai-sdk/react`, without React): the chat's messages.

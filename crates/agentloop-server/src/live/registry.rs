@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use agentloop_core::{Agent, EventSink, Resumed, RunOutcome, RunRequest};
+use agentloop_core::{Agent, EventSink, Resumed, RunOutcome, RunRequest, StartError};
 use axum::http::StatusCode;
 use futures::FutureExt;
 use tokio_util::task::TaskTracker;
@@ -30,6 +30,24 @@ impl Drop for Active {
     fn drop(&mut self) {
         self.registry.ended(&self.user);
     }
+}
+
+/// What [`LiveRuns::start_once`] did.
+pub enum Start {
+    Started(Started),
+    /// The run's id is another run's already (here, or in the store): nothing was begun.
+    Taken,
+}
+
+/// How a run comes to be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    /// A new run: under the per-user limit, and only with an id no registered run has.
+    New,
+    /// A paused run that got its answer: under the per-user limit.
+    Again,
+    /// A run adopted from an instance that stopped: admitted when it began.
+    Adopted,
 }
 
 /// The runs of this server.
@@ -65,15 +83,35 @@ impl LiveRuns {
 
     /// Begins `request` for `user` and drives it in a task of its own. Refused before the run
     /// exists: when the user's runs of the day spent the daily limit (429 `budget_exceeded`),
-    /// when the user already has as many runs in progress as allowed (429), and when
-    /// the run cannot begin (its session is busy, unknown or another user's; the store fails).
+    /// when the user already has as many runs in progress as allowed (429), when the run
+    /// cannot begin (its session is busy, unknown or another user's; the store fails), and
+    /// when its id is another run's (409 `run_exists`; [`LiveRuns::start_once`] tells it apart).
     pub async fn start(
+        self: &Arc<Self>,
+        agent: &Agent,
+        request: RunRequest,
+        user: &str,
+        reader: Reader,
+    ) -> Result<Started, ApiError> {
+        match self.start_once(agent, request, user, reader).await? {
+            Start::Started(started) => Ok(started),
+            Start::Taken => Err(ApiError::conflict(
+                "run_exists",
+                "a run with this id exists already",
+            )),
+        }
+    }
+
+    /// Like [`LiveRuns::start`], for a request that names its run: a run with that id begun
+    /// already (registered here, or in the store) is not begun again, and its request is told
+    /// so ([`Start::Taken`]) to follow that run instead.
+    pub async fn start_once(
         self: &Arc<Self>,
         agent: &Agent,
         mut request: RunRequest,
         user: &str,
         reader: Reader,
-    ) -> Result<Started, ApiError> {
+    ) -> Result<Start, ApiError> {
         self.daily
             .admit(
                 agent.store().map(|store| store.as_ref()),
@@ -83,15 +121,28 @@ impl LiveRuns {
             .await?;
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         let session_id = request.new_session_id();
-        let run = self.admit(agent, run_id, session_id, 0, user, true)?;
+        let Some(run) = self.admit(agent, run_id, session_id, 0, user, Admit::New)? else {
+            return Ok(Start::Taken);
+        };
         let started = Started::for_reader(run, reader);
         let begun = match agent.begin(request).await {
             Ok(begun) => begun,
             Err(error) => {
-                self.discard(&started.run);
-                return Err(error.into());
+                // Begun by another instance meanwhile: the store refused the second one.
+                let taken = matches!(error, StartError::Store(_))
+                    && match agent.store() {
+                        Some(store) => matches!(store.run(run_id).await, Ok(Some(_))),
+                        None => false,
+                    };
+                let error = match taken {
+                    true => ApiError::conflict("run_exists", "a run with this id exists already"),
+                    false => error.into(),
+                };
+                self.discard(&started.run, &error);
+                return if taken { Ok(Start::Taken) } else { Err(error) };
             }
         };
+        started.run.began();
         let agent = agent.clone();
         self.spawn(
             started.run.clone(),
@@ -99,11 +150,12 @@ impl LiveRuns {
                 agent.run_begun(begun, sink, live.cancel.clone()).await
             },
         );
-        Ok(started)
+        Ok(Start::Started(started))
     }
 
-    /// Forgets a run that was admitted but never began.
-    fn discard(&self, run: &Arc<LiveRun>) {
+    /// Forgets a run that was admitted but never began; requests that follow it get `error`.
+    fn discard(&self, run: &Arc<LiveRun>, error: &ApiError) {
+        run.refused(error);
         {
             let mut runs = self.lock_runs();
             if runs
@@ -147,14 +199,21 @@ impl LiveRuns {
         limited: bool,
         reader: Reader,
     ) -> Result<Started, ApiError> {
-        let run = self.admit(
-            agent,
-            resumed.run_id(),
-            resumed.session_id(),
-            resumed.last_seq(),
-            user,
-            limited,
-        )?;
+        let admit = match limited {
+            true => Admit::Again,
+            false => Admit::Adopted,
+        };
+        let run = self
+            .admit(
+                agent,
+                resumed.run_id(),
+                resumed.session_id(),
+                resumed.last_seq(),
+                user,
+                admit,
+            )?
+            .ok_or_else(|| ApiError::internal("a resumed run was not registered"))?;
+        run.began();
         let started = Started::for_reader(run, reader);
         let agent = agent.clone();
         self.spawn(
@@ -167,7 +226,7 @@ impl LiveRuns {
     }
 
     /// Registers a run for `user`, unless the server is stopping or the user has as many runs
-    /// in progress as allowed.
+    /// in progress as allowed. A new run whose id is registered already is not: `None`.
     fn admit(
         &self,
         agent: &Agent,
@@ -175,8 +234,9 @@ impl LiveRuns {
         session_id: Uuid,
         base_seq: u64,
         user: &str,
-        limited: bool,
-    ) -> Result<Arc<LiveRun>, ApiError> {
+        admit: Admit,
+    ) -> Result<Option<Arc<LiveRun>>, ApiError> {
+        let limited = admit != Admit::Adopted;
         if self.is_shutting_down() {
             return Err(ApiError::unavailable(
                 "the server is shutting down; send the request again in a moment",
@@ -186,6 +246,10 @@ impl LiveRuns {
         let run = Arc::new(LiveRun::new(run_id, user, session_id, base_seq, store));
         {
             let mut runs = self.lock_runs();
+            // Checked and registered under one lock: of copies of one request, one begins.
+            if admit == Admit::New && runs.contains_key(&run_id) {
+                return Ok(None);
+            }
             let mut active_per_user = lock(&self.active);
             let active = active_per_user.get(user).copied().unwrap_or(0);
             if limited && active >= self.max_per_user {
@@ -200,10 +264,11 @@ impl LiveRuns {
                 error.retry_after = Some(5);
                 return Err(error);
             }
+            // A run resumed replaces its entry of before the pause, if it still lingers.
             runs.insert(run_id, run.clone());
             *active_per_user.entry(user.to_owned()).or_default() += 1;
         }
-        Ok(run)
+        Ok(Some(run))
     }
 
     /// An admitted run has ended (or never began): it no longer counts as active.

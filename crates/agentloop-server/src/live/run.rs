@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::log::Log;
 use super::{Held, MAX_BACKLOG_BYTES, lock};
+use crate::error::ApiError;
 
 /// One run in progress (or just finished).
 pub struct LiveRun {
@@ -29,6 +30,19 @@ pub struct LiveRun {
     /// Set at the end; kept while requests wait for it, and `OUTCOME_KEPT` at least.
     pub(super) ended: watch::Sender<Option<Arc<RunOutcome>>>,
     pub(super) progress: watch::Sender<Progress>,
+    /// Whether the run began: a request that follows it from its start (the same request
+    /// again) waits for this, and is refused as the run was.
+    pub(super) beginning: watch::Sender<Beginning>,
+}
+
+/// Where a registered run stands with its beginning.
+#[derive(Debug, Clone)]
+pub(super) enum Beginning {
+    /// Admitted, its beginning in the store not done yet.
+    Pending,
+    Begun,
+    /// It never began, for this reason; it is unregistered.
+    Refused(ApiError),
 }
 
 #[derive(Clone, Copy, Default)]
@@ -60,7 +74,35 @@ impl LiveRun {
                 last_seq: base_seq,
                 finished: false,
             }),
+            beginning: watch::Sender::new(Beginning::Pending),
         }
+    }
+
+    /// Waits until the run began; its refusal when it never did.
+    pub async fn begun(&self) -> Result<(), ApiError> {
+        let mut beginning = self.beginning.subscribe();
+        let outcome = beginning
+            .wait_for(|state| !matches!(state, Beginning::Pending))
+            .await;
+        match outcome.as_deref() {
+            Ok(Beginning::Refused(error)) => Err(error.clone()),
+            Ok(_) => Ok(()),
+            // The sender lives in `self`: not while borrowed.
+            Err(_) => Err(ApiError::internal("a run's beginning was lost")),
+        }
+    }
+
+    /// The run began: followers waiting for it go on.
+    pub(super) fn began(&self) {
+        self.beginning.send_replace(Beginning::Begun);
+    }
+
+    /// The run never began, for `error`: followers waiting for its beginning get `error`, and
+    /// the ones attached already learn that nothing comes.
+    pub(super) fn refused(&self, error: &ApiError) {
+        self.beginning
+            .send_replace(Beginning::Refused(error.clone()));
+        self.progress.send_modify(|p| p.finished = true);
     }
 
     /// Asks the run to stop at its next safe point.

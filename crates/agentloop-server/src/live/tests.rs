@@ -1,15 +1,13 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agentloop_core::{EventSink, RunOutcome, Store, protocol::Event};
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::follower::{Reader, Started};
 use super::linger::REAP_EVERY;
 use super::log::{Log, Read};
 use super::registry::{Active, LiveRuns};
-use super::run::{LiveRun, Progress};
+use super::run::LiveRun;
 use super::*;
 use agentloop_core::protocol::EventKind;
 use futures::StreamExt;
@@ -110,17 +108,30 @@ fn a_follower_too_far_behind_is_dropped_and_the_others_keep_going() {
 
 /// A run with `store` (or none), never driven: the test plays its driver.
 fn run_with(store: Option<Arc<dyn Store>>) -> Arc<LiveRun> {
-    Arc::new(LiveRun {
-        id: Uuid::now_v7(),
-        user_id: "user".into(),
-        session_id: Uuid::now_v7(),
-        base_seq: 0,
-        cancel: CancellationToken::new(),
-        log: Mutex::new(Log::new(0, store.is_some())),
+    Arc::new(LiveRun::new(
+        Uuid::now_v7(),
+        "user",
+        Uuid::now_v7(),
+        0,
         store,
-        ended: watch::Sender::new(None),
-        progress: watch::Sender::new(Progress::default()),
-    })
+    ))
+}
+
+#[tokio::test]
+async fn followers_of_a_run_that_never_began_get_its_refusal_or_an_end() {
+    let run = run_with(None);
+    let attached = run.events(0);
+    let waiting = tokio::spawn({
+        let run = run.clone();
+        async move { run.begun().await }
+    });
+    run.refused(&crate::error::ApiError::conflict("session_busy", "busy"));
+    assert_eq!(waiting.await.unwrap().unwrap_err().code, "session_busy");
+    assert_eq!(run.begun().await.unwrap_err().code, "session_busy");
+    let events: Vec<Event> = tokio::time::timeout(Duration::from_secs(5), attached.collect())
+        .await
+        .unwrap();
+    assert!(events.is_empty());
 }
 
 /// What a run's task does at the end, but lingering.

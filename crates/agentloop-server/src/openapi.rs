@@ -1,0 +1,167 @@
+//! The OpenAPI 3.1 document of the API (`GET /openapi.json`), generated from the handlers'
+//! annotations with the routes themselves, so that a route cannot be served undocumented.
+//! Every response object has a description, as the specification requires: the error answers
+//! that mean the same on every route get theirs here, from their status.
+
+use axum::Router;
+use utoipa::{
+    Modify, OpenApi,
+    openapi::{
+        RefOr,
+        security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+    },
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::{ag_ui, chat, runs, service, sessions, state::AppState, steering};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agentloop",
+        description = "Runs of a tool-calling agent over SSE or JSON. Every request but \
+                       /healthz, /readyz, /livez, /metrics and /openapi.json needs `Authorization: Bearer KEY`."
+    ),
+    modifiers(&BearerKey),
+    tags(
+        (name = "runs", description = "Start, follow, inspect and cancel runs"),
+        (name = "sessions", description = "Conversations"),
+        (name = "chat", description = "The AI SDK's chat transport (useChat): the UI message stream"),
+        (name = "ag-ui", description = "The AG-UI protocol (@ag-ui/client's HttpAgent, CopilotKit)"),
+        (name = "service", description = "Health and metrics"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerKey;
+
+impl Modify for BearerKey {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("A key made by `agentloop keys create --user USER`"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Every documented route, and the document.
+pub(crate) fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let (router, mut api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(runs::create_run))
+        .routes(routes!(runs::copilot_agent))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(runs::run_events))
+        .routes(routes!(runs::cancel_run))
+        .routes(routes!(runs::run_input))
+        .routes(routes!(steering::send_message))
+        .routes(routes!(runs::get_tool_execution))
+        .routes(routes!(chat::post_chat))
+        .routes(routes!(chat::chat_stream))
+        .routes(routes!(ag_ui::run_agent))
+        .routes(routes!(sessions::list_sessions))
+        .routes(routes!(sessions::get_session, sessions::delete_session))
+        .routes(routes!(service::healthz))
+        .routes(routes!(service::readyz))
+        .routes(routes!(service::livez))
+        .routes(routes!(service::metrics))
+        .split_for_parts();
+    describe_errors(&mut api);
+    (router, api)
+}
+
+/// Gives the error answers a route lists without a description of its own the one their status
+/// has on every route. A success answer is described where it is declared.
+fn describe_errors(api: &mut utoipa::openapi::OpenApi) {
+    for item in api.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                if response.description.is_empty()
+                    && let Some(description) = error_description(status)
+                {
+                    response.description = description.to_string();
+                }
+            }
+        }
+    }
+}
+
+/// What an error status means on any route of this API.
+fn error_description(status: &str) -> Option<&'static str> {
+    Some(match status {
+        "400" => {
+            "The request cannot be read: a malformed body, path or query (`code` and `message` say which)"
+        }
+        "401" => "Missing or invalid API key",
+        "404" => "No such thing of yours (another user's answers the same)",
+        "409" => "The request conflicts with the state of what it names (`code` says how)",
+        "413" => "Body too large (server.max_body_bytes)",
+        "429" => {
+            "Too many runs in progress (`too_many_runs`), or the user's daily budget is spent (`budget_exceeded`, until midnight UTC); see Retry-After"
+        }
+        "503" => "Not available for now (the store, or the server is stopping); see Retry-After",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn the_document_is_openapi_3_1_and_every_response_has_a_description() {
+        let (_, api) = routes();
+        let document = serde_json::to_value(&api).unwrap();
+        assert!(
+            document["openapi"].as_str().unwrap().starts_with("3.1."),
+            "{}",
+            document["openapi"]
+        );
+        let mut missing = Vec::new();
+        let mut responses = 0;
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let Some(answers) = operation["responses"].as_object() else {
+                    continue;
+                };
+                for (status, response) in answers {
+                    responses += 1;
+                    let described = response
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .is_some_and(|text| !text.trim().is_empty());
+                    if !described && response.get("$ref").is_none() {
+                        missing.push(format!("{method} {path} {status}"));
+                    }
+                }
+            }
+        }
+        assert!(responses > 50, "{responses} responses");
+        assert!(
+            missing.is_empty(),
+            "responses without a description: {missing:#?}"
+        );
+    }
+}
