@@ -27,6 +27,7 @@ use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 use crate::{
     auth::User,
