@@ -68,8 +68,9 @@ pub fn skip(dependency: &str, why: &str) {
 /// The line to print when skipping, or the failure when every dependency is required.
 fn verdict(line: String, all_required: bool) -> Result<String, String> {
     if all_required {
+        let what = line.strip_prefix("skipped: ").unwrap_or(&line);
         Err(format!(
-            "{line} ({ALL_ENV}=1: a missing dependency fails the test)"
+            "{what} ({ALL_ENV}=1: a missing dependency fails the test instead of skipping it)"
         ))
     } else {
         Ok(line)
