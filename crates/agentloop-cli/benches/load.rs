@@ -76,7 +76,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agentloop_test_support::{mcp::test_mcp_server_config_toml, postgres::TestSchema};
+use agentloop_test_support::{mcp::test_mcp_server_config_toml, postgres::TestSchema, requires};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -547,7 +547,14 @@ async fn wave(
 
 #[tokio::main]
 async fn main() {
-    let options = options();
+    let mut options = options();
+    if options.floor {
+        // Without Python or PyPI the waves run on agentloop alone, saying so (under `cargo
+        // test`, a failure with AGENTLOOP_TEST_ALL=1).
+        let floor = floor::available();
+        options.floor =
+            requires::met("Python 3 and PyPI (httpx), for the Python floor", floor).is_some();
+    }
     if let Some(settings) = &options.chaos {
         let report = chaos::run(settings).await;
         chaos::print(&report);

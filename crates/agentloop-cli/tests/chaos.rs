@@ -16,6 +16,9 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_survive_instances_killed_at_random_without_loss_or_duplicate_effects() {
+    if !agentloop_test_support::requires::postgres().await {
+        return;
+    }
     let settings = chaos::Settings {
         runs: 30,
         concurrency: 8,

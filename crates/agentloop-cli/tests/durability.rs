@@ -278,6 +278,9 @@ async fn a_run_killed_while_the_model_thinks_is_asked_again_after_a_restart() {
 /// its owner.
 #[tokio::test]
 async fn another_instance_adopts_the_runs_of_a_killed_one_and_cancels_reach_the_owner() {
+    if !agentloop_test_support::requires::postgres().await {
+        return;
+    }
     let schema = TestSchema::create().await;
     let llm = ScriptedLlm::start(vec![
         Reply::tool_call(
@@ -375,6 +378,9 @@ async fn a_run_killed_while_paused_takes_its_answer_after_a_restart() {
 /// next LLM call and exits; the other instance adopts the run at once.
 #[tokio::test]
 async fn sigterm_hands_a_run_over_to_another_instance() {
+    if !agentloop_test_support::requires::postgres().await {
+        return;
+    }
     let schema = TestSchema::create().await;
     let llm = ScriptedLlm::start(vec![
         Reply::tool_call("test__sleep", json!({"ms": 2_000})),

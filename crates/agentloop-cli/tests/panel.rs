@@ -7,14 +7,15 @@
 //!
 //! Needs Chromium (`apt-get install -y chromium` on Debian; `AGENTLOOP_CHROMIUM` names another
 //! binary) and Node.js; the npm package `playwright-core` is installed into `tests/panel/` on
-//! first use (`npm ci`), as `.ci/run` does.
+//! first use (`npm ci`), as `.ci/run` does. Skipped, saying so, without them (a failure with
+//! `AGENTLOOP_TEST_ALL=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use agentloop_test_support::scripted_llm::Reply;
+use agentloop_test_support::{requires, scripted_llm::Reply};
 use common::frontends::NodeChecks;
 use serde_json::{Value, json};
 
@@ -101,19 +102,6 @@ fn panel_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/panel")
 }
 
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("AGENTLOOP_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    assert!(
-        path.is_file(),
-        "the panel's browser tests need Chromium at {}: install it with `apt-get install -y \
-         chromium` (Debian/Ubuntu), or set AGENTLOOP_CHROMIUM to a Chromium binary",
-        path.display()
-    );
-    path
-}
-
 /// Where the screenshots go: `target/panel-screenshots/`.
 fn screenshots() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -126,8 +114,15 @@ fn screenshots() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_panel_works_in_a_real_browser() {
-    let chromium = chromium();
-    common::frontends::npm_package("panel", "playwright-core");
+    if !requires::node() {
+        return;
+    }
+    let Some(chromium) = requires::chromium() else {
+        return;
+    };
+    if common::frontends::npm_package("panel", "playwright-core").is_none() {
+        return;
+    }
     let checked = NodeChecks {
         script: panel_dir().join("panel.mjs"),
         respond,

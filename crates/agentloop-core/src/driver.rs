@@ -101,7 +101,7 @@ fn feed_step(machine: &mut RunMachine, services: &RunServices, input: Input) -> 
 /// an `async fn`'s future keeps room for its arguments for as long as it runs, after it moved
 /// them on into the future it awaits. A server's run task held five such layers, each with room
 /// for the machine, its services and how it is saved: 6.6 KB, 4.2 KB with one
-/// (`tests/run_footprint.rs` in the `agentloop` crate).
+/// (`cargo bench -p agentloop --bench run_footprint` prints it).
 pub fn drive(
     machine: RunMachine,
     services: RunServices,
@@ -172,7 +172,7 @@ impl Driven {
 ///
 /// Plain functions that build the future, not `async fn`s: an `async fn` keeps its arguments
 /// twice for as long as it runs (as it received them, and moved into its body), and the
-/// run's machine, services and persistence are half a kilobyte. See `tests/run_footprint.rs`
+/// run's machine, services and persistence are half a kilobyte. See `benches/run_footprint.rs`
 /// in the `agentloop` crate.
 pub(crate) fn drive_traced(
     mut run: Driven,

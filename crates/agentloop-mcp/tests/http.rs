@@ -8,6 +8,8 @@ use agentloop_mcp::{McpError, McpServerConfig, McpSource};
 use agentloop_test_support::mcp::{
     TestMcpHttp, read_test_mcp_log, test_mcp_http_config_toml, test_mcp_server_http, wait_for_call,
 };
+use agentloop_test_support::sockets;
+use agentloop_test_support::wait::until;
 use serde_json::{Value, json};
 
 /// Far longer than any call here takes: a call that hangs fails the test instead.
@@ -167,6 +169,9 @@ async fn a_restarted_server_gets_one_new_session_and_the_calls_go_through() {
     // A new process on the same port: it does not know the session. Restarting takes a while,
     // in which the client notices that its kept-alive connections closed, as it would when a
     // real server restarts.
+    let port = reqwest::Url::parse(server.url()).unwrap().port().unwrap();
+    let to_the_old_server = sockets::connections_to(port);
+    assert!(!to_the_old_server.is_empty(), "no connection to the server");
     let old_pid = server.pid();
     let server = tokio::task::spawn_blocking(move || {
         server.restart();
@@ -175,10 +180,15 @@ async fn a_restarted_server_gets_one_new_session_and_the_calls_go_through() {
     .await
     .unwrap();
     assert_ne!(server.pid(), old_pid);
-    // Give the client's connection tasks a moment to see the old connections close (on a busy
+    // The client's connection tasks see the old connections close and drop them (on a busy
     // machine they may not have run yet); a request written into a connection the client still
     // believes open fails without an answer, which is not what this test is about.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until(
+        "the client dropped its connections to the old server",
+        PATIENCE,
+        || sockets::connections_to(port).is_disjoint(&to_the_old_server),
+    )
+    .await;
 
     let calls = (0..4).map(|i| {
         let echo = echo.clone();

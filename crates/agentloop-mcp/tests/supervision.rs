@@ -15,6 +15,7 @@ use agentloop_mcp::{McpServerConfig, McpSource};
 use agentloop_test_support::mcp::{
     LOG_ENV, TestMcpHttp, read_test_mcp_log, test_mcp_server_http, test_mcp_server_path,
 };
+use agentloop_test_support::wait::never;
 use serde_json::{Value, json};
 
 /// Far longer than a restart takes: a state that never comes fails the test instead.
@@ -239,9 +240,15 @@ async fn a_server_that_keeps_failing_to_start_is_given_up_after_the_limit() {
     assert!(message.contains("gave up restarting it"), "{message}");
 
     // Given up means given up: no further start, even once it could start again.
+    // A supervisor still at work would start it within its longest backoff (0.1 s); five
+    // times that with no start is a supervisor that stopped.
     std::fs::remove_file(dir.path().join("fail")).unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(starts(dir.path()), 3);
+    never(
+        "started again after giving up",
+        Duration::from_millis(500),
+        || starts(dir.path()) != 3,
+    )
+    .await;
     assert!(matches!(
         status(&registry).health.state,
         SourceState::Down { .. }

@@ -212,6 +212,9 @@ async fn a_large_result_is_stored_once_shown_bounded_and_fetched_whole() {
 /// The same on PostgreSQL (the store suite measures its growth).
 #[tokio::test]
 async fn on_postgres_a_large_result_is_shown_bounded_and_fetched_whole() {
+    if !agentloop_test_support::requires::postgres().await {
+        return;
+    }
     let schema = TestSchema::create().await;
     let server = start(large_text_script(), schema.url()).await;
     let key = server.key("ann").await;

@@ -39,6 +39,9 @@ async fn wait_readiness(server: &TestServer, wanted: u16, limit: Duration) -> Va
 
 #[tokio::test]
 async fn readiness_follows_the_database_and_an_unsaved_answer_is_a_failed_run() {
+    if !agentloop_test_support::requires::postgres().await {
+        return;
+    }
     let schema = TestSchema::create().await;
     let (proxy, url) = TcpProxy::in_front_of_url(schema.url()).await;
     let llm = ScriptedLlm::start(vec![

@@ -4,8 +4,9 @@
 //! when it answers. When none answers there (nothing listens within 2 s; or, with
 //! `DATABASE_URL` unset, the default server turns us away, as a freshly installed distribution
 //! server does), the tests use a private throwaway cluster started from the machine's
-//! PostgreSQL binaries ([`PrivateCluster`]). With no binaries either they fail with how to
-//! install them; they never skip. An explicit `DATABASE_URL` whose server answers with an
+//! PostgreSQL binaries ([`PrivateCluster`]). With no binaries either, the tests that start
+//! with [`crate::requires::postgres`] are skipped saying how to install them (a failure with
+//! `AGENTLOOP_TEST_ALL=1`), and [`TestSchema::create`] fails with that advice. An explicit `DATABASE_URL` whose server answers with an
 //! error (bad password, no such database) fails the tests with that error.
 //!
 //! # The private cluster
@@ -60,7 +61,16 @@ const INSTALL_HINT: &str = "Install the PostgreSQL server binaries (`apt-get ins
      macOS) so that the tests start a private cluster, or set DATABASE_URL to a running server";
 
 static SWEPT: OnceCell<()> = OnceCell::const_new();
-static SERVER: OnceCell<Result<Server, String>> = OnceCell::const_new();
+static SERVER: OnceCell<Result<Server, NoServer>> = OnceCell::const_new();
+
+/// Why the tests have no PostgreSQL.
+#[derive(Debug, Clone)]
+pub(crate) struct NoServer {
+    pub(crate) message: String,
+    /// `DATABASE_URL` names a server that answers but cannot be used: a mistake to fix, never
+    /// a reason to skip.
+    pub(crate) misconfigured: bool,
+}
 
 /// The server this process's tests use, and the private cluster behind it if there is one.
 struct Server {
@@ -77,6 +87,10 @@ pub fn database_url() -> String {
 /// The URL of the server the tests use: [`database_url`] when a PostgreSQL answers there, else
 /// the shared private cluster's (started if need be). Settled once per process.
 pub async fn server_url() -> Result<String, String> {
+    server().await.map_err(|no| no.message)
+}
+
+pub(crate) async fn server() -> Result<String, NoServer> {
     SERVER
         .get_or_init(|| {
             resolve_server(
@@ -95,7 +109,7 @@ async fn resolve_server(
     configured: Option<String>,
     cluster_dir: PathBuf,
     idle: Duration,
-) -> Result<Server, String> {
+) -> Result<Server, NoServer> {
     let url = configured
         .clone()
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
@@ -109,20 +123,24 @@ async fn resolve_server(
         Probe::Silent(why) => why,
         Probe::Refuses(why) if configured.is_none() => why,
         Probe::Refuses(why) => {
-            return Err(format!(
-                "the PostgreSQL at DATABASE_URL={url} answers but cannot be used: {why}. Fix \
-                 DATABASE_URL, or unset it to use {DEFAULT_DATABASE_URL} or else a private \
-                 cluster"
-            ));
+            return Err(NoServer {
+                message: format!(
+                    "the PostgreSQL at DATABASE_URL={url} answers but cannot be used: {why}. \
+                     Fix DATABASE_URL, or unset it to use {DEFAULT_DATABASE_URL} or else a \
+                     private cluster"
+                ),
+                misconfigured: true,
+            });
         }
     };
     let cluster = PrivateCluster::start_in(&cluster_dir, idle)
         .await
-        .map_err(|error| {
-            format!(
+        .map_err(|error| NoServer {
+            message: format!(
                 "no PostgreSQL answers at {url} ({why}), and no private cluster could be \
                  started instead: {error}"
-            )
+            ),
+            misconfigured: false,
         })?;
     eprintln!(
         "no PostgreSQL answers at {url} ({why}): the tests use a private cluster at {} (in {})",
@@ -527,6 +545,12 @@ fn spawn_watchdog(tools: &Tools, dir: &Path, idle: Duration) -> Result<(), Strin
     Ok(())
 }
 
+/// The directory of the PostgreSQL server binaries (`initdb`, `pg_ctl`) a private cluster is
+/// started from, or why there is none and how to install them.
+pub fn server_binaries() -> Result<PathBuf, String> {
+    Tools::find().map(|tools| tools.bindir)
+}
+
 /// Where the server binaries are and whom they run as.
 struct Tools {
     bindir: PathBuf,
@@ -701,6 +725,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_private_cluster_is_shared_then_removed_once_unused() {
+        if !crate::requires::postgres_binaries() {
+            return;
+        }
         let temp = reachable_tempdir();
         let dir = temp.path().join("cluster");
         let started = std::time::Instant::now();
@@ -732,6 +759,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_cluster_whose_server_died_is_started_afresh() {
+        if !crate::requires::postgres_binaries() {
+            return;
+        }
         let temp = reachable_tempdir();
         let dir = temp.path().join("cluster");
         let cluster = PrivateCluster::start_in(&dir, Duration::from_secs(1))
@@ -754,6 +784,9 @@ mod tests {
 
     #[tokio::test]
     async fn nothing_at_the_configured_url_means_the_private_cluster() {
+        if !crate::requires::postgres_binaries() {
+            return;
+        }
         let temp = reachable_tempdir();
         let dir = temp.path().join("cluster");
         let server = resolve_server(
@@ -774,6 +807,8 @@ mod tests {
             .await
             .err()
             .unwrap();
+        assert!(error.misconfigured);
+        let error = error.message;
         assert!(error.contains("no_such_database"), "{error}");
         assert!(error.contains("DATABASE_URL"), "{error}");
         drop(server);

@@ -34,6 +34,24 @@ pub async fn until(what: &str, limit: Duration, mut condition: impl FnMut() -> b
     .await
 }
 
+/// Checks that `event` does not happen for `window`, looking every 10 ms, and fails the test
+/// at once when it does. Only for what must not happen: the window is how long it would take at
+/// most to happen if it were going to (say, a few times a retry's backoff), never a wait for
+/// something to be done.
+#[allow(clippy::panic)]
+pub async fn never(what: &str, window: Duration, mut event: impl FnMut() -> bool) {
+    let end = tokio::time::Instant::now() + window;
+    loop {
+        if event() {
+            panic!("{what}");
+        }
+        if tokio::time::Instant::now() >= end {
+            return;
+        }
+        tokio::time::sleep(EVERY).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +66,21 @@ mod tests {
         })
         .await;
         assert_eq!(value, "found");
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "it happened")]
+    async fn never_fails_as_soon_as_it_happens() {
+        let looks = AtomicUsize::new(0);
+        never("it happened", Duration::from_secs(60), || {
+            looks.fetch_add(1, Ordering::SeqCst) == 2
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn never_returns_after_its_window() {
+        never("it happened", Duration::from_millis(50), || false).await;
     }
 
     #[tokio::test]

@@ -11,6 +11,9 @@ use serde_json::json;
 
 #[tokio::test]
 async fn the_loop_lists_and_calls_the_reference_everything_server() {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
     let (command, args) = reference_server_everything();
     let llm = ScriptedLlm::start(vec![
         Reply::tool_call("everything__get-sum", json!({"a": 2, "b": 40})),
@@ -67,6 +70,9 @@ fn toml_string(text: &str) -> String {
 
 #[tokio::test]
 async fn the_reference_filesystem_server_in_a_read_only_context() {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("notes.txt"), "quarterly numbers: 42").unwrap();
     let (command, args) = agentloop_test_support::mcp::reference_server_filesystem(root.path());
@@ -135,6 +141,9 @@ async fn the_reference_filesystem_server_in_a_read_only_context() {
 
 #[tokio::test]
 async fn the_loop_calls_the_reference_everything_server_over_streamable_http() {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
     let server = agentloop_test_support::mcp::reference_server_everything_http();
     let llm = ScriptedLlm::start(vec![
         Reply::tool_call("everything__get-sum", json!({"a": 20, "b": 22})),

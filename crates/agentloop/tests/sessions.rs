@@ -62,6 +62,9 @@ macro_rules! on_both_backends {
 
             #[tokio::test]
             async fn postgres() {
+                if !agentloop_test_support::requires::postgres().await {
+                    return;
+                }
                 let database = super::Database::postgres().await;
                 super::$scenario(&database.url()).await;
                 database.finish().await;

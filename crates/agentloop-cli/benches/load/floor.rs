@@ -19,13 +19,21 @@ fn script() -> PathBuf {
 }
 
 /// A Python with httpx: the bench's own virtual environment, made on first use, and looked for
-/// once per bench, not once per wave.
-fn python() -> &'static Path {
-    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(python_with_httpx)
+/// once per bench, not once per wave; or why there is none.
+fn python() -> Result<&'static Path, String> {
+    static PYTHON: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(python_with_httpx)
+        .as_deref()
+        .map_err(Clone::clone)
 }
 
-fn python_with_httpx() -> PathBuf {
+/// Whether the floor can run: Python 3 with httpx (from PyPI, the first time).
+pub(super) fn available() -> Result<(), String> {
+    python().map(|_| ())
+}
+
+fn python_with_httpx() -> Result<PathBuf, String> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("floor-venv");
     let python = venv.join("bin/python");
     let has_httpx = |python: &Path| {
@@ -35,34 +43,44 @@ fn python_with_httpx() -> PathBuf {
             .is_ok_and(|status| status.success())
     };
     if has_httpx(&python) {
-        return python;
+        return Ok(python);
     }
     println!("the floor: installing {HTTPX} into {}", venv.display());
     let made = Command::new("python3")
         .args(["-m", "venv"])
         .arg(&venv)
         .status()
-        .expect("python3, to run the Python floor (--floor)");
-    assert!(made.success(), "python3 -m venv {} failed", venv.display());
+        .map_err(|error| {
+            format!(
+                "python3 does not run ({error}): install Python 3 with its venv module \
+                 (`apt-get install python3-venv` on Debian/Ubuntu)"
+            )
+        })?;
+    if !made.success() {
+        return Err(format!(
+            "`python3 -m venv {}` failed ({made}): install Python's venv module \
+             (`apt-get install python3-venv` on Debian/Ubuntu)",
+            venv.display()
+        ));
+    }
     let installed = Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check", HTTPX])
         .status()
-        .expect("the virtual environment's pip");
-    assert!(
-        installed.success(),
-        "pip install {HTTPX} failed: the floor needs PyPI once (or that package in {})",
-        venv.display()
-    );
-    assert!(
-        has_httpx(&python),
-        "httpx is not importable after pip install"
-    );
-    python
+        .map_err(|error| format!("the virtual environment's pip does not run: {error}"))?;
+    if !installed.success() || !has_httpx(&python) {
+        return Err(format!(
+            "`pip install {HTTPX}` failed ({installed}): the floor needs PyPI once (or that \
+             package in {})",
+            venv.display()
+        ));
+    }
+    Ok(python)
 }
 
 /// The floor serving on a free port, calling the scripted LLM at `llm_url`.
 pub(super) fn command(llm_url: &str, model: &str) -> Command {
-    let mut command = Command::new(python());
+    let python = python().unwrap_or_else(|why| panic!("the Python floor: {why}"));
+    let mut command = Command::new(python);
     command.arg(script()).args([
         "--llm",
         llm_url,

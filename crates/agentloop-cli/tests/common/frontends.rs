@@ -114,27 +114,14 @@ impl Checked {
     }
 }
 
-/// `npm ci` in `tests/{dir}` (of this crate) when `package` is not installed there yet, as
-/// `.ci/run` does; the directory.
-pub fn npm_package(dir: &str, package: &str) -> std::path::PathBuf {
+/// `tests/{dir}` (of this crate) with its npm packages installed (`npm ci` when `package` is not
+/// there yet, as `.ci/run` does), or `None` when they cannot be (the test is skipped, saying
+/// why: see `requires`).
+pub fn npm_package(dir: &str, package: &str) -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join(dir);
-    if dir
-        .join("node_modules")
-        .join(package)
-        .join("package.json")
-        .is_file()
-    {
-        return dir;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(&dir)
-        .status()
-        .unwrap_or_else(|error| panic!("cannot run npm (Node.js is needed): {error}"));
-    assert!(status.success(), "npm ci in {} failed", dir.display());
-    dir
+    agentloop_test_support::requires::npm_packages(&dir, package).then_some(dir)
 }
 
 fn content(message: &Value) -> &str {

@@ -240,6 +240,9 @@ async fn setting(store: &SqlStore, name: &str) -> String {
 /// URL sets wins.
 #[tokio::test]
 async fn postgres_statements_are_bounded_unless_the_url_says_otherwise() {
+    if !agentloop_test_support::requires::postgres().await {
+        return;
+    }
     let schema = agentloop_test_support::postgres::TestSchema::create().await;
     let store = SqlStore::connect(schema.url()).await.unwrap();
     // Every connection of the pool, not only the first.

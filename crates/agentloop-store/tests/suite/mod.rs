@@ -39,7 +39,8 @@ pub use schema::*;
 pub use sessions::*;
 pub use text::*;
 
-/// One `#[tokio::test]` per suite function, each on a fresh database from `$fixture().await`.
+/// One `#[tokio::test]` per suite function, each on a fresh database from `$fixture().await`
+/// (`None` when the backend is missing: the test is skipped).
 macro_rules! suite_tests {
     ($fixture:path) => {
         suite_tests!(@each $fixture;
@@ -116,12 +117,32 @@ macro_rules! suite_tests {
         $(
             #[tokio::test]
             async fn $name() {
-                let fixture = $fixture().await;
+                // `None`: the backend is missing, and the fixture said so.
+                let Some(fixture) = suite::MaybeFixture::get($fixture().await) else {
+                    return;
+                };
                 suite::$name(&fixture).await;
                 fixture.teardown().await;
             }
         )*
     };
+}
+
+/// What a backend's fixture gives: a [`Fixture`], or `None` when the backend is missing.
+pub trait MaybeFixture {
+    fn get(self) -> Option<Fixture>;
+}
+
+impl MaybeFixture for Fixture {
+    fn get(self) -> Option<Fixture> {
+        Some(self)
+    }
+}
+
+impl MaybeFixture for Option<Fixture> {
+    fn get(self) -> Option<Fixture> {
+        self
+    }
 }
 
 pub type Cleanup = Pin<Box<dyn Future<Output = ()> + Send>>;
