@@ -138,6 +138,7 @@ impl Agent {
             self.services().inputs.as_ref(),
             Input::Cancel,
         )
+        .step()
         .ok_or(ResumeError::NotPaused(run_id))?;
         self.claim(&restored, run_id).await?;
         Ok(restored.with_step(self, step))
@@ -176,6 +177,7 @@ impl Agent {
             self.services().inputs.as_ref(),
             input,
         )
+        .step()
         .ok_or(ResumeError::NotAdoptable(run_id))?;
         Ok(restored.with_step(self, step))
     }
@@ -284,7 +286,8 @@ impl Restored {
     fn with_step(self, agent: &Agent, step: crate::machine::Step) -> Resumed {
         let run_id = self.machine.run_id();
         let session_id = self.machine.input().session_id;
-        let trace = agent.start_trace(run_id, session_id, self.traceparent.as_deref());
+        let model = self.machine.input().model.as_deref();
+        let trace = agent.start_trace(run_id, session_id, model, self.traceparent.as_deref());
         Resumed {
             trace,
             machine: self.machine,
