@@ -38,10 +38,9 @@ pub use agentloop_protocol::InputAnswer;
 pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
 pub use checkpoint::{OtherStateVersion, UnreadableState, first_checkpoint};
 pub use pipeline::recheck;
-pub use recovery::OUTCOME_UNKNOWN;
 pub use state::RunState;
 pub use steering::SteerError;
-pub use text::{bound, fallback_answer, one_line, records_digest};
+pub use text::{OUTCOME_UNKNOWN, bound, fallback_answer, one_line, records_digest};
 
 use crate::{
     catalog::{CatalogEntry, ToolCatalog},
