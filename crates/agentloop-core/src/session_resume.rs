@@ -12,7 +12,9 @@ use crate::{
     agent::Agent,
     driver::DriveFrom,
     emitter::{Emitter, EventSink},
-    machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState},
+    machine::{
+        Handled, Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState,
+    },
     policy::{DEFAULT_USER, UnknownWorkflow},
     session_run::Saving,
     store::{Store, StoreError},
@@ -121,11 +123,16 @@ impl Agent {
         answer: &crate::machine::InputAnswer,
     ) -> Result<Resumed, ResumeError> {
         let mut restored = self.restore_paused(run_id).await?;
-        let now = crate::clock::now();
-        let step = restored.machine.resume_at(answer, now)?;
-        if let Some(log) = &self.services().inputs {
-            log.record(run_id, &Input::Answer(answer.clone()), now);
-        }
+        // Through the machine's one way in, so that the input log sees the answer.
+        let step = match crate::driver::feed(
+            &mut restored.machine,
+            self.services().inputs.as_ref(),
+            Input::Answer(answer.clone()),
+        ) {
+            Handled::Next(step) => step,
+            Handled::AnswerRefused(refused) => return Err(refused.into()),
+            _ => return Err(InvalidAnswer::NotWaiting.into()),
+        };
         self.claim(&restored, run_id).await?;
         Ok(restored.with_step(self, step))
     }

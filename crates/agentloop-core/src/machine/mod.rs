@@ -541,16 +541,6 @@ impl RunMachine {
         self.open_question()
     }
 
-    /// [`RunMachine::resume`] with an answer given at `now`.
-    pub fn resume_at(
-        &mut self,
-        answer: &InputAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<Step, InvalidAnswer> {
-        self.state.now = now.max(self.state.now);
-        self.resume(answer)
-    }
-
     /// Continues a paused run with a human's answer. An answer that does not fit what the run
     /// waits for is refused (the run stays paused).
     pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, InvalidAnswer> {
