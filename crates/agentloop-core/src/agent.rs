@@ -198,10 +198,16 @@ impl Agent {
     }
 
     /// Sends a message to the run `run_id`, driven by this agent in this process, while it
-    /// works (steering): it joins the conversation before the run's next LLM call, never in
-    /// the middle of a tool batch, with a `user_message` event; a run whose model answers
-    /// while messages wait answers them in the same run.
-    pub fn steer(&self, run_id: Uuid, text: &str) -> Result<(), crate::SteerError> {
+    /// works (steering), and waits for the run's answer. A message the run takes joins the
+    /// conversation before the run's next LLM call, never in the middle of a tool batch, with
+    /// a `user_message` event; a run whose model answers while messages wait answers them in
+    /// the same run. A run that will make no further LLM call (its last allowed step or its
+    /// summary is under way) refuses it: [`crate::SteerError::TooLate`].
+    pub fn steer(
+        &self,
+        run_id: Uuid,
+        text: &str,
+    ) -> impl Future<Output = Result<(), crate::SteerError>> + Send + 'static {
         self.services.steering.send(run_id, text)
     }
 
@@ -239,12 +245,20 @@ impl Agent {
         &self.services
     }
 
-    /// The span of run `run_id`, continuing the trace of `parent` (a W3C `traceparent`).
-    pub fn start_trace(&self, run_id: Uuid, session_id: Uuid, parent: Option<&str>) -> RunTrace {
+    /// The span of run `run_id`, which asks for `model` (`None`: the configured one),
+    /// continuing the trace of `parent` (a W3C `traceparent`).
+    pub fn start_trace(
+        &self,
+        run_id: Uuid,
+        session_id: Uuid,
+        model: Option<&str>,
+        parent: Option<&str>,
+    ) -> RunTrace {
         let start = RunSpanStart {
             run_id,
             session_id,
             agent: None,
+            model,
             parent,
         };
         RunTrace::start(self.services.tracer.as_ref(), &start)
@@ -384,9 +398,13 @@ impl RunHandle {
         self.cancel.cancel();
     }
 
-    /// Sends the run a message while it works (steering): it joins the conversation before
-    /// the next LLM call and the run goes on (`user_message`).
-    pub fn steer(&self, text: &str) -> Result<(), crate::SteerError> {
+    /// Sends the run a message while it works (steering) and waits for the run's answer: a
+    /// message it takes joins the conversation before the next LLM call and the run goes on
+    /// (`user_message`); see [`Agent::steer`].
+    pub fn steer(
+        &self,
+        text: &str,
+    ) -> impl Future<Output = Result<(), crate::SteerError>> + Send + 'static {
         self.steering.send(self.run_id, text)
     }
 

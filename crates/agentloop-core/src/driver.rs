@@ -20,19 +20,19 @@ use crate::{
     lease::{LeaseRenewal, Leased},
     llm::{CallPurpose, Llm},
     machine::{
-        CallRefusal, Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step, ToolInvocation,
-        ToolOutcome, ToolResult, recheck,
+        CallRefusal, Handled, Input, RunMachine, RunOutcome, RunState, SideEffectNote, Step,
+        ToolInvocation, ToolOutcome, ToolResult, recheck,
     },
     policy::RunPolicy,
     registry::ToolRegistry,
     settings::AgentSettings,
-    steering::{Inbox, SteeringBoard},
+    steering::{Inbox, Letter, SteerError, SteeringBoard},
     step_writer::{Persistence, StepWriter},
     store::StoreError,
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
     tool::ToolContext,
-    trace::{RunTrace, Tracer},
+    trace::{RunTrace, ToolAbout, ToolKind, Tracer},
 };
 
 /// What a run needs from its agent.
@@ -70,7 +70,7 @@ pub(crate) fn feed(
     machine: &mut RunMachine,
     inputs: Option<&Arc<dyn InputLog>>,
     input: Input,
-) -> Option<Step> {
+) -> Handled {
     let now = crate::clock::now();
     if let Some(log) = inputs {
         log.record(machine.run_id(), &input, now);
@@ -80,17 +80,32 @@ pub(crate) fn feed(
 
 /// Like [`feed`], for an input that always yields a step.
 fn feed_step(machine: &mut RunMachine, services: &RunServices, input: Input) -> Step {
-    feed(machine, services.inputs.as_ref(), input).unwrap_or_else(|| {
-        machine
-            .handle(
-                Input::Fail {
-                    code: ErrorCode::InternalError,
-                    message: "internal error: the run stopped without a next step".to_string(),
-                },
-                crate::clock::now(),
-            )
-            .unwrap_or_else(|| Step::CallTools(Vec::new()))
-    })
+    match feed(machine, services.inputs.as_ref(), input) {
+        Handled::Next(step) => step,
+        other => {
+            let message =
+                format!("internal error: the run stopped without a next step ({other:?})");
+            let failure = Input::Fail {
+                code: ErrorCode::InternalError,
+                message,
+            };
+            match feed(machine, services.inputs.as_ref(), failure) {
+                Handled::Next(step) => step,
+                _ => Step::Finished(Box::new(machine.left_behind())),
+            }
+        }
+    }
+}
+
+/// Feeds a message sent to the run while it works, and tells its sender what the run did
+/// with it.
+fn steer(machine: &mut RunMachine, services: &RunServices, letter: Letter) {
+    let text = letter.text.clone();
+    let answer = match feed(machine, services.inputs.as_ref(), Input::Steer { text }) {
+        Handled::Steered(answer) => answer,
+        _ => Err(SteerError::NotRunning(machine.run_id())),
+    };
+    letter.answer(answer);
 }
 
 /// Runs `machine` to its end. Each step's changes are saved (when `persistence` is given)
@@ -213,6 +228,7 @@ fn drive_steps(
             DriveFrom::Saved(step) => (step, true),
         };
         loop {
+            trace_refused_calls(&mut machine, &services);
             // Saving and running tools are boxed: inline, this future kept their room (7.5 KB in all,
             // 2.1 KB without them) for the whole run, most of which is spent waiting for the LLM.
             if !std::mem::take(&mut saved)
@@ -279,9 +295,7 @@ fn drive_steps(
                                     return machine.left_behind();
                                 }
                                 // Kept for the next LLM call: this one goes on.
-                                text = inbox.recv() => {
-                                    feed(&mut machine, services.inputs.as_ref(), Input::Steer { text });
-                                }
+                                letter = inbox.recv() => steer(&mut machine, &services, letter),
                                 reply = &mut call => break Some(reply),
                             }
                         }
@@ -350,6 +364,36 @@ fn drive_steps(
     }
 }
 
+/// What a tool call's span says of the tool `name` of `catalog`.
+fn tool_about<'a>(catalog: &'a ToolCatalog, name: &str) -> ToolAbout<'a> {
+    match catalog.get(name) {
+        Some(entry) => ToolAbout {
+            description: &entry.tool.info().description,
+            kind: if entry.client {
+                ToolKind::Function
+            } else {
+                ToolKind::Extension
+            },
+        },
+        None => ToolAbout {
+            description: "",
+            kind: ToolKind::Extension,
+        },
+    }
+}
+
+/// Gives the calls the machine ended without running (refused, duplicates) their spans.
+fn trace_refused_calls(machine: &mut RunMachine, services: &RunServices) {
+    let refused = machine.take_refused_calls();
+    if !services.trace.is_on() {
+        return;
+    }
+    for record in &refused {
+        let about = tool_about(machine.catalog(), &record.tool);
+        services.trace.refused_call(record, &about);
+    }
+}
+
 /// What a batch of tool calls reports to while it runs.
 struct Batch<'a> {
     emitter: &'a mut Emitter,
@@ -378,7 +422,10 @@ async fn run_tools(
     let mut running: Running<_> = invocations
         .into_iter()
         .map(|invocation| {
-            let span = services.trace.tool(&invocation);
+            let span = services.trace.tool(
+                &invocation,
+                &tool_about(machine.catalog(), &invocation.tool),
+            );
             let context = ToolContext {
                 run_id: input.run_id,
                 session_id: input.session_id,
@@ -416,8 +463,8 @@ async fn run_tools(
                 continue;
             }
             // Kept for the LLM call after the batch.
-            text = inbox.recv() => {
-                feed(machine, services.inputs.as_ref(), Input::Steer { text });
+            letter = inbox.recv() => {
+                steer(machine, services, letter);
                 continue;
             }
             result = running.next() => result,
@@ -427,9 +474,14 @@ async fn run_tools(
         while let Ok(event) = nested.try_recv() {
             relay(emitter, writer, event);
         }
-        if let Some(step) = feed(machine, services.inputs.as_ref(), Input::ToolResult(result)) {
-            return step;
+        match feed(machine, services.inputs.as_ref(), Input::ToolResult(result)) {
+            Handled::Next(step) => return step,
+            Handled::BatchRunning => {}
+            other => {
+                tracing::warn!(run_id = %machine.run_id(), ?other, "unexpected answer to a tool result");
+            }
         }
+        trace_refused_calls(machine, services);
         // A call that ended is saved, and reported, before the rest of the batch ends.
         let pending = Step::CallTools(Vec::new());
         if let Err(error) = writer.commit(machine, emitter, &pending).await {

@@ -63,8 +63,9 @@ pub use llm::{
 };
 pub use machine::text::is_tool_error_message;
 pub use machine::{
-    CallRefusal, Input, InputAnswer, InvalidAnswer, MachineChanges, OtherStateVersion, RunContext,
-    RunFailure, RunInput, RunMachine, RunOutcome, RunProgress, RunState, Step, UnreadableState,
+    CallRefusal, Handled, Input, InputAnswer, InvalidAnswer, MachineChanges, OtherStateVersion,
+    RunContext, RunFailure, RunInput, RunMachine, RunOutcome, RunProgress, RunState, Step,
+    UnreadableState,
 };
 pub use names::sanitize as provider_safe_name;
 pub use policy::DEFAULT_USER;

@@ -61,6 +61,9 @@ pub struct ModelReply {
     /// The model that answered, as the provider names it (often a dated snapshot of the one
     /// asked for); it names the call's price.
     pub model: Option<String>,
+    /// The provider's id of this reply (`chatcmpl-...`, `msg_...`, `resp_...`), for the
+    /// call's span (`gen_ai.response.id`).
+    pub id: Option<String>,
 }
 
 impl ModelReply {

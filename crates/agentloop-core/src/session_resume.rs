@@ -12,7 +12,9 @@ use crate::{
     agent::Agent,
     driver::DriveFrom,
     emitter::{Emitter, EventSink},
-    machine::{Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState},
+    machine::{
+        Handled, Input, InvalidAnswer, OtherStateVersion, RunOutcome, RunState, UnreadableState,
+    },
     policy::{DEFAULT_USER, UnknownWorkflow},
     session_run::Saving,
     store::{Store, StoreError},
@@ -121,11 +123,16 @@ impl Agent {
         answer: &crate::machine::InputAnswer,
     ) -> Result<Resumed, ResumeError> {
         let mut restored = self.restore_paused(run_id).await?;
-        let now = crate::clock::now();
-        let step = restored.machine.resume_at(answer, now)?;
-        if let Some(log) = &self.services().inputs {
-            log.record(run_id, &Input::Answer(answer.clone()), now);
-        }
+        // Through the machine's one way in, so that the input log sees the answer.
+        let step = match crate::driver::feed(
+            &mut restored.machine,
+            self.services().inputs.as_ref(),
+            Input::Answer(answer.clone()),
+        ) {
+            Handled::Next(step) => step,
+            Handled::AnswerRefused(refused) => return Err(refused.into()),
+            _ => return Err(InvalidAnswer::NotWaiting.into()),
+        };
         self.claim(&restored, run_id).await?;
         Ok(restored.with_step(self, step))
     }
@@ -138,6 +145,7 @@ impl Agent {
             self.services().inputs.as_ref(),
             Input::Cancel,
         )
+        .step()
         .ok_or(ResumeError::NotPaused(run_id))?;
         self.claim(&restored, run_id).await?;
         Ok(restored.with_step(self, step))
@@ -176,6 +184,7 @@ impl Agent {
             self.services().inputs.as_ref(),
             input,
         )
+        .step()
         .ok_or(ResumeError::NotAdoptable(run_id))?;
         Ok(restored.with_step(self, step))
     }
@@ -284,7 +293,8 @@ impl Restored {
     fn with_step(self, agent: &Agent, step: crate::machine::Step) -> Resumed {
         let run_id = self.machine.run_id();
         let session_id = self.machine.input().session_id;
-        let trace = agent.start_trace(run_id, session_id, self.traceparent.as_deref());
+        let model = self.machine.input().model.as_deref();
+        let trace = agent.start_trace(run_id, session_id, model, self.traceparent.as_deref());
         Resumed {
             trace,
             machine: self.machine,

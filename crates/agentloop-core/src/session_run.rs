@@ -163,7 +163,12 @@ impl Agent {
         let run_id = *request.run_id.get_or_insert_with(Uuid::now_v7);
         self.policy_for(&request.context)?;
         let Some(store) = self.store().cloned() else {
-            let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
+            let trace = self.start_trace(
+                run_id,
+                session_id,
+                request.model.as_deref(),
+                request.traceparent.as_deref(),
+            );
             let save_chat = request.save_chat;
             let (input, _) = self.run_input(request);
             return Ok(BegunRun {
@@ -183,7 +188,12 @@ impl Agent {
             .clone();
         // Started before the run is saved, so that the run is saved with it: after a restart,
         // the run goes on in this trace.
-        let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
+        let trace = self.start_trace(
+            run_id,
+            session_id,
+            request.model.as_deref(),
+            request.traceparent.as_deref(),
+        );
         let (existing_session, save_chat, include_history, supersede) = (
             request.existing_session,
             request.save_chat,
@@ -454,7 +464,12 @@ impl Agent {
             Some(_) => run_with_store(self, request, &mut emitter, cancel).await,
             None => {
                 let session_id = *request.session_id.get_or_insert_with(Uuid::now_v7);
-                let trace = self.start_trace(run_id, session_id, request.traceparent.as_deref());
+                let trace = self.start_trace(
+                    run_id,
+                    session_id,
+                    request.model.as_deref(),
+                    request.traceparent.as_deref(),
+                );
                 let machine = self.prepare(request);
                 let services = self.services_traced(trace);
                 drive(machine, services, &mut emitter, cancel, None).await

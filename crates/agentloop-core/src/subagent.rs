@@ -268,6 +268,7 @@ impl Tool for SubAgentTool {
                     run_id,
                     session_id: context.session_id,
                     agent: Some(&self.name),
+                    model: self.spec.model.as_deref(),
                     parent: context.traceparent.as_deref(),
                 },
             ),

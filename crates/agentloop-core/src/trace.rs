@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use agentloop_protocol::ToolExecutionRecord;
 use uuid::Uuid;
 
 use crate::{
@@ -27,6 +28,8 @@ pub struct RunSpanStart<'a> {
     pub session_id: Uuid,
     /// The sub-agent's name; `None` for the agent itself.
     pub agent: Option<&'a str>,
+    /// The model the run asks for; `None`: the configured one.
+    pub model: Option<&'a str>,
     /// The W3C `traceparent` this run continues: an HTTP request's, the tool call that runs a
     /// sub-agent, or the run's own span before a pause or a restart.
     pub parent: Option<&'a str>,
@@ -39,12 +42,42 @@ pub trait RunSpan: Send + Sync {
     /// A child span for one LLM call.
     fn chat(&self, request: &ModelRequest) -> Box<dyn ChatSpan>;
     /// A child span for one tool call.
-    fn tool(&self, call: &ToolInvocation) -> Box<dyn ToolSpan>;
+    fn tool(&self, call: &ToolInvocation, about: &ToolAbout<'_>) -> Box<dyn ToolSpan>;
+    /// A child span, ended at once, for a call refused before it ran (policy, arguments,
+    /// duplicates, a denial): `record` says why.
+    fn refused_call(&self, record: &ToolExecutionRecord, about: &ToolAbout<'_>);
     /// The run stops being driven here (it ended, paused or was handed over).
     fn end(&self, outcome: &RunOutcome);
     /// The run could not begin (its session busy or unknown, the store unavailable): the span
     /// ends as an error of this code.
     fn refused(&self, code: &str, message: &str);
+}
+
+/// What a tool call's span says of its tool.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolAbout<'a> {
+    /// The tool's description, as the model reads it (empty for a tool that left the catalog).
+    pub description: &'a str,
+    pub kind: ToolKind,
+}
+
+/// Where a tool runs, in the GenAI conventions' words (`gen_ai.tool.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Run by the agent, reaching out to a system of its own (an MCP server, a function of
+    /// the program, a sub-agent): `extension`.
+    Extension,
+    /// Run by the run's client, which sends the result back (client tools): `function`.
+    Function,
+}
+
+impl ToolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Extension => "extension",
+            ToolKind::Function => "function",
+        }
+    }
 }
 
 /// One LLM call's span.
@@ -90,8 +123,23 @@ impl RunTrace {
         self.0.as_ref().map(|span| span.chat(request))
     }
 
-    pub(crate) fn tool(&self, call: &ToolInvocation) -> Option<Box<dyn ToolSpan>> {
-        self.0.as_ref().map(|span| span.tool(call))
+    pub(crate) fn tool(
+        &self,
+        call: &ToolInvocation,
+        about: &ToolAbout<'_>,
+    ) -> Option<Box<dyn ToolSpan>> {
+        self.0.as_ref().map(|span| span.tool(call, about))
+    }
+
+    pub(crate) fn refused_call(&self, record: &ToolExecutionRecord, about: &ToolAbout<'_>) {
+        if let Some(span) = &self.0 {
+            span.refused_call(record, about);
+        }
+    }
+
+    /// Whether spans are made: without, nothing need be prepared for them.
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
     }
 
     pub(crate) fn end(&self, outcome: &RunOutcome) {

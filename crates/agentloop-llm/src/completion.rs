@@ -61,6 +61,7 @@ pub(crate) fn into_reply(completion: Completion) -> Result<ModelReply, Completio
         finish_reason: choice.finish_reason,
         usage: completion.usage.map(Into::into),
         model: completion.model.filter(|model| !model.is_empty()),
+        id: completion.id.filter(|id| !id.is_empty()),
     })
 }
 

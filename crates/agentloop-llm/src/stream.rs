@@ -16,6 +16,7 @@ pub(crate) struct ReplyAssembler {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
+    id: Option<String>,
 }
 
 #[derive(Debug)]
@@ -62,6 +63,9 @@ impl ReplyAssembler {
         if let Some(model) = chunk.model.filter(|model| !model.is_empty()) {
             self.model = Some(model);
         }
+        if let Some(id) = chunk.id.filter(|id| !id.is_empty()) {
+            self.id = Some(id);
+        }
         let mut text: Option<String> = None;
         for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
             if let Some(delta) = choice.delta {
@@ -102,6 +106,7 @@ impl ReplyAssembler {
             finish_reason: Some(finish_reason),
             usage: self.usage,
             model: self.model,
+            id: self.id,
         })
     }
 

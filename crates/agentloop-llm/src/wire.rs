@@ -143,6 +143,9 @@ impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
 /// A whole (non-streamed) completion.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Completion {
+    /// The provider's id of the reply (`chatcmpl-...`).
+    #[serde(default)]
+    pub id: Option<String>,
     /// The model that answered (often a dated snapshot of the one asked for).
     #[serde(default)]
     pub model: Option<String>,
@@ -189,6 +192,9 @@ pub(crate) struct CompletionFunction {
 /// One `data:` event of a streamed completion.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Chunk {
+    /// The provider's id of the reply, the same on every chunk.
+    #[serde(default)]
+    pub id: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]

@@ -67,6 +67,8 @@ async fn anthropic_replies_read_the_same_streamed_or_whole() {
         let (shown, reply) = complete(&anthropic(&llm, stream), &with_tool("read a and b")).await;
         let reply = reply.unwrap();
         assert_eq!(shown, "Reading both.", "stream={stream}");
+        let id = reply.id.as_deref().unwrap_or_default();
+        assert!(id.starts_with("msg_scripted_"), "stream={stream}: {id}");
         assert_eq!(reply.content.as_deref(), Some("Reading both."));
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
         let calls: Vec<(&str, &str)> = reply
@@ -195,6 +197,8 @@ async fn responses_replies_read_the_same_streamed_or_whole() {
         let (shown, reply) = complete(&responses(&llm, stream), &with_tool("read a and b")).await;
         let reply = reply.unwrap();
         assert_eq!(shown, "Reading both.", "stream={stream}");
+        let id = reply.id.as_deref().unwrap_or_default();
+        assert!(id.starts_with("resp_scripted_"), "stream={stream}: {id}");
         assert_eq!(reply.tool_calls.len(), 2);
         assert_eq!(reply.tool_calls[1].arguments, r#"{"path":"b"}"#);
         let usage = reply.usage.unwrap();

@@ -112,7 +112,7 @@ async fn usage_is_read_in_both_modes() {
 }
 
 #[tokio::test]
-async fn the_model_that_answered_is_read_in_both_modes() {
+async fn the_model_that_answered_and_the_reply_id_are_read_in_both_modes() {
     for stream in [true, false] {
         let llm = ScriptedLlm::start(vec![Reply::text("ok")]).await;
         let mut request = ask("x");
@@ -123,6 +123,11 @@ async fn the_model_that_answered_is_read_in_both_modes() {
             reply.model.as_deref(),
             Some("gpt-4o-mini-2024-07-18"),
             "stream={stream}"
+        );
+        let id = reply.id.as_deref().unwrap_or_default();
+        assert!(
+            id.starts_with("chatcmpl-scripted-"),
+            "stream={stream}: {id}"
         );
     }
 }

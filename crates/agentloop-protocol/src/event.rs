@@ -345,9 +345,10 @@ pub struct PendingCall {
 ///
 /// The cost comes from the price table (`[prices."MODEL"]`): `cost_usd` is the sum of the calls
 /// that had a price (and of costs tools reported), `cost_complete` says whether every LLM call
-/// had one. A run whose model has no price has `cost_complete: false`: its `cost_usd` is then
-/// only a lower bound, never to be read as the cost. The usage a provider reports for one call
-/// has no cost yet (`null`, `false`): the loop prices it.
+/// had one. A run none of whose calls had a price has `cost_usd: null` (unknown), and
+/// `cost_complete: false`; a run some of whose calls had one has the cost of those, only a
+/// lower bound with `cost_complete: false`, never to be read as the cost. The usage a provider
+/// reports for one call has no cost yet (`null`, `false`): the loop prices it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
@@ -404,11 +405,21 @@ impl Usage {
             (mine, theirs) => mine.or(theirs),
         };
         self.cost_complete = self.cost_complete && other.cost_complete;
+        self.forget_unknown_nothing();
     }
 
     /// Adds a cost that is not an LLM call's (a tool that reports what it spent).
     pub fn add_cost(&mut self, cost_usd: f64) {
         self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost_usd);
+        self.forget_unknown_nothing();
+    }
+
+    /// A cost not complete of which nothing is known is unknown (`null`), not `0.0`: a lower
+    /// bound of nothing would read as free.
+    fn forget_unknown_nothing(&mut self) {
+        if !self.cost_complete && self.cost_usd == Some(0.0) {
+            self.cost_usd = None;
+        }
     }
 
     pub fn total(&self) -> u64 {
@@ -506,6 +517,38 @@ mod tests {
         let value = serde_json::to_value(run).unwrap();
         assert_eq!(value["cost_usd"], json!(0.5));
         assert_eq!(value["cost_complete"], json!(false));
+    }
+
+    #[test]
+    fn a_run_whose_calls_had_no_price_has_an_unknown_cost_not_zero() {
+        let unpriced = Usage {
+            prompt_tokens: 10,
+            ..Usage::default()
+        };
+        let mut run = Usage::nothing_spent();
+        assert_eq!((run.cost_usd, run.cost_complete), (Some(0.0), true));
+        run.add(unpriced);
+        assert_eq!((run.cost_usd, run.cost_complete), (None, false));
+        assert_eq!(serde_json::to_value(run).unwrap()["cost_usd"], json!(null));
+        run.add(unpriced);
+        assert_eq!(run.cost_usd, None, "still unknown");
+        run.add(Usage {
+            cost_usd: Some(0.25),
+            cost_complete: true,
+            ..Usage::default()
+        });
+        assert_eq!(
+            (run.cost_usd, run.cost_complete),
+            (Some(0.25), false),
+            "the known part, a lower bound"
+        );
+        let mut tool_paid = Usage::nothing_spent();
+        tool_paid.add(unpriced);
+        tool_paid.add_cost(0.1);
+        assert_eq!(
+            (tool_paid.cost_usd, tool_paid.cost_complete),
+            (Some(0.1), false)
+        );
     }
 
     #[test]

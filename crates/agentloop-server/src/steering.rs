@@ -1,6 +1,7 @@
-//! `POST /v1/runs/{id}/messages`: steering a run while it works. The message joins the
-//! conversation before the run's next LLM call (never in the middle of a tool batch), with a
-//! `user_message` event, and the run goes on.
+//! `POST /v1/runs/{id}/messages`: steering a run while it works. The answer is the run's: a
+//! message it takes joins the conversation before the run's next LLM call (never in the middle
+//! of a tool batch), with a `user_message` event, and the run goes on; one it cannot read any
+//! more is refused (`too_late`).
 
 use agentloop_core::{SteerError, protocol::RunStatus};
 use axum::{Json, extract::State, http::StatusCode};
@@ -41,9 +42,11 @@ pub struct SteeringAnswer {
 
 /// Send a message to a run while it works (steering).
 ///
-/// The message is queued and added to the conversation before the run's next LLM call (never
-/// in the middle of a tool batch); the run emits `user_message {text}` then and goes on. A run
-/// whose model answers while messages wait answers them in the same run.
+/// The run answers: a message it takes is queued and added to the conversation before the
+/// run's next LLM call (never in the middle of a tool batch); the run emits
+/// `user_message {text}` then and goes on. A run whose model answers while messages wait
+/// answers them in the same run. A run that will make no further LLM call refuses the message
+/// with 409 `too_late`.
 #[utoipa::path(
     post,
     path = "/v1/runs/{id}/messages",
@@ -54,7 +57,7 @@ pub struct SteeringAnswer {
         (status = 202, description = "The message is queued for the run's next LLM call", body = SteeringAnswer),
         (status = 400, description = "No text, or an empty one", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The run ended, or waits for input (answer it with /input)", body = ErrorBody),
+        (status = 409, description = "The run ended (`run_finished`), waits for input (`run_awaiting_input`: answer it with /input), works on another instance (`run_elsewhere`), or makes no further LLM call that would read the message (`too_late`: its last allowed step or its summary is under way; send it as a new message once the run ends)", body = ErrorBody),
         (status = 413, body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -74,7 +77,7 @@ pub async fn send_message(
     }
     let queued = match state.runs.get(id) {
         Some(run) if run.user_id != user => return Err(ApiError::not_found("run", id)),
-        Some(run) if !run.is_finished() => state.agent.steer(id, &body.text),
+        Some(run) if !run.is_finished() => state.agent.steer(id, &body.text).await,
         _ => Err(SteerError::NotRunning(id)),
     };
     match queued {
@@ -88,6 +91,13 @@ pub async fn send_message(
         Err(SteerError::Empty) => Err(ApiError::bad_request(
             "invalid_body",
             "text: the message is empty",
+        )),
+        Err(SteerError::TooLate(_)) => Err(ApiError::conflict(
+            "too_late",
+            format!(
+                "run {id} is making its last LLM call and would not read this message; send it \
+                 as a new message once the run ends"
+            ),
         )),
         Err(_) => {
             let run = owned_run(&state, id, &user).await?;

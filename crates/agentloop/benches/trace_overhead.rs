@@ -104,6 +104,7 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let receiver = collector.block_on(OtlpReceiver::start()).unwrap();
     let model = ModelInfo {
+        server: None,
         provider: "openai".into(),
         model: "bench".into(),
     };

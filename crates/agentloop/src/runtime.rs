@@ -209,9 +209,13 @@ fn start_traces(config: &Config) -> Result<Option<Traces>, TelemetryError> {
         agentloop_llm::Provider::Anthropic => "anthropic",
         agentloop_llm::Provider::Scripted => "agentloop.scripted",
     };
+    let scripted = config.llm.provider == agentloop_llm::Provider::Scripted;
     let model = ModelInfo {
         provider: provider.to_string(),
         model: config.llm.model.clone(),
+        server: (!scripted)
+            .then(|| ModelInfo::server_of(config.llm.base_url()))
+            .flatten(),
     };
     Traces::start(&export, model).map(Some)
 }

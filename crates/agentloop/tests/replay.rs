@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use agentloop::{
     Event, EventKind, RunRequest, Runtime,
     core::{
-        Agent, CallPurpose, EventSink, Input, InputAnswer, InputLog, RunMachine, RunState, Step,
+        Agent, CallPurpose, EventSink, Handled, Input, InputAnswer, InputLog, RunMachine, RunState,
+        Step,
     },
 };
 use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm};
@@ -97,9 +98,9 @@ fn replay(agent: &Agent, recorder: &Recorder, run_id: Uuid) -> (Vec<EventKind>, 
         let step = machine.handle(input, at);
         events.extend(machine.take_changes().events);
         purpose = match step {
-            Some(Step::CallModel(request)) => Some(request.purpose),
-            Some(_) => None,
-            None => purpose,
+            Handled::Next(Step::CallModel(request)) => Some(request.purpose),
+            Handled::Next(_) => None,
+            _ => purpose,
         };
     }
     (merge_text(events), machine.state().clone())

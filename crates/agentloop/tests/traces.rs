@@ -91,6 +91,10 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
     let prices = "[prices.scripted]\ninput = 1.0\noutput = 2.0\n";
     let extra = format!("{}\n{prices}", telemetry(&receiver, false));
     let runtime = traced_runtime(config(&llm, None, &extra)).await;
+    let llm_port = reqwest::Url::parse(&llm.base_url())
+        .unwrap()
+        .port()
+        .unwrap();
     let (_, outcome) = run(&runtime, "Echo one, then add 1 and 2").await;
     assert_eq!(outcome.status, RunStatus::Completed);
     let spans = exported(&runtime, &receiver).await;
@@ -105,6 +109,8 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
     );
     assert_eq!(agent.text("gen_ai.operation.name"), Some("invoke_agent"));
     assert_eq!(agent.text("gen_ai.agent.name"), Some("agentloop"));
+    assert_eq!(agent.text("gen_ai.agent.id"), Some("agentloop"));
+    assert_eq!(agent.text("gen_ai.request.model"), Some("scripted"));
     let session_id = outcome.session_id.to_string();
     assert_eq!(
         agent.text("gen_ai.conversation.id"),
@@ -151,8 +157,22 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
         assert_eq!(chat.text("gen_ai.provider.name"), Some("openai"));
         assert_eq!(chat.text("gen_ai.request.model"), Some("scripted"));
         assert_eq!(chat.text("gen_ai.response.model"), Some("scripted"));
+        assert_eq!(chat.text("server.address"), Some("127.0.0.1"));
+        assert_eq!(chat.integer("server.port"), Some(i64::from(llm_port)));
         assert!(chat.attribute("error.type").is_none());
     }
+    let reply_ids: Vec<&str> = chats
+        .iter()
+        .map(|chat| chat.text("gen_ai.response.id").unwrap())
+        .collect();
+    assert_eq!(reply_ids.len(), 3);
+    for id in &reply_ids {
+        assert!(id.starts_with("chatcmpl-"), "the provider's id: {id}");
+    }
+    assert!(
+        reply_ids[0] != reply_ids[1] && reply_ids[1] != reply_ids[2],
+        "{reply_ids:?}"
+    );
     let costs: Vec<f64> = chats
         .iter()
         .map(|chat| {
@@ -210,7 +230,54 @@ async fn a_chained_run_exports_its_agent_llm_and_tool_spans_parented() {
             Some(record.call_id.as_str())
         );
         assert_eq!(tool.text("agentloop.tool.status"), Some("success"));
+        assert_eq!(tool.text("gen_ai.tool.type"), Some("extension"));
     }
+    assert_eq!(
+        tools[0].text("gen_ai.tool.description"),
+        Some("Returns its text unchanged")
+    );
+    assert_eq!(
+        tools[1].text("gen_ai.tool.description"),
+        Some("Adds two numbers")
+    );
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_refused_before_it_runs_has_its_span_with_the_reason() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__add", json!({"a": "one", "b": 2})),
+        Reply::text("The call was refused."),
+    ])
+    .await;
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let runtime = traced_runtime(config(&llm, None, &telemetry(&receiver, false))).await;
+    let (_, outcome) = run(&runtime, "Add them").await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let record = &outcome.records[0];
+    assert_ne!(record.status.as_str(), "success", "{record:?}");
+    let spans = exported(&runtime, &receiver).await;
+
+    let tool = one(&spans, "execute_tool test.add");
+    let agent = one(&spans, "invoke_agent ");
+    assert_eq!(tool.parent_span_id, agent.span_id);
+    assert_eq!(tool.text("gen_ai.operation.name"), Some("execute_tool"));
+    assert_eq!(tool.text("gen_ai.tool.name"), Some("test.add"));
+    assert_eq!(
+        tool.text("gen_ai.tool.call.id"),
+        Some(record.call_id.as_str())
+    );
+    assert_eq!(tool.text("gen_ai.tool.type"), Some("extension"));
+    assert_eq!(
+        tool.text("gen_ai.tool.description"),
+        Some("Adds two numbers")
+    );
+    assert_eq!(
+        tool.text("agentloop.tool.status"),
+        Some(record.status.as_str())
+    );
+    assert_eq!(tool.text("error.type"), Some("refused"));
+    assert_eq!(tool.status_code, STATUS_ERROR);
     runtime.shutdown().await;
 }
 

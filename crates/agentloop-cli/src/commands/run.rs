@@ -373,7 +373,7 @@ impl Printer {
                 Some(line) = self.keyboard.typed() => {
                     let (agent, run_id) = run;
                     if !line.trim().is_empty() {
-                        match agent.steer(run_id, &line) {
+                        match agent.steer(run_id, &line).await {
                             Ok(()) => self.view.status("sent to the run: added before its next step"),
                             Err(error) => self.view.warn(&format!("not sent: {error}")),
                         }

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::schemas;
+use super::{planning::write_plan_schema, schemas};
 use crate::{catalog::SchemaViolations, llm::ToolSpec, settings::AgentSettings};
 
 /// The arguments of `ask_user`: its JSON Schema is derived from this type.
@@ -18,6 +18,11 @@ pub(crate) struct AskUserArgs {
     /// One short, specific question for the user.
     #[schemars(length(min = 1))]
     pub question: String,
+}
+
+/// Arguments of the built-in `ask_user` tool.
+pub(crate) fn ask_user_schema() -> Value {
+    crate::tool::schema_for::<AskUserArgs>()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +53,7 @@ static WRITE_PLAN: LazyLock<Definition> = LazyLock::new(|| {
         "Update the plan of this request as you make progress: mark sub-tasks done or blocked, \
          add sub-tasks you discovered (a new id with a description), or change the goal. Only the \
          sub-tasks you name change.",
-        schemas::write_plan_schema(),
+        write_plan_schema(),
     )
 });
 
@@ -58,7 +63,7 @@ static ASK_USER: LazyLock<Definition> = LazyLock::new(|| {
         "Ask the user one short question when the request is ambiguous in a way that changes \
          what to do (which person, which project, which period) and the conversation does not \
          settle it. The run pauses until the user answers; the answer is this tool's result.",
-        schemas::ask_user_schema(),
+        ask_user_schema(),
     )
 });
 

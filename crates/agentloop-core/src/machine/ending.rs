@@ -111,6 +111,9 @@ impl RunMachine {
             let message = ChatMessage::assistant(answer.clone());
             self.push_message(MessageKind::Dialogue, message, serde_json::Value::Null)
         });
+        // Messages the run took that no LLM call read stay in the session, after the answer,
+        // as the user's next words: taken, never lost.
+        self.apply_steering();
         self.emit(EventKind::Done {
             status,
             iterations: self.state.iteration,

@@ -38,9 +38,9 @@ pub use agentloop_protocol::InputAnswer;
 pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
 pub use checkpoint::{OtherStateVersion, UnreadableState, first_checkpoint};
 pub use pipeline::recheck;
-pub use recovery::OUTCOME_UNKNOWN;
 pub use state::RunState;
-pub use text::{bound, fallback_answer, one_line, records_digest};
+pub use steering::SteerError;
+pub use text::{OUTCOME_UNKNOWN, bound, fallback_answer, one_line, records_digest};
 
 use crate::{
     catalog::{CatalogEntry, ToolCatalog},
@@ -114,6 +114,30 @@ pub enum Step {
     CallModel(ModelRequest),
     CallTools(Vec<ToolInvocation>),
     Finished(Box<RunOutcome>),
+}
+
+/// What the machine did with an input ([`RunMachine::handle`]).
+#[derive(Debug)]
+#[must_use]
+pub enum Handled {
+    /// The next step for the driver.
+    Next(Step),
+    /// A call of the batch ended and others still run: nothing to do until they end.
+    BatchRunning,
+    /// A message sent while the run works: queued for the next LLM call, or refused.
+    Steered(Result<(), SteerError>),
+    /// An answer that does not fit what the paused run waits for; the run stays paused.
+    AnswerRefused(InvalidAnswer),
+}
+
+impl Handled {
+    /// The next step, when the input led to one.
+    pub fn step(self) -> Option<Step> {
+        match self {
+            Handled::Next(step) => Some(step),
+            _ => None,
+        }
+    }
 }
 
 /// What the driver feeds the machine: each input arrives with the time it happened
@@ -261,6 +285,9 @@ pub struct RunMachine {
     outbox: Vec<EventKind>,
     /// The cost of the last LLM call fed, for telemetry (not part of the state).
     last_call_cost: Option<f64>,
+    /// Calls that ended without running since [`RunMachine::take_refused_calls`], for their
+    /// spans (not part of the state).
+    refused_here: Vec<ToolExecutionRecord>,
 }
 
 impl RunMachine {
@@ -359,30 +386,34 @@ impl RunMachine {
             record_by_call,
             outbox: Vec::new(),
             last_call_cost: None,
+            refused_here: Vec::new(),
         }
     }
 
-    /// Handles `input`, which happened at `now`, and returns the next step; `None` while a
-    /// batch still has calls running (or for an answer that does not fit: the run stays
-    /// paused).
-    pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Option<Step> {
+    /// Handles `input`, which happened at `now`, and says what came of it.
+    pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Handled {
         // Never backwards, should the clock that feeds the machine be adjusted.
         self.state.now = now.max(self.state.now);
         match input {
-            Input::Start => Some(self.start()),
+            Input::Start => Handled::Next(self.start()),
             Input::ModelReply { reply, duration_ms } => {
-                Some(self.on_model_reply_after(reply, duration_ms))
+                Handled::Next(self.on_model_reply_after(reply, duration_ms))
             }
-            Input::ToolResult(result) => self.on_tool_result(result),
-            Input::Answer(answer) => self.resume(&answer).ok(),
-            Input::Cancel => Some(self.cancel()),
-            Input::Fail { code, message } => Some(self.fail(code, message)),
-            Input::StoreLost { error, announced } => Some(self.fail_unsaved(&error, announced)),
-            Input::Resume { reason, instance } => Some(self.recover(reason, instance)),
-            Input::Steer { text } => {
-                self.steer(text);
-                None
+            Input::ToolResult(result) => match self.on_tool_result(result) {
+                Some(step) => Handled::Next(step),
+                None => Handled::BatchRunning,
+            },
+            Input::Answer(answer) => match self.resume(&answer) {
+                Ok(step) => Handled::Next(step),
+                Err(refused) => Handled::AnswerRefused(refused),
+            },
+            Input::Cancel => Handled::Next(self.cancel()),
+            Input::Fail { code, message } => Handled::Next(self.fail(code, message)),
+            Input::StoreLost { error, announced } => {
+                Handled::Next(self.fail_unsaved(&error, announced))
             }
+            Input::Resume { reason, instance } => Handled::Next(self.recover(reason, instance)),
+            Input::Steer { text } => Handled::Steered(self.steer(text)),
         }
     }
 
@@ -411,6 +442,12 @@ impl RunMachine {
     /// What the last LLM call fed to the machine cost, when it had a price.
     pub fn last_call_cost(&self) -> Option<f64> {
         self.last_call_cost
+    }
+
+    /// The records of the calls that ended without running (refused, duplicates, skipped)
+    /// since the last time they were taken: the driver gives each its span.
+    pub fn take_refused_calls(&mut self) -> Vec<ToolExecutionRecord> {
+        std::mem::take(&mut self.refused_here)
     }
 
     /// Events produced since the last call, in order.
@@ -502,16 +539,6 @@ impl RunMachine {
             return None;
         }
         self.open_question()
-    }
-
-    /// [`RunMachine::resume`] with an answer given at `now`.
-    pub fn resume_at(
-        &mut self,
-        answer: &InputAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<Step, InvalidAnswer> {
-        self.state.now = now.max(self.state.now);
-        self.resume(answer)
     }
 
     /// Continues a paused run with a human's answer. An answer that does not fit what the run

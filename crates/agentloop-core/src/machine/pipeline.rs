@@ -584,6 +584,7 @@ impl RunMachine {
             status,
             error.clone(),
         );
+        self.refused_here.push(record.clone());
         self.emit(EventKind::ToolExecuted {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -619,6 +620,7 @@ impl RunMachine {
             ToolStatus::Skipped,
             error,
         );
+        self.refused_here.push(record.clone());
         let in_batch = self.state.phase.batch().and_then(|batch| {
             batch
                 .slots

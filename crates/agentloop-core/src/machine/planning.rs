@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{
     Phase, RunMachine, Step,
     guidance::{JsonRetry, render_plan},
-    schemas::{self, Schema},
+    schemas,
     text::one_line,
 };
 use crate::{
@@ -51,6 +51,11 @@ impl PlanProblem {
 }
 
 /// The arguments of `write_plan`: its JSON Schema is derived from this type.
+/// Arguments of the built-in `write_plan` tool.
+pub(crate) fn write_plan_schema() -> Value {
+    crate::tool::schema_for::<PlanUpdate>()
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PlanUpdate {
@@ -234,7 +239,7 @@ impl RunMachine {
 /// Reads and checks a plan from the model's reply: the first JSON object that is a valid plan.
 pub(crate) fn parse_plan(text: &str) -> Result<Plan, ObjectError<PlanProblem>> {
     find_object(text, |value| {
-        schemas::validate(Schema::Plan, &value)?;
+        schemas::validate_plan(&value)?;
         let plan: Plan = serde_json::from_value(value).map_err(PlanProblem::unreadable("plan"))?;
         check_plan(&plan)?;
         Ok(plan)

@@ -15,9 +15,6 @@ use serde_json::json;
 use super::{RunMachine, Step, batch::SlotState, state::Phase, text};
 use crate::{llm::ToolChoice, settings::UnknownOutcome};
 
-/// The error code of a call whose outcome a crash left unknown.
-pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
-
 /// What becomes of a call that was running when the process stopped.
 enum Cutoff {
     RunAgain,
@@ -86,7 +83,7 @@ impl RunMachine {
                         SlotState::Resolved { record, .. } => {
                             let message = json!({
                                 "status": ToolStatus::Error.as_str(),
-                                "code": OUTCOME_UNKNOWN,
+                                "code": text::OUTCOME_UNKNOWN,
                                 "error": record.error,
                                 "hint": text::OUTCOME_UNKNOWN_HINT,
                             })

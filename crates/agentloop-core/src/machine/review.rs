@@ -4,6 +4,8 @@
 //! (a reason). A verdict that does not validate is sent back once; a second failure counts as
 //! `continue` and is noted in the trace.
 
+use std::sync::LazyLock;
+
 use agentloop_protocol::{FinalizeReason, Plan};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,12 +14,14 @@ use super::{
     Phase, RunMachine, Step,
     guidance::{ReviewEntry, render_plan},
     planning::{PlanProblem, check_plan},
-    schemas::{self, Schema},
+    schemas::{self, Compiled},
     text::{one_line, records_digest},
 };
 use crate::{
+    catalog::SchemaViolations,
     json_text::{ObjectError, find_object},
     llm::{CallPurpose, ModelReply},
+    tool::schema_for,
 };
 
 /// A reviewer's verdict; its JSON Schema is derived from this type: each action needs its field.
@@ -173,9 +177,17 @@ impl RunMachine {
     }
 }
 
+static VERDICT: LazyLock<Compiled> = LazyLock::new(|| schemas::compile(&schema_for::<Verdict>()));
+
+/// Checks a reviewer's verdict (`{action: continue|replan|ask_user|stop, reason, plan,
+/// question}`, each action with its field) against the schema derived from [`Verdict`].
+pub(crate) fn validate_verdict(value: &serde_json::Value) -> Result<(), SchemaViolations> {
+    schemas::check(&VERDICT, value)
+}
+
 fn parse_verdict(text: &str) -> Result<Verdict, ObjectError<PlanProblem>> {
     find_object(text, |value| {
-        schemas::validate(Schema::Review, &value)?;
+        validate_verdict(&value)?;
         let verdict: Verdict =
             serde_json::from_value(value).map_err(PlanProblem::unreadable("verdict"))?;
         if let Some(plan) = &verdict.plan {

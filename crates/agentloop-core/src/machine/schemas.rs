@@ -1,13 +1,13 @@
-//! The JSON Schemas of what the loop asks the model for in JSON (a plan, a review verdict) and
-//! of its built-in tools' arguments: each derived from the Rust type that reads it
-//! ([`schema_for`]), compiled once.
+//! The JSON Schemas the loop checks what the model writes against: compiled once, each
+//! derived from the Rust type that reads it ([`schema_for`]). The plan's is here (its type is
+//! the protocol's); a verdict's, `write_plan`'s and `ask_user`'s live with their types
+//! (`review.rs`, `planning.rs`, `builtins.rs`).
 
 use std::sync::LazyLock;
 
 use agentloop_protocol::Plan;
 use serde_json::Value;
 
-use super::{builtins::AskUserArgs, planning::PlanUpdate, review::Verdict};
 use crate::{
     catalog::{SchemaViolations, check_schema},
     tool::schema_for,
@@ -17,29 +17,6 @@ use crate::{
 /// clarification_question}`; one that needs clarification must ask something.
 pub(crate) fn plan_schema() -> Value {
     schema_for::<Plan>()
-}
-
-/// A reviewer's verdict: `{action: continue|replan|ask_user|stop, reason, plan, question}`,
-/// each action with its field.
-fn review_schema() -> Value {
-    schema_for::<Verdict>()
-}
-
-/// Arguments of the built-in `write_plan` tool.
-pub(crate) fn write_plan_schema() -> Value {
-    schema_for::<PlanUpdate>()
-}
-
-/// Arguments of the built-in `ask_user` tool.
-pub(crate) fn ask_user_schema() -> Value {
-    schema_for::<AskUserArgs>()
-}
-
-/// The schemas the loop validates against.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Schema {
-    Plan,
-    Review,
 }
 
 /// A schema of the loop, compiled once. One that does not compile fails every check, saying so.
@@ -60,14 +37,10 @@ pub(crate) fn check(compiled: &Compiled, value: &Value) -> Result<(), SchemaViol
 }
 
 static PLAN: LazyLock<Compiled> = LazyLock::new(|| compile(&plan_schema()));
-static REVIEW: LazyLock<Compiled> = LazyLock::new(|| compile(&review_schema()));
 
-/// Checks `value`; the error lists every problem with where it was found.
-pub(crate) fn validate(schema: Schema, value: &Value) -> Result<(), SchemaViolations> {
-    match schema {
-        Schema::Plan => check(&PLAN, value),
-        Schema::Review => check(&REVIEW, value),
-    }
+/// Checks a plan; the error lists every problem with where it was found.
+pub(crate) fn validate_plan(value: &Value) -> Result<(), SchemaViolations> {
+    check(&PLAN, value)
 }
 
 #[cfg(test)]
@@ -75,12 +48,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::machine::{
+        builtins::ask_user_schema,
+        planning::{PlanUpdate, write_plan_schema},
+        review::validate_verdict,
+    };
 
     #[test]
     fn every_schema_compiles() {
         for schema in [
             plan_schema(),
-            review_schema(),
+            schema_for::<crate::machine::review::Verdict>(),
             write_plan_schema(),
             ask_user_schema(),
         ] {
@@ -103,7 +81,7 @@ mod tests {
         assert!(validate_with(&write_plan_schema(), &extra).is_err());
         assert!(serde_json::from_value::<PlanUpdate>(extra).is_err());
         let plan = json!({"goal": "g", "sub_tasks": [{"id": "1", "description": "d"}]});
-        assert!(validate(Schema::Plan, &plan).is_ok());
+        assert!(validate_plan(&plan).is_ok());
         assert!(serde_json::from_value::<Plan>(plan).is_ok());
     }
 
@@ -115,19 +93,19 @@ mod tests {
     fn a_plan_that_needs_clarification_must_ask_something() {
         let good = json!({"goal": "g", "sub_tasks": [], "needs_clarification": true,
                           "clarification_question": "Which Alex?"});
-        assert!(validate(Schema::Plan, &good).is_ok());
+        assert!(validate_plan(&good).is_ok());
         let silent = json!({"goal": "g", "sub_tasks": [], "needs_clarification": true});
-        let error = validate(Schema::Plan, &silent).unwrap_err().to_string();
+        let error = validate_plan(&silent).unwrap_err().to_string();
         assert!(error.contains("clarification_question"), "{error}");
         let clear = json!({"goal": "g", "sub_tasks": [], "needs_clarification": false,
                            "clarification_question": null});
-        assert!(validate(Schema::Plan, &clear).is_ok());
+        assert!(validate_plan(&clear).is_ok());
     }
 
     #[test]
     fn plan_problems_name_their_place() {
         let bad = json!({"goal": "", "sub_tasks": [{"id": "1"}], "needs_clarification": "no"});
-        let error = validate(Schema::Plan, &bad).unwrap_err().to_string();
+        let error = validate_plan(&bad).unwrap_err().to_string();
         assert!(error.contains("at /goal"), "{error}");
         assert!(error.contains("at /sub_tasks/0"), "{error}");
         assert!(error.contains("at /needs_clarification"), "{error}");
@@ -135,14 +113,14 @@ mod tests {
 
     #[test]
     fn each_review_action_needs_its_field() {
-        assert!(validate(Schema::Review, &json!({"action": "continue"})).is_ok());
-        assert!(validate(Schema::Review, &json!({"action": "stop"})).is_err());
-        assert!(validate(Schema::Review, &json!({"action": "stop", "reason": "done"})).is_ok());
-        assert!(validate(Schema::Review, &json!({"action": "ask_user"})).is_err());
-        assert!(validate(Schema::Review, &json!({"action": "replan"})).is_err());
-        assert!(validate(Schema::Review, &json!({"action": "dance"})).is_err());
+        assert!(validate_verdict(&json!({"action": "continue"})).is_ok());
+        assert!(validate_verdict(&json!({"action": "stop"})).is_err());
+        assert!(validate_verdict(&json!({"action": "stop", "reason": "done"})).is_ok());
+        assert!(validate_verdict(&json!({"action": "ask_user"})).is_err());
+        assert!(validate_verdict(&json!({"action": "replan"})).is_err());
+        assert!(validate_verdict(&json!({"action": "dance"})).is_err());
         let replan = json!({"action": "replan", "plan":
             {"goal": "g", "sub_tasks": [], "needs_clarification": false}});
-        assert!(validate(Schema::Review, &replan).is_ok());
+        assert!(validate_verdict(&replan).is_ok());
     }
 }

@@ -196,12 +196,15 @@ pub fn tool_timed_out(name: &str, limit: std::time::Duration) -> String {
     )
 }
 
+/// The error code of a call a crash cut off, whose outcome is unknown (`on_unknown_outcome`).
+pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
+
 /// Why a call a crash cut off was not run again.
 pub fn outcome_unknown(tool: &str) -> String {
     format!(
         "{}: the process running this call of {tool} stopped before its result was saved; the \
          call may or may not have taken effect",
-        super::recovery::OUTCOME_UNKNOWN
+        OUTCOME_UNKNOWN
     )
 }
 

@@ -6,21 +6,33 @@ use futures::FutureExt;
 
 use super::*;
 
+/// The text of the next message, answered as taken.
+async fn take(inbox: &mut Inbox) -> String {
+    let letter = inbox.recv().await;
+    let text = letter.text.clone();
+    letter.answer(Ok(()));
+    text
+}
+
 #[tokio::test]
 async fn messages_sent_before_the_driver_waits_come_in_the_order_they_were_sent() {
     let board = Arc::new(SteeringBoard::default());
     let run = Uuid::now_v7();
     let mut inbox = board.open(run);
-    for text in ["first", "  second  ", "third"] {
-        board.send(run, text).unwrap();
-    }
-    assert_eq!(inbox.recv().await, "first");
-    assert_eq!(inbox.recv().await, "second", "sent trimmed");
-    assert_eq!(inbox.recv().await, "third");
+    let answers: Vec<_> = ["first", "  second  ", "third"]
+        .into_iter()
+        .map(|text| board.send(run, text))
+        .collect();
+    assert_eq!(take(&mut inbox).await, "first");
+    assert_eq!(take(&mut inbox).await, "second", "sent trimmed");
+    assert_eq!(take(&mut inbox).await, "third");
     assert!(
         inbox.recv().now_or_never().is_none(),
         "no fourth message: the wait goes on"
     );
+    for answer in answers {
+        assert_eq!(answer.await, Ok(()));
+    }
 }
 
 #[tokio::test]
@@ -28,15 +40,37 @@ async fn a_waiting_driver_is_woken_by_a_message() {
     let board = Arc::new(SteeringBoard::default());
     let run = Uuid::now_v7();
     let mut inbox = board.open(run);
-    let waiting = tokio::spawn(async move { inbox.recv().await });
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!waiting.is_finished(), "nothing was sent yet");
-    board.send(run, "look at the logs too").unwrap();
+    let mut waiting = Box::pin(take(&mut inbox));
+    assert!(
+        futures::poll!(waiting.as_mut()).is_pending(),
+        "nothing was sent yet: the driver waits"
+    );
+    let sent = board.send(run, "look at the logs too");
     let text = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
-        .expect("woken by the message")
-        .unwrap();
+        .expect("woken by the message");
     assert_eq!(text, "look at the logs too");
+    assert_eq!(sent.await, Ok(()));
+}
+
+#[tokio::test]
+async fn the_sender_gets_the_runs_answer() {
+    let board = Arc::new(SteeringBoard::default());
+    let run = Uuid::now_v7();
+    let mut inbox = board.open(run);
+    let sent = board.send(run, "and in euros");
+    inbox.recv().await.answer(Err(SteerError::TooLate(run)));
+    assert_eq!(sent.await, Err(SteerError::TooLate(run)));
+}
+
+#[tokio::test]
+async fn a_message_left_in_an_inbox_that_closes_is_refused() {
+    let board = Arc::new(SteeringBoard::default());
+    let run = Uuid::now_v7();
+    let inbox = board.open(run);
+    let sent = board.send(run, "never read");
+    drop(inbox);
+    assert_eq!(sent.await, Err(SteerError::NotRunning(run)));
 }
 
 #[tokio::test]
@@ -48,26 +82,31 @@ async fn a_wait_given_up_in_a_select_loses_no_message() {
     tokio::select! {
         biased;
         _ = std::future::ready(()) => {}
-        text = inbox.recv() => panic!("no message was sent, got {text:?}"),
+        letter = inbox.recv() => panic!("no message was sent, got {:?}", letter.text),
     }
-    board.send(run, "sent after the wait was dropped").unwrap();
+    let _sent = board.send(run, "sent after the wait was dropped");
     assert_eq!(
-        inbox.recv().now_or_never().as_deref(),
-        Some("sent after the wait was dropped")
+        inbox.recv().now_or_never().map(|letter| letter.text),
+        Some("sent after the wait was dropped".to_string())
     );
 }
 
-#[test]
-fn a_run_without_an_open_inbox_refuses_messages() {
+#[tokio::test]
+async fn a_run_without_an_open_inbox_refuses_messages() {
     let board = Arc::new(SteeringBoard::default());
     let run = Uuid::now_v7();
-    assert_eq!(board.send(run, "hello"), Err(SteerError::NotRunning(run)));
-    let inbox = board.open(run);
-    assert_eq!(board.send(run, "   "), Err(SteerError::Empty));
-    assert_eq!(board.send(run, "hello"), Ok(()));
+    assert_eq!(
+        board.send(run, "hello").await,
+        Err(SteerError::NotRunning(run))
+    );
+    let mut inbox = board.open(run);
+    assert_eq!(board.send(run, "   ").await, Err(SteerError::Empty));
+    let sent = board.send(run, "hello");
+    assert_eq!(take(&mut inbox).await, "hello");
+    assert_eq!(sent.await, Ok(()));
     drop(inbox);
     assert_eq!(
-        board.send(run, "hello again"),
+        board.send(run, "hello again").await,
         Err(SteerError::NotRunning(run)),
         "closed when the driver let go"
     );

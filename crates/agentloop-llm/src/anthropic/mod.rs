@@ -154,6 +154,7 @@ fn joined(earlier: ModelReply, later: ModelReply) -> ModelReply {
         finish_reason: later.finish_reason,
         usage,
         model: None,
+        id: later.id.or(earlier.id),
     }
 }
 

@@ -55,6 +55,7 @@ impl Dialect for MessagesDialect {
         into_reply(blocks, message.stop_reason, usage, self.max_tokens)
             .map(|reply| ModelReply {
                 model: message.model,
+                id: message.id.filter(|id| !id.is_empty()),
                 ..reply
             })
             .map_err(AttemptError::Done)
@@ -125,6 +126,7 @@ fn into_reply(
         finish_reason: Some(finish_reason.to_owned()),
         usage: Some(usage),
         model: None,
+        id: None,
     })
 }
 
@@ -138,6 +140,8 @@ pub(crate) struct StreamFolder {
     usage: WireUsage,
     /// The model that answered (`message_start`).
     model: Option<String>,
+    /// The provider's id of the message (`message_start`).
+    id: Option<String>,
     started: bool,
     stopped: bool,
 }
@@ -154,6 +158,7 @@ impl EventFolder for StreamFolder {
             StreamEvent::MessageStart { message } => {
                 self.started = true;
                 self.model = message.model.filter(|model| !model.is_empty());
+                self.id = message.id.filter(|id| !id.is_empty());
                 if let Some(usage) = message.usage {
                     self.usage.update(usage);
                 }
@@ -219,6 +224,7 @@ impl EventFolder for StreamFolder {
         )
         .map(|reply| ModelReply {
             model: self.model,
+            id: self.id,
             ..reply
         })
     }
@@ -253,6 +259,9 @@ impl StreamFolder {
 
 #[derive(Debug, Deserialize)]
 struct WireMessage {
+    /// The provider's id of the message (`msg_...`).
+    #[serde(default)]
+    id: Option<String>,
     /// The model that answered.
     #[serde(default)]
     model: Option<String>,
@@ -318,6 +327,9 @@ enum StreamEvent {
 
 #[derive(Debug, Deserialize)]
 struct StartedMessage {
+    /// The provider's id of the message (`msg_...`).
+    #[serde(default)]
+    id: Option<String>,
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]

@@ -318,6 +318,7 @@ impl Llm for Player {
                     finish_reason: reply.finish_reason.clone(),
                     usage: reply.usage,
                     model: None,
+                    id: None,
                 })
             }
             (None, Some(error)) => Err(LlmError::NoAnswer(format!(

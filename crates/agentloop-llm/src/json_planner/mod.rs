@@ -75,6 +75,7 @@ impl JsonToolCalling {
                     finish_reason: second.finish_reason,
                     usage,
                     model: None,
+                    id: second.id,
                 })
             }
         }
@@ -146,6 +147,7 @@ fn into_reply(
         finish_reason,
         usage,
         model: None,
+        id: None,
     }
 }
 

@@ -63,6 +63,7 @@ fn text(content: &str) -> Result<ModelReply, LlmError> {
             ..Usage::default()
         }),
         model: None,
+        id: None,
     })
 }
 

@@ -121,6 +121,7 @@ fn finish(
         finish_reason: Some(finish_reason.to_owned()),
         usage: response.usage.map(WireUsage::into_usage),
         model: response.model.filter(|model| !model.is_empty()),
+        id: response.id.filter(|id| !id.is_empty()),
     })
 }
 
@@ -225,6 +226,9 @@ impl EventFolder for StreamFolder {
 
 #[derive(Debug, Clone, Deserialize)]
 struct WireResponse {
+    /// The provider's id of the response (`resp_...`).
+    #[serde(default)]
+    id: Option<String>,
     /// The model that answered.
     #[serde(default)]
     model: Option<String>,

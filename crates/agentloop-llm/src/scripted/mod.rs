@@ -194,6 +194,7 @@ fn reply(content: Option<String>, tool_calls: Vec<ToolCall>) -> ModelReply {
         finish_reason: Some(finish.to_string()),
         usage: None,
         model: None,
+        id: None,
     }
 }
 

@@ -131,6 +131,17 @@ pub struct ModelInfo {
     pub provider: String,
     /// The configured model, for calls that do not name one.
     pub model: String,
+    /// The LLM server's host and port (`server.address`, `server.port` of each `chat` span):
+    /// `base_url`'s; `None` when the model is no server (the scripted one).
+    pub server: Option<(String, u16)>,
+}
+
+impl ModelInfo {
+    /// The host and port of `base_url` (the scheme's port when it names none).
+    pub fn server_of(base_url: &str) -> Option<(String, u16)> {
+        let url = reqwest::Url::parse(base_url).ok()?;
+        Some((url.host_str()?.to_string(), url.port_or_known_default()?))
+    }
 }
 
 impl Traces {

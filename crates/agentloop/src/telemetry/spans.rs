@@ -7,8 +7,8 @@ use std::{collections::HashMap, sync::Arc};
 use agentloop_core::{
     CallPurpose, LlmCallReport, LlmError, ModelReply, ModelRequest,
     machine::{RunOutcome, ToolInvocation, ToolOutcome, ToolResult},
-    protocol::ToolStatus,
-    trace::{ChatSpan, RunSpan, RunSpanStart, ToolSpan, Tracer},
+    protocol::{ToolExecutionRecord, ToolStatus},
+    trace::{ChatSpan, RunSpan, RunSpanStart, ToolAbout, ToolSpan, Tracer},
 };
 use opentelemetry::{
     Array, Context, KeyValue, StringValue, Value,
@@ -27,6 +27,8 @@ struct Shared {
     model: String,
     /// The agent's own name (`gen_ai.agent.name`): the service's.
     agent: String,
+    /// The LLM's host and port (`server.address`, `server.port`); `None` for the scripted model.
+    server: Option<(String, u16)>,
 }
 
 /// The agent's [`Tracer`]: spans of the GenAI conventions, exported by the provider it came
@@ -45,6 +47,7 @@ impl OtelTracer {
             provider: model.provider,
             model: model.model,
             agent: export.service_name.clone(),
+            server: model.server,
         }))
     }
 }
@@ -74,9 +77,13 @@ impl Tracer for OtelTracer {
         let shared = &self.0;
         let parent = continued(start.parent);
         let agent = start.agent.unwrap_or(&shared.agent);
+        let model = start.model.unwrap_or(&shared.model);
         let attributes = vec![
             KeyValue::new("gen_ai.operation.name", "invoke_agent"),
             KeyValue::new("gen_ai.agent.name", agent.to_string()),
+            // An agent is known by its name: the service's, or its `[agents.NAME]`.
+            KeyValue::new("gen_ai.agent.id", agent.to_string()),
+            KeyValue::new("gen_ai.request.model", model.to_string()),
             KeyValue::new("gen_ai.conversation.id", start.session_id.to_string()),
             KeyValue::new("gen_ai.provider.name", shared.provider.clone()),
             KeyValue::new("agentloop.run_id", start.run_id.to_string()),
@@ -116,6 +123,10 @@ impl RunSpan for OtelRunSpan {
             KeyValue::new("gen_ai.request.model", model.clone()),
             KeyValue::new("agentloop.call.purpose", purpose(request.purpose)),
         ];
+        if let Some((address, port)) = &shared.server {
+            attributes.push(KeyValue::new("server.address", address.clone()));
+            attributes.push(KeyValue::new("server.port", i64::from(*port)));
+        }
         if shared.capture_content {
             let (instructions, messages) = content::input_messages(&request.messages);
             if let Some(instructions) = instructions {
@@ -136,13 +147,9 @@ impl RunSpan for OtelRunSpan {
         })
     }
 
-    fn tool(&self, call: &ToolInvocation) -> Box<dyn ToolSpan> {
+    fn tool(&self, call: &ToolInvocation, about: &ToolAbout<'_>) -> Box<dyn ToolSpan> {
         let shared = &self.shared;
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", "execute_tool"),
-            KeyValue::new("gen_ai.tool.name", call.tool.clone()),
-            KeyValue::new("gen_ai.tool.call.id", call.call_id.clone()),
-        ];
+        let mut attributes = tool_attributes(&call.tool, &call.call_id, about);
         if shared.capture_content {
             attributes.push(KeyValue::new(
                 "gen_ai.tool.call.arguments",
@@ -159,6 +166,32 @@ impl RunSpan for OtelRunSpan {
             cx: self.cx.with_span(span),
             capture_content: shared.capture_content,
         })
+    }
+
+    fn refused_call(&self, record: &ToolExecutionRecord, about: &ToolAbout<'_>) {
+        let shared = &self.shared;
+        let mut attributes = tool_attributes(&record.tool, &record.call_id, about);
+        if shared.capture_content {
+            attributes.push(KeyValue::new(
+                "gen_ai.tool.call.arguments",
+                record.arguments.to_string(),
+            ));
+        }
+        attributes.push(KeyValue::new(
+            "agentloop.tool.status",
+            record.status.as_str(),
+        ));
+        attributes.push(KeyValue::new("error.type", "refused"));
+        let span = shared
+            .tracer
+            .span_builder(format!("execute_tool {}", record.tool))
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes)
+            .start_with_context(&shared.tracer, &self.cx);
+        let cx = self.cx.with_span(span);
+        let span = cx.span();
+        span.set_status(Status::error(record.error.clone().unwrap_or_default()));
+        span.end();
     }
 
     fn end(&self, outcome: &RunOutcome) {
@@ -195,6 +228,23 @@ impl RunSpan for OtelRunSpan {
     }
 }
 
+/// What every `execute_tool` span says: the call, and its tool.
+fn tool_attributes(tool: &str, call_id: &str, about: &ToolAbout<'_>) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        KeyValue::new("gen_ai.tool.name", tool.to_string()),
+        KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
+        KeyValue::new("gen_ai.tool.type", about.kind.as_str()),
+    ];
+    if !about.description.is_empty() {
+        attributes.push(KeyValue::new(
+            "gen_ai.tool.description",
+            about.description.to_string(),
+        ));
+    }
+    attributes
+}
+
 fn purpose(purpose: CallPurpose) -> &'static str {
     match purpose {
         CallPurpose::Step => "step",
@@ -215,6 +265,9 @@ impl ChatSpan for OtelChatSpan {
         let span = self.cx.span();
         match reply {
             Some(Ok(reply)) => {
+                if let Some(id) = &reply.id {
+                    span.set_attribute(KeyValue::new("gen_ai.response.id", id.clone()));
+                }
                 if let Some(reason) = &reply.finish_reason {
                     let reasons = Array::String(vec![StringValue::from(reason.clone())]);
                     span.set_attribute(KeyValue::new(

@@ -83,7 +83,7 @@ fn resume(m: &mut RunMachine) -> Step {
         reason: ResumeReason::Adopted,
         instance: "i-2".into(),
     };
-    m.handle(input, m.state.now).unwrap()
+    m.handle(input, m.state.now).step().unwrap()
 }
 
 /// Three calls under way: `s1` (read-only) and `p1` (idempotent) and `x1` (neither); `x0`, of

@@ -137,13 +137,21 @@ fn an_unpriced_model_has_a_null_cost_and_marks_the_run_incomplete() {
     let mut m = machine_under(priced_settings("llama3", Budget::default()));
     model(m.start());
     let outcome = finished(m.on_model_reply(with_usage(text("Hi."), spent(100, 10, 0))));
-    let calls = llm_calls(&m.take_events());
+    let events = m.take_events();
+    let calls = llm_calls(&events);
     assert!(
         matches!(&calls[0], EventKind::LlmCall { cost_usd: None, model: Some(model), .. } if model == "llama3"),
         "{calls:?}"
     );
     assert!(!outcome.usage.cost_complete);
+    assert_eq!(outcome.usage.cost_usd, None, "unknown, not free");
     assert_eq!(outcome.usage.prompt_tokens, 100);
+    let done = events.iter().find_map(|event| match event {
+        EventKind::Done { usage, .. } => Some(*usage),
+        _ => None,
+    });
+    assert_eq!(done.and_then(|usage| usage.cost_usd), None, "{events:?}");
+    assert!(done.is_some());
 }
 
 #[test]
