@@ -15,16 +15,10 @@ use std::{
 use serde_json::json;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::top_level::TopLevel;
-
-/// The most bytes one JSON-RPC message from a server may take (16 MiB, its newline not counted):
-/// rmcp's own limit over stdio, and that of its streamable HTTP client for a JSON body or one
-/// SSE event.
-pub const MAX_MESSAGE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
-
-/// The JSON-RPC code of the error that takes the place of a message over the limit: an internal
-/// error, as the request itself was fine.
-const INTERNAL_ERROR: i64 = -32603;
+use crate::{
+    message_limit::{INTERNAL_ERROR, too_large},
+    top_level::TopLevel,
+};
 
 /// How much is read from the server at a time.
 const CHUNK: usize = 64 * 1024;
@@ -170,26 +164,6 @@ impl Lines {
     }
 }
 
-/// What the call fails with; the model reads it.
-pub(crate) fn too_large(server: &str, size: usize, limit: usize) -> String {
-    format!(
-        "MCP server '{server}' answered with a message of {size} bytes, over the limit of {} \
-         that agentloop accepts in one message, so the answer was dropped; ask the tool for \
-         less (a smaller page, a narrower query)",
-        describe_bytes(limit)
-    )
-}
-
-/// `16 MiB` for whole mebibytes, else the bytes.
-fn describe_bytes(bytes: usize) -> String {
-    const MIB: usize = 1024 * 1024;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else {
-        format!("{bytes} bytes")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
@@ -289,14 +263,5 @@ mod tests {
         assert_eq!(lines.len(), 2, "{output}");
         assert!(lines[0].len() <= 100);
         assert_eq!(lines[1], answer("1", "after"));
-    }
-
-    #[test]
-    fn the_limit_reads_in_mebibytes_when_whole() {
-        assert_eq!(describe_bytes(MAX_MESSAGE_BYTES), "16 MiB");
-        assert_eq!(describe_bytes(100), "100 bytes");
-        let message = too_large("files", 20_000_042, MAX_MESSAGE_BYTES);
-        assert!(message.contains("20000042 bytes"), "{message}");
-        assert!(message.contains("16 MiB"), "{message}");
     }
 }

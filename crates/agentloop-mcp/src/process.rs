@@ -13,10 +13,8 @@ use rmcp::{
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::{
-    McpError, McpServerConfig,
-    lifeline::Lifeline,
-    line_limit::{LineLimit, MAX_MESSAGE_BYTES},
-    stderr::StderrTail,
+    McpError, McpServerConfig, lifeline::Lifeline, line_limit::LineLimit,
+    message_limit::MAX_MESSAGE_BYTES, stderr::StderrTail,
 };
 
 /// How long a server whose output closed may take to exit before it is killed.
