@@ -96,13 +96,25 @@ pub trait Llm: Send + Sync {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LlmError {
-    /// No connection could be made (refused, unknown host): a wrong `base_url`, or a server
-    /// that is not running.
+    /// No connection could be made (refused): a wrong `base_url`, or a server that is not
+    /// running.
     #[error(
         "cannot reach the LLM at {url} ({detail}). Point llm.base_url in agentloop.toml (or the \
          OPENAI_BASE_URL environment variable) at a running OpenAI-compatible server"
     )]
     Unreachable { url: String, detail: String },
+    /// The LLM's host could not be resolved, or no network route leads to it: this machine is
+    /// offline or has no DNS (or the host name is misspelt), which no server at `base_url` can
+    /// fix.
+    #[error(
+        "cannot reach the LLM at {url}: no network, or no DNS answer for {host} ({detail}). \
+         Check this machine's network connection and DNS, and the host name in llm.base_url"
+    )]
+    NoNetwork {
+        url: String,
+        host: String,
+        detail: String,
+    },
     /// The connection broke before an answer came (reset, closed before the status line).
     #[error(
         "cannot reach the LLM at {url} ({detail}). Point llm.base_url in agentloop.toml (or the \
@@ -209,6 +221,7 @@ impl LlmError {
         match self {
             // A client that cannot be configured reaches no LLM.
             LlmError::Unreachable { .. }
+            | LlmError::NoNetwork { .. }
             | LlmError::ConnectionLost { .. }
             | LlmError::NoConnection { .. }
             | LlmError::InvalidConfig(_) => ErrorCode::LlmUnreachable,
@@ -262,6 +275,11 @@ mod tests {
             assert!(error.is_retryable(), "{error:?}");
         }
         let final_ = [
+            LlmError::NoNetwork {
+                url: url.clone(),
+                host: "llm".into(),
+                detail: detail.clone(),
+            },
             LlmError::Unreachable {
                 url: url.clone(),
                 detail,

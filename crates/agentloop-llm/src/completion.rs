@@ -5,7 +5,7 @@ use agentloop_core::protocol::ToolCall;
 
 use crate::exchange::{AttemptError, Dialect, parse_json};
 use crate::stream::ReplyAssembler;
-use crate::wire::{Completion, WireError, arguments_text};
+use crate::wire::{Completion, WireError, arguments_text, call_id_or_generated};
 
 /// The Chat Completions wire format of replies.
 pub(crate) struct ChatDialect;
@@ -63,12 +63,6 @@ pub(crate) fn into_reply(completion: Completion) -> Result<ModelReply, Completio
         model: completion.model.filter(|model| !model.is_empty()),
         id: completion.id.filter(|id| !id.is_empty()),
     })
-}
-
-/// Some local servers send no call ids, but the loop pairs results with calls by id.
-pub(crate) fn call_id_or_generated(id: Option<String>, position: usize) -> String {
-    id.filter(|id| !id.is_empty())
-        .unwrap_or_else(|| format!("call_{}", position + 1))
 }
 
 #[cfg(test)]

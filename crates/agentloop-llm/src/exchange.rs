@@ -12,6 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 use crate::not_openai::{Endpoint, not_openai_message};
+use crate::offline::no_network;
 use crate::retry::retry_after;
 use crate::wire::{WireError, error_message};
 
@@ -183,8 +184,9 @@ fn after_retries(detail: String, still: &str, retries: u32) -> String {
     }
 }
 
-/// Connection refused and DNS failures mean a wrong `base_url` or a server that is not
-/// running: retrying only delays telling the user. A connection this process could not open for
+/// A refused connection means a wrong `base_url` or a server that is not running, a failed DNS
+/// lookup or an unreachable network a machine without network (or a misspelt host): retrying
+/// only delays telling the user. A connection this process could not open for
 /// lack of its own resources (file descriptors, local ports, buffers) says nothing about the
 /// server, and may open once other calls let theirs go: it is tried again, and told as such.
 fn send_error(url: &str, error: &reqwest::Error) -> AttemptError {
@@ -192,6 +194,17 @@ fn send_error(url: &str, error: &reqwest::Error) -> AttemptError {
         return AttemptError::NoConnection {
             detail: format!("{} ({advice})", root_cause(error)),
         };
+    }
+    if error.is_connect() && no_network(error) {
+        let host = error
+            .url()
+            .and_then(|url| url.host_str())
+            .unwrap_or_default();
+        return AttemptError::Done(LlmError::NoNetwork {
+            url: url.to_owned(),
+            host: host.to_owned(),
+            detail: root_cause(error),
+        });
     }
     if error.is_connect() || error.is_builder() {
         AttemptError::Done(LlmError::Unreachable {

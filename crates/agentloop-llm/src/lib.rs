@@ -15,6 +15,7 @@ mod config;
 mod exchange;
 mod json_planner;
 mod not_openai;
+mod offline;
 mod pools;
 mod provider;
 mod responses;

@@ -3,9 +3,10 @@
 use agentloop_core::protocol::{ToolCall, Usage};
 use agentloop_core::{LlmError, ModelReply};
 
-use crate::completion::call_id_or_generated;
 use crate::exchange::{AttemptError, EventFolder, Folded};
-use crate::wire::{Chunk, ToolCallDelta, WireError, arguments_text, error_message};
+use crate::wire::{
+    Chunk, ToolCallDelta, WireError, arguments_text, call_id_or_generated, error_message,
+};
 
 /// Accumulates the deltas of a streamed completion. Only choice 0 is read: agentloop never asks
 /// for more than one.

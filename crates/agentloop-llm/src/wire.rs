@@ -334,6 +334,12 @@ pub(crate) fn error_message(body: &str) -> String {
     }
 }
 
+/// Some local servers send no call ids, but the loop pairs results with calls by id.
+pub(crate) fn call_id_or_generated(id: Option<String>, position: usize) -> String {
+    id.filter(|id| !id.is_empty())
+        .unwrap_or_else(|| format!("call_{}", position + 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

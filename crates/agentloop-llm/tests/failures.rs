@@ -207,6 +207,34 @@ async fn a_truncated_tool_call_stream_is_an_error() {
     assert_eq!(llm.requests().len(), 1);
 }
 
+/// A host that cannot be resolved (as without network or DNS) is told as such, naming the
+/// host, not as a server that is not running at `base_url`.
+#[tokio::test]
+async fn a_host_that_cannot_be_resolved_is_told_as_no_network_or_dns() {
+    // `.invalid` never resolves (RFC 6761), with or without a network.
+    let base_url = "http://llm.agentloop.invalid/v1".to_owned();
+    let client =
+        client_for(config(base_url.clone(), true)).with_retry_base_delay(Duration::from_secs(10));
+    let started = Instant::now();
+    let error = complete(&client, &ask("x")).await.1.unwrap_err();
+    assert!(
+        matches!(&error, LlmError::NoNetwork { url, host, .. }
+            if url.starts_with(&base_url) && host == "llm.agentloop.invalid"),
+        "{error:?}"
+    );
+    assert_eq!(error.code(), "llm_unreachable");
+    let message = error.to_string();
+    assert!(message.contains("llm.agentloop.invalid"), "{message}");
+    assert!(message.contains("network"), "{message}");
+    assert!(message.contains("DNS"), "{message}");
+    assert!(!message.contains("running"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn a_refused_connection_is_unreachable_at_once() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -375,6 +375,13 @@ fn validate_server_name(name: &str) -> Result<(), InvalidSetting> {
     Ok(())
 }
 
+/// What `validate` refuses already; checked again where the duration is used.
+pub(crate) fn unusable_startup_timeout(server: &str) -> InvalidSetting {
+    let key = format!("mcp_servers.{server}.startup_timeout_s");
+    let message = format!("{key} is not a usable duration");
+    InvalidSetting::new(key, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

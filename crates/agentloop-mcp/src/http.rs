@@ -125,8 +125,13 @@ impl HttpLink {
             // changed, so agentloop does it itself and tells the agent.
             .reinit_on_expired_session(false);
         config.retry_config = Arc::new(BoundedResume);
-        let transport =
-            StreamableHttpClientTransport::with_client(HttpClient(self.client.clone()), config);
+        let transport = StreamableHttpClientTransport::with_client(
+            HttpClient {
+                client: self.client.clone(),
+                server: self.server.as_str().into(),
+            },
+            config,
+        );
         Client::new(&self.server, self.changes.clone())
             .serve(transport)
             .await

@@ -1,5 +1,6 @@
-//! rmcp's reqwest client for streamable HTTP, with one fix: a JSON-RPC error that names no
-//! request becomes the failure of the request it answers.
+//! rmcp's reqwest client for streamable HTTP, with two fixes: a JSON-RPC error that names no
+//! request becomes the failure of the request it answers, and an answer over the limit of one
+//! message becomes an error for its request ([`crate::http_limit`]).
 //!
 //! Without it, rmcp waits forever: it can only hand an error to the request whose id it
 //! carries. The streamable HTTP examples of the TypeScript SDK, which many servers copy, answer
@@ -18,10 +19,16 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
+use crate::http_limit::{limit_answer, request_id};
+
 type Error = StreamableHttpError<reqwest::Error>;
 
 #[derive(Clone)]
-pub(crate) struct HttpClient(pub(crate) reqwest::Client);
+pub(crate) struct HttpClient {
+    pub(crate) client: reqwest::Client,
+    /// The server's name, for the errors of answers over the limit.
+    pub(crate) server: Arc<str>,
+}
 
 /// Whether an error message says the server does not know the session.
 pub(crate) fn names_unknown_session(message: &str) -> bool {
@@ -87,11 +94,16 @@ impl StreamableHttpClient for HttpClient {
         let request = matches!(message, ClientJsonRpcMessage::Request(_));
         let had_session = session_id.is_some();
         let custom_headers = traced(&message, custom_headers);
+        let id = request_id(&message);
         let response = self
-            .0
+            .client
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        screen(request, had_session, response)
+            .await;
+        screen(
+            request,
+            had_session,
+            limit_answer(&self.server, id, response)?,
+        )
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -106,8 +118,9 @@ impl StreamableHttpClient for HttpClient {
         let request = matches!(message, ClientJsonRpcMessage::Request(_));
         let had_session = session_id.is_some();
         let custom_headers = traced(&message, custom_headers);
+        let id = request_id(&message);
         let response = self
-            .0
+            .client
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -116,8 +129,12 @@ impl StreamableHttpClient for HttpClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await?;
-        screen(request, had_session, response)
+            .await;
+        screen(
+            request,
+            had_session,
+            limit_answer(&self.server, id, response)?,
+        )
     }
 
     async fn delete_session(
@@ -127,7 +144,7 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
-        self.0
+        self.client
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -140,7 +157,7 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.0
+        self.client
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
     }
@@ -154,7 +171,7 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.0
+        self.client
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,

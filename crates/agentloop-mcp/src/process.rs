@@ -1,4 +1,5 @@
-//! The server's child process, and the rmcp transport over its stdio that notices when it dies.
+//! The server's child process, and the rmcp transport over its stdio that notices when it dies
+//! and when it answers with more than one message may hold.
 
 use std::{io, process::Stdio, sync::Arc, time::Duration};
 
@@ -7,11 +8,14 @@ use futures::future::Either;
 use rmcp::{
     RoleClient,
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
-    transport::{TokioChildProcess, Transport},
+    transport::{Transport, async_rw::AsyncRwTransport},
 };
-use tokio::process::Command;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::{McpError, McpServerConfig, lifeline::Lifeline, stderr::StderrTail};
+use crate::{
+    McpError, McpServerConfig, lifeline::Lifeline, line_limit::LineLimit,
+    message_limit::MAX_MESSAGE_BYTES, stderr::StderrTail,
+};
 
 /// How long a server whose output closed may take to exit before it is killed.
 const EXIT_PATIENCE: Duration = Duration::from_secs(3);
@@ -20,6 +24,9 @@ const EXIT_PATIENCE: Duration = Duration::from_secs(3);
 const DROP_PATIENCE: Duration = Duration::from_millis(300);
 /// How long to wait for the last stderr lines of a server that exited.
 const STDERR_PATIENCE: Duration = Duration::from_millis(500);
+/// How long a server being shut down may take to exit after its stdin closes, then after
+/// SIGTERM, before it is killed (the MCP specification's sequence).
+const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(3);
 
 /// Starts the server's process with its stdin and stdout piped to the returned transport and its
 /// stderr captured.
@@ -51,13 +58,30 @@ pub(crate) fn spawn(
     // The last line of defence against orphans: whatever path drops the child kills it.
     command.kill_on_drop(true);
 
-    let (process, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
         .spawn()
         .map_err(|error| spawn_error(describe_spawn_error(server, program, &error)))?;
-    let stderr = match stderr {
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(spawn_error(
+            "its stdin and stdout could not be piped".to_owned(),
+        ));
+    };
+    let stderr = match child.stderr.take() {
         Some(stream) => StderrTail::spawn_reader(server, stream),
         None => StderrTail::empty(server),
+    };
+    let process = ChildProcess {
+        child,
+        // rmcp's own limit is never reached: `LineLimit` ends a longer line first.
+        transport: AsyncRwTransport::new_client(
+            LineLimit::new(server, stdout, MAX_MESSAGE_BYTES),
+            stdin,
+        )
+        .with_max_line_length(MAX_MESSAGE_BYTES.saturating_add(1)),
     };
     let lifeline = Lifeline::new(server, stderr.clone());
     let transport = ChildTransport {
@@ -86,11 +110,50 @@ fn describe_spawn_error(server: &str, command: &str, error: &io::Error) -> Strin
     }
 }
 
-/// rmcp's child-process transport, plus what rmcp does not offer: noticing the moment the
-/// server's output closes, reaping the process to learn why, and telling the [`Lifeline`].
+/// The server's process and rmcp's transport over its stdio.
+struct ChildProcess {
+    child: Child,
+    transport: AsyncRwTransport<RoleClient, LineLimit<ChildStdout>, ChildStdin>,
+}
+
+impl ChildProcess {
+    /// Closes stdin, then escalates to SIGTERM and a kill if the server lingers. Dropped halfway,
+    /// the child is killed (`kill_on_drop`).
+    async fn shut_down(mut self) -> io::Result<()> {
+        self.transport.close().await?;
+        if exited_within(&mut self.child, SHUTDOWN_PATIENCE).await? {
+            return Ok(());
+        }
+        #[cfg(unix)]
+        if let Some(pid) = self
+            .child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            if let Err(error) = rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
+                tracing::debug!(%error, "cannot send SIGTERM to an MCP server");
+            } else if exited_within(&mut self.child, SHUTDOWN_PATIENCE).await? {
+                return Ok(());
+            }
+        }
+        self.child.kill().await
+    }
+}
+
+async fn exited_within(child: &mut Child, patience: Duration) -> io::Result<bool> {
+    match tokio::time::timeout(patience, child.wait()).await {
+        Ok(status) => status.map(|_| true),
+        Err(_) => Ok(false),
+    }
+}
+
+/// rmcp's transport over the server's stdio, plus what rmcp does not offer: noticing the moment
+/// the server's output closes, reaping the process to learn why, telling the [`Lifeline`], and
+/// failing a call whose answer is over the limit of one message ([`LineLimit`]).
 pub(crate) struct ChildTransport {
     /// `None` once the server is gone or shut down.
-    process: Option<TokioChildProcess>,
+    process: Option<ChildProcess>,
     lifeline: Arc<Lifeline>,
     stderr: Arc<StderrTail>,
 }
@@ -137,23 +200,25 @@ impl Drop for ChildTransport {
 /// Waits for the process to exit, killing it after `patience`, and tells the lifeline why it is
 /// gone once its last stderr lines are in.
 async fn reap(
-    process: TokioChildProcess,
+    process: ChildProcess,
     lifeline: Arc<Lifeline>,
     stderr: Arc<StderrTail>,
     patience: Duration,
     killed: &'static str,
 ) {
-    let why = match process.into_inner() {
-        Some(mut child) => match tokio::time::timeout(patience, child.wait()).await {
-            Ok(Ok(status)) => describe_exit(status),
-            Ok(Err(error)) => format!("its exit status is unknown ({error})"),
-            Err(_) => {
-                let _ = child.start_kill();
-                let _ = child.wait().await;
-                killed.to_owned()
-            }
-        },
-        None => "its process is gone".to_owned(),
+    let ChildProcess {
+        mut child,
+        transport,
+    } = process;
+    drop(transport);
+    let why = match tokio::time::timeout(patience, child.wait()).await {
+        Ok(Ok(status)) => describe_exit(status),
+        Ok(Err(error)) => format!("its exit status is unknown ({error})"),
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            killed.to_owned()
+        }
     };
     stderr.settle(STDERR_PATIENCE).await;
     tracing::debug!(server = %lifeline.server(), "MCP server stopped: {why}");
@@ -182,7 +247,7 @@ impl Transport<RoleClient> for ChildTransport {
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         match self.process.as_mut() {
-            Some(process) => Either::Left(process.send(item)),
+            Some(process) => Either::Left(process.transport.send(item)),
             None => Either::Right(std::future::ready(Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 "the MCP server process is gone",
@@ -191,7 +256,7 @@ impl Transport<RoleClient> for ChildTransport {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.process.as_mut()?.receive().await;
+        let message = self.process.as_mut()?.transport.receive().await;
         if message.is_none() {
             self.on_output_closed();
         }
@@ -199,12 +264,11 @@ impl Transport<RoleClient> for ChildTransport {
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        let Some(mut process) = self.process.take() else {
+        let Some(process) = self.process.take() else {
             return Ok(());
         };
         self.lifeline.mark_gone("it was shut down");
-        // Closes stdin, then escalates to SIGTERM and SIGKILL if the server lingers.
-        process.graceful_shutdown().await
+        process.shut_down().await
     }
 }
 

@@ -9,10 +9,10 @@ use tokio::sync::watch;
 use crate::{
     McpError, McpServerConfig,
     client::Changes,
+    config::unusable_startup_timeout,
     connection::{Connection, Link},
     http::HttpLink,
-    process,
-    stdio::StdioLink,
+    stdio::launch,
     supervisor::supervise,
     tool::McpTool,
 };
@@ -94,7 +94,7 @@ async fn connect_stdio(
 ) -> Result<McpSource, McpError> {
     let changes = Changes::new();
     let started = tokio::time::Instant::now();
-    let link = launch_stdio(name, program, config, changes.clone()).await?;
+    let link = launch(name, program, config, changes.clone()).await?;
     let lifeline = link.lifeline().clone();
     let listed = start(name, Connection::stdio(name, changes, link));
     match tokio::time::timeout(timeout.saturating_sub(started.elapsed()), listed).await {
@@ -102,30 +102,6 @@ async fn connect_stdio(
         Err(_elapsed) => Err(McpError::StartupTimeout {
             server: name.to_owned(),
             seconds: config.startup_timeout_s,
-            details: lifeline.report().await.without_reason().as_details(),
-        }),
-    }
-}
-
-/// Starts the server's process and completes the MCP handshake within `startup_timeout_s`:
-/// at the start, and for each restart.
-pub(crate) async fn launch_stdio(
-    name: &str,
-    program: &str,
-    config: &McpServerConfig,
-    changes: Changes,
-) -> Result<StdioLink, McpError> {
-    let Some(timeout) = config.startup_timeout() else {
-        return Err(unusable_startup_timeout(name).into());
-    };
-    let (transport, lifeline) = process::spawn(name, program, config)?;
-    let handshake = StdioLink::handshake(name, transport, lifeline.clone(), changes);
-    match tokio::time::timeout(timeout, handshake).await {
-        Ok(handshake) => handshake,
-        Err(_elapsed) => Err(McpError::StartupTimeout {
-            server: name.to_owned(),
-            seconds: config.startup_timeout_s,
-            // Stopped by the timeout itself: only its stderr can tell why it was slow.
             details: lifeline.report().await.without_reason().as_details(),
         }),
     }
@@ -270,10 +246,4 @@ impl fmt::Debug for McpSource {
         };
         debug.finish()
     }
-}
-/// What `validate` refuses already; checked again where the duration is used.
-pub(crate) fn unusable_startup_timeout(server: &str) -> InvalidSetting {
-    let key = format!("mcp_servers.{server}.startup_timeout_s");
-    let message = format!("{key} is not a usable duration");
-    InvalidSetting::new(key, message)
 }

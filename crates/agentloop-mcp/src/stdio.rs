@@ -10,10 +10,11 @@ use agentloop_core::ToolError;
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt, service::ClientInitializeError};
 
 use crate::{
-    McpError,
+    McpError, McpServerConfig,
     client::{Changes, Client, Service},
+    config::unusable_startup_timeout,
     lifeline::Lifeline,
-    process::ChildTransport,
+    process::{self, ChildTransport},
 };
 
 /// The link to the server's current process: the supervisor puts a new one in place of a dead
@@ -164,6 +165,30 @@ impl StdioLink {
         self.service
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Starts the server's process and completes the MCP handshake within `startup_timeout_s`:
+/// at the start, and for each restart.
+pub(crate) async fn launch(
+    name: &str,
+    program: &str,
+    config: &McpServerConfig,
+    changes: Changes,
+) -> Result<StdioLink, McpError> {
+    let Some(timeout) = config.startup_timeout() else {
+        return Err(unusable_startup_timeout(name).into());
+    };
+    let (transport, lifeline) = process::spawn(name, program, config)?;
+    let handshake = StdioLink::handshake(name, transport, lifeline.clone(), changes);
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(handshake) => handshake,
+        Err(_elapsed) => Err(McpError::StartupTimeout {
+            server: name.to_owned(),
+            seconds: config.startup_timeout_s,
+            // Stopped by the timeout itself: only its stderr can tell why it was slow.
+            details: lifeline.report().await.without_reason().as_details(),
+        }),
     }
 }
 

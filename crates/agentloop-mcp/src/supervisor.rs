@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use crate::{
     McpError, McpServerConfig,
+    config::unusable_startup_timeout,
     connection::{Connection, Link},
-    source::unusable_startup_timeout,
     stdio::StdioLink,
 };
 
@@ -179,8 +179,7 @@ async fn restart_stdio(
     let Some(program) = config.command.as_deref() else {
         return Err(RestartFailure::NoCommand(server.to_owned()));
     };
-    let link =
-        crate::source::launch_stdio(server, program, config, connection.changes().clone()).await?;
+    let link = crate::stdio::launch(server, program, config, connection.changes().clone()).await?;
     let Some(timeout) = config.startup_timeout() else {
         return Err(unusable_startup_timeout(server).into());
     };

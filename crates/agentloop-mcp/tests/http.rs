@@ -115,6 +115,31 @@ async fn tools_are_listed_and_called_over_http() {
     assert!(message.contains("shut down"), "{message}");
 }
 
+/// An answer over the limit of one message fails its call at once, naming the limit and the size,
+/// instead of hanging; the connection stays up.
+#[tokio::test]
+async fn an_answer_over_the_message_limit_fails_its_call_at_once() {
+    let server = test_mcp_server_http(None);
+    let source = connect("web", &McpServerConfig::http(server.url()))
+        .await
+        .unwrap();
+    let big = tool(&source, "web.big").await;
+
+    let failed = call(&big, json!({"chars": 20_000_000})).await;
+    let Err(ToolError::Failed(message)) = failed else {
+        panic!("{failed:?}");
+    };
+    assert!(message.contains("16 MiB"), "{message}");
+    assert!(message.contains("'web'"), "{message}");
+
+    let echo = tool(&source, "web.echo").await;
+    assert_eq!(
+        call(&echo, json!({"text": "still here"})).await,
+        Ok(ToolOutput::text("still here"))
+    );
+    source.shutdown().await;
+}
+
 #[tokio::test]
 async fn headers_go_with_every_request() {
     let server = TestMcpHttp::spawn("127.0.0.1:0", None, Some("s3cret"));

@@ -145,6 +145,37 @@ async fn failures_reach_the_caller_with_the_server_message() {
     source.shutdown().await;
 }
 
+/// A result over the 16 MiB limit of one message fails its call at once, naming the limit and
+/// the size, instead of being dropped while the call waits for its timeout; the connection
+/// stays up.
+#[tokio::test]
+async fn a_result_over_the_message_limit_fails_its_call_at_once() {
+    let source = connect(None).await;
+    let big = tool(&source, "test.big").await;
+
+    let failed = call(&big, json!({"chars": 20_000_000})).await;
+    let Err(ToolError::Failed(message)) = failed else {
+        panic!("{failed:?}");
+    };
+    assert!(message.contains("16 MiB"), "{message}");
+    // The size of the whole message: the text and the JSON-RPC envelope around it.
+    let size: u64 = message
+        .split_whitespace()
+        .find_map(|word| word.parse().ok())
+        .unwrap_or_else(|| panic!("no size in {message}"));
+    assert!((20_000_000..20_001_000).contains(&size), "{message}");
+    assert!(message.contains("'test'"), "{message}");
+    assert_eq!(agentloop_mcp::MAX_MESSAGE_BYTES, 16 * 1024 * 1024);
+
+    assert!(source.is_running());
+    let echo = tool(&source, "test.echo").await;
+    assert_eq!(
+        call(&echo, json!({"text": "still here"})).await,
+        Ok(ToolOutput::text("still here"))
+    );
+    source.shutdown().await;
+}
+
 #[tokio::test]
 async fn record_runs_once_and_leaves_its_mark_in_the_log() {
     let dir = tempfile::tempdir().unwrap();

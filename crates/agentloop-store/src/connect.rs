@@ -13,15 +13,12 @@ use crate::config::unsupported_url_message;
 use crate::db::{Db, DbFile, Engine};
 use crate::dialect::Backend;
 use crate::errors::from_migrate;
+use crate::postgres::ACQUIRE_TIMEOUT;
 use crate::sqlite::{self, Checkpointer, Lite, Open};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
-
-/// How long a store call waits for a connection (a free one, or a new one) before it fails:
-/// with the database down, a request fails in seconds instead of hanging.
-pub(crate) const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long opening a PostgreSQL connection at start may take: a host that accepts TCP but
 /// never answers (a wrong port, a proxy with nothing behind it) would otherwise hang the start
@@ -292,7 +289,7 @@ pub(crate) async fn apply_migrations(db: &Db) -> Result<Vec<String>, StoreError>
     let pool = match &db.engine {
         Engine::Sqlite(lite) => {
             let connection = db.sqlite(lite).await?;
-            return crate::migrate_sqlite::run(&connection, &SQLITE_MIGRATIONS, MIGRATIONS_TABLE)
+            return crate::sqlite::migrate::run(&connection, &SQLITE_MIGRATIONS, MIGRATIONS_TABLE)
                 .map_err(|error| error.into_store_error(&db.location));
         }
         Engine::Postgres(pool) => pool,

@@ -14,8 +14,8 @@ use tokio::sync::MappedMutexGuard;
 
 use crate::columns::Cells;
 use crate::dialect::Backend;
-use crate::group_commit::Member;
 use crate::sql::{Query, Row};
+use crate::sqlite::group_commit::Member;
 use crate::sqlite::{self, Lite};
 use crate::text;
 

@@ -9,7 +9,7 @@ use agentloop_core::StoreError;
 use sqlx::error::DatabaseError;
 use sqlx::migrate::MigrateError;
 
-use crate::connect::ACQUIRE_TIMEOUT;
+use crate::postgres::ACQUIRE_TIMEOUT;
 
 const SET_THE_URL: &str = "or set store.url (or DATABASE_URL)";
 
@@ -49,9 +49,16 @@ fn unavailable_advice(error: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// SQLite's primary result code of a failed call (the low byte of the extended code).
+pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
+    error
+        .sqlite_error()
+        .map(|failure| failure.extended_code & 0xff)
+}
+
 /// The error of a statement on a SQLite store (rusqlite), keeping it as the cause.
 pub(crate) fn from_sqlite(error: rusqlite::Error, location: &str) -> StoreError {
-    if let Some(advice) = crate::sqlite::primary_code(&error).and_then(sqlite_advice) {
+    if let Some(advice) = primary_code(&error).and_then(sqlite_advice) {
         let message = format!("the database at {location} is unavailable: {error}; {advice}");
         return StoreError::unavailable(message).caused_by(error);
     }

@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use crate::sql::{On, Query, Row};
+use crate::execute::On;
+use crate::sql::{Query, Row};
 use agentloop_core::StoreError;
 use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCall};
 use serde_json::Value;

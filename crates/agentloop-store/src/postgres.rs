@@ -2,11 +2,16 @@
 //! prepared once per connection (sqlx caches them by their text), rows read into [`Row`]s.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Arguments, AssertSqlSafe, Column, Executor, Postgres, Row as _, TypeInfo};
 
 use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
+
+/// How long a store call waits for a connection (a free one, or a new one) before it fails:
+/// with the database down, a request fails in seconds instead of hanging.
+pub(crate) const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run<'e, E>(
     query: &Query<'_>,

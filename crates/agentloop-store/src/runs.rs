@@ -1,6 +1,7 @@
 //! Runs: their start, their counters as they go, and how they ended.
 
-use crate::sql::{On, Query, Row};
+use crate::execute::On;
+use crate::sql::{Query, Row};
 use agentloop_core::protocol::{RunInfo, RunStatus, Usage};
 use agentloop_core::{NewRun, RunEnd, RunProgress, StoreError};
 use uuid::Uuid;

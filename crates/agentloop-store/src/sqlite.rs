@@ -16,6 +16,10 @@
 //! The cost: a statement that waits (another process holding the write lock, up to
 //! `busy_timeout`; a disk that stalls) blocks its tokio worker thread while it waits.
 
+pub(crate) mod group_commit;
+pub(crate) mod migrate;
+mod wal_writes;
+
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -23,9 +27,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
-use crate::group_commit::{Groups, Kept, Member, Waiting};
+use self::group_commit::{Groups, Kept, Member, Waiting};
 use crate::sql::{Cell, Fetch, Outcome, Param, Query, Row};
-use crate::wal_writes;
 
 /// How long a statement waits for another process's write lock before it fails with
 /// SQLITE_BUSY. WAL lets readers proceed while a run writes; NORMAL is durable enough under WAL
@@ -408,16 +411,10 @@ pub(crate) fn ping(connection: &Connection) -> rusqlite::Result<()> {
     written
 }
 
-/// SQLite's primary result code of a failed call (the low byte of the extended code).
-pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
-    error
-        .sqlite_error()
-        .map(|failure| failure.extended_code & 0xff)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::primary_code;
 
     fn query(sql: &str) -> Query<'static> {
         Query::new(sql.to_owned())

@@ -14,6 +14,7 @@ use agentloop_core::{
 };
 use agentloop_llm::LlmConfig;
 use agentloop_mcp::McpServerConfig;
+#[cfg(feature = "server")]
 use agentloop_server::ServerConfig;
 use agentloop_store::StoreConfig;
 use serde::{Deserialize, Serialize};
@@ -28,7 +29,11 @@ pub struct Config {
     pub llm: LlmConfig,
     pub agent: AgentSettings,
     pub store: StoreConfig,
+    #[cfg(feature = "server")]
     pub server: ServerConfig,
+    /// `[server]`, kept unread: this build has no server (the `server` feature).
+    #[cfg(not(feature = "server"))]
+    pub server: toml::Table,
     pub policy: PolicySettings,
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub tools: BTreeMap<String, ToolSettings>,
@@ -180,6 +185,7 @@ impl Config {
         if let Some(url) = set("DATABASE_URL") {
             self.store.url = url;
         }
+        #[cfg(feature = "server")]
         if let Some(listen) = set("AGENTLOOP_LISTEN") {
             self.server.listen = listen;
         }
@@ -190,21 +196,8 @@ impl Config {
         self.llm.validate()?;
         self.agent.validate()?;
         self.store.validate()?;
-        self.server.validate()?;
-        if self.server.threads > 0 && self.store.is_postgres() {
-            // Its pool's connections are polled by the runtime that opened them: the serving
-            // threads' connections would stop with them, and every statement crosses threads.
-            return Err(InvalidSetting::new(
-                "server.threads",
-                format!(
-                    "server.threads = {} serves on threads of their own, which pays with a \
-                     SQLite store only: with PostgreSQL each statement would cross threads \
-                     (20% more CPU per run, measured) and the connections those threads open \
-                     would stop with them; remove server.threads (or set it to 0)",
-                    self.server.threads
-                ),
-            ));
-        }
+        #[cfg(feature = "server")]
+        self.check_server()?;
         for (name, server) in &self.mcp_servers {
             server.validate(name)?;
         }
@@ -222,6 +215,27 @@ impl Config {
                     format!("{key} must name at least one tool (\"server.tool\" or \"server.*\")");
                 return Err(InvalidSetting::new(key, message));
             }
+        }
+        Ok(())
+    }
+
+    /// `[server]`, alone and with the store it serves.
+    #[cfg(feature = "server")]
+    fn check_server(&self) -> Result<(), InvalidSetting> {
+        self.server.validate()?;
+        if self.server.threads > 0 && self.store.is_postgres() {
+            // Its pool's connections are polled by the runtime that opened them: the serving
+            // threads' connections would stop with them, and every statement crosses threads.
+            return Err(InvalidSetting::new(
+                "server.threads",
+                format!(
+                    "server.threads = {} serves on threads of their own, which pays with a \
+                     SQLite store only: with PostgreSQL each statement would cross threads \
+                     (20% more CPU per run, measured) and the connections those threads open \
+                     would stop with them; remove server.threads (or set it to 0)",
+                    self.server.threads
+                ),
+            ));
         }
         Ok(())
     }
@@ -245,6 +259,16 @@ impl Config {
         })
     }
 
+    #[cfg(feature = "server")]
+    fn server_cost_limit(&self) -> bool {
+        self.server.user_daily_cost_usd.is_some()
+    }
+
+    #[cfg(not(feature = "server"))]
+    fn server_cost_limit(&self) -> bool {
+        false
+    }
+
     /// Prices are numbers of 0 or more; a cost limit (`agent.budget.max_cost_usd`,
     /// `server.user_daily_cost_usd`) needs a price for every configured model, or it could
     /// not be kept.
@@ -252,7 +276,7 @@ impl Config {
         let table = self.pricing()?.prices;
         let limit = if self.agent.budget.max_cost_usd.is_some() {
             "agent.budget.max_cost_usd"
-        } else if self.server.user_daily_cost_usd.is_some() {
+        } else if self.server_cost_limit() {
             "server.user_daily_cost_usd"
         } else {
             return Ok(());

@@ -37,6 +37,7 @@ pub use agentloop_llm::{
     AnthropicClient, LlmConfig, OpenAiClient, Provider, ResponsesClient, ScriptedModel,
 };
 pub use agentloop_mcp::{McpServerConfig, McpSource};
+#[cfg(feature = "server")]
 pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE, SettingOrigin};
@@ -47,5 +48,6 @@ pub use side_effects::WebhookSideEffects;
 pub use agentloop_core as core;
 pub use agentloop_llm as llm;
 pub use agentloop_mcp as mcp;
+#[cfg(feature = "server")]
 pub use agentloop_server as server;
 pub use agentloop_store as store;

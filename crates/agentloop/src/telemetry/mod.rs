@@ -1,17 +1,27 @@
 //! Traces: a run's spans exported over OTLP/HTTP (protobuf), following OpenTelemetry's GenAI
 //! semantic conventions. `[telemetry]` in `agentloop.toml` and the standard `OTEL_*` variables
 //! say where; without an endpoint nothing is set up, and the agent makes no span at all.
+//!
+//! The exporter is the `otel` feature; a build without it reads `[telemetry]` but refuses to
+//! start with an endpoint set.
 
+#[cfg(feature = "otel")]
 mod content;
+#[cfg(feature = "otel")]
 mod spans;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
+#[cfg(feature = "otel")]
+use std::time::Duration;
 
 use agentloop_core::{InvalidSetting, Tracer};
+#[cfg(feature = "otel")]
 use opentelemetry_otlp::{Protocol, WithExportConfig};
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "otel")]
 pub use spans::OtelTracer;
 
 /// `[telemetry]`.
@@ -54,8 +64,17 @@ pub struct TraceExport {
 pub enum TelemetryError {
     #[error(transparent)]
     Invalid(#[from] InvalidSetting),
+    #[cfg(feature = "otel")]
     #[error("cannot set up the OTLP exporter: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// Traces are asked for, but this build has no exporter.
+    #[cfg(not(feature = "otel"))]
+    #[error(
+        "traces are to be sent to {traces_url}, but this agentloop was built without its `otel` \
+         feature: build it with that feature, or unset telemetry.otlp_endpoint and the \
+         OTEL_EXPORTER_OTLP_* variables"
+    )]
+    NotBuilt { traces_url: String },
 }
 
 impl TelemetrySettings {
@@ -112,12 +131,14 @@ impl TelemetrySettings {
 }
 
 /// Where a runtime's spans go: the exporter's pipeline, to flush before the process ends.
+#[cfg(feature = "otel")]
 #[derive(Clone)]
 pub struct Traces {
     provider: SdkTracerProvider,
     tracer: Arc<OtelTracer>,
 }
 
+#[cfg(feature = "otel")]
 impl std::fmt::Debug for Traces {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.debug_struct("Traces").finish_non_exhaustive()
@@ -144,6 +165,7 @@ impl ModelInfo {
     }
 }
 
+#[cfg(feature = "otel")]
 impl Traces {
     /// Starts the exporter (spans are sent in batches, from a thread of their own).
     pub fn start(export: &TraceExport, model: ModelInfo) -> Result<Traces, TelemetryError> {
@@ -188,6 +210,39 @@ impl Traces {
         if let Ok(Err(error)) = stopped {
             tracing::warn!(%error, "cannot send the last spans");
         }
+    }
+}
+
+/// Where a runtime's spans go: in a build without the `otel` feature, nowhere (none can be
+/// started).
+#[cfg(not(feature = "otel"))]
+#[derive(Debug, Clone)]
+pub struct Traces {
+    never: std::convert::Infallible,
+}
+
+#[cfg(not(feature = "otel"))]
+impl Traces {
+    /// Fails: this build has no exporter.
+    pub fn start(export: &TraceExport, _model: ModelInfo) -> Result<Traces, TelemetryError> {
+        Err(TelemetryError::NotBuilt {
+            traces_url: export.traces_url.clone(),
+        })
+    }
+
+    /// The tracer to give the agent.
+    pub fn tracer(&self) -> Arc<dyn Tracer> {
+        match self.never {}
+    }
+
+    /// Sends the spans that ended.
+    pub async fn flush(&self) {
+        match self.never {}
+    }
+
+    /// Flushes, then stops the exporter.
+    pub async fn shutdown(&self) {
+        match self.never {}
     }
 }
 

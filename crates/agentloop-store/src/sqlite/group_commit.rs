@@ -26,7 +26,7 @@ use agentloop_core::StoreError;
 use rusqlite::Connection;
 use tokio::sync::watch;
 
-use crate::sqlite::{self, execute};
+use super::{self as sqlite, execute};
 
 /// The most transactions one commit takes: a bound on the transaction's size, and on how long
 /// its first member waits.

@@ -57,7 +57,7 @@ pub(crate) fn run(
 ) -> Result<Vec<String>, Failure> {
     // The write lock is taken by the first transaction, so two processes opening an empty
     // database at once do not both create the table.
-    let applied = crate::sqlite::transaction(connection, || {
+    let applied = super::transaction(connection, || {
         connection.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (\
                  version BIGINT PRIMARY KEY, \
@@ -104,7 +104,7 @@ pub(crate) fn run(
             continue;
         }
         let started = Instant::now();
-        crate::sqlite::transaction(connection, || {
+        super::transaction(connection, || {
             connection.execute_batch(migration.sql.as_str())?;
             connection.execute(
                 &format!(
