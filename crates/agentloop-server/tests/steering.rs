@@ -142,33 +142,43 @@ async fn start_run(
     (run_id, reading)
 }
 
-#[tokio::test]
-async fn a_message_during_the_last_allowed_llm_call_is_refused_as_too_late() {
-    let server = TestServer::start(
-        vec![Reply::text("The total is 100 dollars.").with_delay(Duration::from_secs(2))],
-        "[agent]\nmax_iterations = 1\n",
-    )
-    .await;
+/// A server scripted with `replies` under `config`, a run of ann's started, and "in euros
+/// please" sent to it while its first LLM call is under way: the server (to shut down), the
+/// answer to the message and the run's events once it ends.
+async fn steered_during_the_first_call(
+    replies: Vec<Reply>,
+    config: &str,
+) -> (TestServer, reqwest::Response, Vec<Sse>) {
+    let server = TestServer::start(replies, config).await;
     let key = server.key("ann").await;
     let (run_id, reading) = start_run(&server, &key, "what is the total?").await;
-    // The run's one allowed LLM call is under way.
     agentloop_test_support::wait::until("the LLM call", Duration::from_secs(10), || {
         server.llm.requests().len() == 1
     })
     .await;
-    let refused = server
+    let answer = server
         .post(&format!("/v1/runs/{run_id}/messages"), &key)
         .json(&json!({"text": "in euros please"}))
         .send()
         .await
         .unwrap();
+    let events = reading.await.unwrap();
+    (server, answer, events)
+}
+
+#[tokio::test]
+async fn a_message_during_the_last_allowed_llm_call_is_refused_as_too_late() {
+    let (server, refused, events) = steered_during_the_first_call(
+        vec![Reply::text("The total is 100 dollars.").with_delay(Duration::from_secs(2))],
+        "[agent]\nmax_iterations = 1\n",
+    )
+    .await;
     assert_eq!(refused.status(), 409);
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_late", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("once the run ends"), "{message}");
 
-    let events = reading.await.unwrap();
     assert!(
         !kinds(&events).contains(&"user_message"),
         "{:?}",
@@ -181,7 +191,7 @@ async fn a_message_during_the_last_allowed_llm_call_is_refused_as_too_late() {
 
 #[tokio::test]
 async fn a_message_taken_while_the_model_answers_is_answered_by_one_more_call() {
-    let server = TestServer::start(
+    let (server, queued, events) = steered_during_the_first_call(
         vec![
             Reply::text("The total is 100 dollars.").with_delay(Duration::from_secs(2)),
             Reply::text("That is 92 euros."),
@@ -189,21 +199,8 @@ async fn a_message_taken_while_the_model_answers_is_answered_by_one_more_call() 
         "[agent]\nmax_iterations = 2\n",
     )
     .await;
-    let key = server.key("ann").await;
-    let (run_id, reading) = start_run(&server, &key, "what is the total?").await;
-    agentloop_test_support::wait::until("the LLM call", Duration::from_secs(10), || {
-        server.llm.requests().len() == 1
-    })
-    .await;
-    let queued = server
-        .post(&format!("/v1/runs/{run_id}/messages"), &key)
-        .json(&json!({"text": "in euros please"}))
-        .send()
-        .await
-        .unwrap();
     assert_eq!(queued.status(), 202);
 
-    let events = reading.await.unwrap();
     let order = kinds(&events);
     assert!(order.contains(&"user_message"), "{order:?}");
     assert_eq!(events.last().unwrap().data["status"], "completed");
