@@ -42,6 +42,10 @@ TOML
 
     if [ -n "$key_user" ]; then
         key=$("$bin/agentloop" --config "$work/agentloop.toml" keys create --user "$key_user" 2>/dev/null | tail -1)
+        if [ -z "$key" ]; then
+            echo "$label: no API key could be made for $key_user" >&2
+            exit 1
+        fi
     fi
     "$bin/agentloop" --config "$work/agentloop.toml" serve 2> "$work/serve.log" &
     pids+=($!)
