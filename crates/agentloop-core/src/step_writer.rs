@@ -74,7 +74,7 @@ impl StepWriter {
 
     /// Takes what the machine changed, saves it, then sends its events. When the store cannot
     /// take the step within the retry period, nothing of it is sent and the error is returned:
-    /// the caller ends the run with [`RunMachine::fail_unsaved`], whose step is then sent
+    /// the caller ends the run with [`Input::StoreLost`](crate::machine::Input::StoreLost), whose step is then sent
     /// whether or not it can be saved (the client must learn how its run ended).
     pub(crate) async fn commit(
         &mut self,

@@ -33,6 +33,7 @@ fn catalog(names: &[&str]) -> Arc<ToolCatalog> {
 
 fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
@@ -625,6 +626,7 @@ fn feeding_the_wrong_thing_fails_cleanly_instead_of_panicking() {
 fn history_comes_between_the_system_prompt_and_the_new_question() {
     let settings = AgentSettings::default();
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),

@@ -18,6 +18,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
     let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(read), Arc::new(write)];
     let settings = AgentSettings::default();
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "q".into(),
