@@ -121,6 +121,16 @@ pub enum Step {
     Finished(Box<RunOutcome>),
 }
 
+impl Step {
+    /// How the run ended, when this step is its end.
+    pub fn ended(&self) -> Option<&RunOutcome> {
+        match self {
+            Step::Finished(outcome) => Some(outcome),
+            Step::CallModel(_) | Step::CallTools(_) => None,
+        }
+    }
+}
+
 /// What the machine did with an input ([`RunMachine::handle`]).
 #[derive(Debug)]
 #[must_use]

@@ -113,6 +113,7 @@ fn a_call_refused_when_it_was_to_run_can_be_asked_again_without_being_a_repeat()
     };
     let step = m.on_tool_result(ToolResult::new(
         &batch[0].call_id,
+        call_started_at(),
         0,
         ToolOutcome::Refused(refusal),
     ));
