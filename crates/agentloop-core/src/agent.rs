@@ -287,15 +287,10 @@ impl Agent {
         &self.warnings
     }
 
-    /// The state machine of a run, for callers that drive runs themselves.
+    /// The state machine of a run, for callers that drive runs themselves. A run whose
+    /// workflow the agent does not have ends at its start; driving it emits why.
     pub fn prepare(&self, request: RunRequest) -> RunMachine {
-        let (input, refused) = self.run_input(request);
-        let mut machine = self.machine_for(input);
-        if let Some(unknown) = refused {
-            // The run ends before it starts; driving it emits why.
-            let _ = machine.fail(ErrorCode::UnknownWorkflow, unknown.to_string());
-        }
-        machine
+        self.machine_for(self.run_input(request))
     }
 
     /// The state machine of a run that starts from `input`.
@@ -308,9 +303,9 @@ impl Agent {
         )
     }
 
-    /// What `request` starts from, with this agent's settings; and the workflow it names, when
-    /// the agent does not have it.
-    pub(crate) fn run_input(&self, request: RunRequest) -> (RunInput, Option<UnknownWorkflow>) {
+    /// What `request` starts from, with this agent's settings; refused when it names a workflow
+    /// the agent does not have.
+    pub(crate) fn run_input(&self, request: RunRequest) -> RunInput {
         let settings = &self.services.settings;
         let max_iterations = request
             .max_iterations
@@ -319,9 +314,15 @@ impl Agent {
             });
         let (policy, refused) = match self.policy_for(&request.context) {
             Ok(policy) => (policy, None),
-            Err(unknown) => (RunPolicy::default(), Some(unknown)),
+            Err(unknown) => {
+                let failure = crate::machine::RunFailure {
+                    code: ErrorCode::UnknownWorkflow,
+                    message: unknown.to_string(),
+                };
+                (RunPolicy::default(), Some(failure))
+            }
         };
-        let input = RunInput {
+        RunInput {
             run_id: request.run_id.unwrap_or_else(Uuid::now_v7),
             session_id: request.session_id.unwrap_or_else(Uuid::now_v7),
             query: request.query,
@@ -336,8 +337,8 @@ impl Agent {
             policy,
             client_tools: request.client_tools,
             budget: settings.budget.lowered_by(request.budget),
-        };
-        (input, refused)
+            refused,
+        }
     }
 
     /// The rules of a run with `context` (an error names an unknown workflow).

@@ -232,7 +232,8 @@ fn drive_steps(
             // Saving and running tools are boxed: inline, this future kept their room (7.5 KB in all,
             // 2.1 KB without them) for the whole run, most of which is spent waiting for the LLM.
             if !std::mem::take(&mut saved)
-                && let Err(error) = Box::pin(writer.commit(&mut machine, emitter, &step)).await
+                && let Err(error) =
+                    Box::pin(writer.commit(&mut machine, emitter, step.ended())).await
             {
                 if let StoreError::NotOwner(_) = error {
                     return machine.left_behind();
@@ -482,9 +483,9 @@ async fn run_tools(
             }
         }
         trace_refused_calls(machine, services);
-        // A call that ended is saved, and reported, before the rest of the batch ends.
-        let pending = Step::CallTools(Vec::new());
-        if let Err(error) = writer.commit(machine, emitter, &pending).await {
+        // A call that ended is saved, and reported, before the rest of the batch ends: the run
+        // goes on.
+        if let Err(error) = writer.commit(machine, emitter, None).await {
             return unsaved(machine, services, emitter, error);
         }
     }
@@ -543,21 +544,31 @@ async fn execute(
         timeout,
     } = invocation;
     let Some(entry) = call.catalog.get(&name) else {
-        return ToolResult::new(call_id, 0, ToolOutcome::Unavailable);
+        return ToolResult::new(call_id, crate::clock::now(), 0, ToolOutcome::Unavailable);
     };
     let hooks = &call.hooks;
     let original = arguments.clone();
     for hook in hooks.iter() {
         if let BeforeCall::Skip { reason } = hook.before_call(&name, &mut arguments, &context).await
         {
-            return ToolResult::new(call_id, 0, ToolOutcome::Skipped(reason));
+            return ToolResult::new(
+                call_id,
+                crate::clock::now(),
+                0,
+                ToolOutcome::Skipped(reason),
+            );
         }
     }
     // The pipeline checked the arguments the model wrote; rewritten ones are checked again.
     if arguments != original
         && let Some(refusal) = recheck(entry, &call.policy, &arguments)
     {
-        let mut refused = ToolResult::new(call_id, 0, ToolOutcome::Refused(refusal));
+        let mut refused = ToolResult::new(
+            call_id,
+            crate::clock::now(),
+            0,
+            ToolOutcome::Refused(refusal),
+        );
         refused.arguments = Some(arguments);
         return refused;
     }
@@ -576,7 +587,12 @@ async fn execute(
             error: refusal.error,
             hint: refusal.hint.to_string(),
         };
-        let mut refused = ToolResult::new(call_id, 0, ToolOutcome::Refused(refusal));
+        let mut refused = ToolResult::new(
+            call_id,
+            crate::clock::now(),
+            0,
+            ToolOutcome::Refused(refusal),
+        );
         refused.arguments = (arguments != original).then_some(arguments);
         return refused;
     }

@@ -173,19 +173,18 @@ impl Agent {
             return Err(ResumeError::NotAdoptable(run_id));
         }
         // A run whose process stopped before its first step was saved starts from its beginning.
-        let input = if restored.machine.not_started() {
-            restored.machine.ask_question();
-            Input::Start
+        let step = if restored.machine.not_started() {
+            crate::driver::start(&mut restored.machine, self.services())
         } else {
-            Input::Resume { reason, instance }
+            let input = Input::Resume { reason, instance };
+            crate::driver::feed(
+                &mut restored.machine,
+                self.services().inputs.as_ref(),
+                input,
+            )
+            .step()
+            .ok_or(ResumeError::NotAdoptable(run_id))?
         };
-        let step = crate::driver::feed(
-            &mut restored.machine,
-            self.services().inputs.as_ref(),
-            input,
-        )
-        .step()
-        .ok_or(ResumeError::NotAdoptable(run_id))?;
         Ok(restored.with_step(self, step))
     }
 

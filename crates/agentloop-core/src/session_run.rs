@@ -170,7 +170,7 @@ impl Agent {
                 request.traceparent.as_deref(),
             );
             let save_chat = request.save_chat;
-            let (input, _) = self.run_input(request);
+            let input = self.run_input(request);
             return Ok(BegunRun {
                 beginning: Beginning::Input(Box::new(input)),
                 save_chat,
@@ -202,7 +202,7 @@ impl Agent {
         );
         let history_window = include_history.then(|| self.settings().history_messages);
         // The workflow was checked above.
-        let (input, _) = self.run_input(request);
+        let input = self.run_input(request);
         // Saved with the run's row: should this process stop before the run's first step is
         // saved, the instance that adopts the run starts it from here.
         let (input, first) = match new_session {
@@ -494,8 +494,12 @@ pub(crate) async fn run_with_store(
         Err(error) => {
             // Nothing is saved: the run never started. Driving the ended machine only emits
             // its events (run_started, error, done).
-            let mut machine = agent.prepare(unstarted);
-            let _ = machine.fail(error.code(), error.to_string());
+            let mut input = agent.run_input(unstarted);
+            input.refused = Some(crate::machine::RunFailure {
+                code: error.code(),
+                message: error.to_string(),
+            });
+            let machine = agent.machine_for(input);
             let services = agent.services().clone();
             drive(machine, services, emitter, CancellationToken::new(), None).await
         }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     emitter::Emitter,
-    machine::{MachineChanges, RunMachine, Step},
+    machine::{MachineChanges, RunMachine, RunOutcome, Step},
     store::{Checkpoint, RunEnd, SESSION_LEASE, StepRecord, Store, StoreError},
     telemetry::Telemetry,
 };
@@ -74,13 +74,14 @@ impl StepWriter {
 
     /// Takes what the machine changed, saves it, then sends its events. When the store cannot
     /// take the step within the retry period, nothing of it is sent and the error is returned:
-    /// the caller ends the run with [`RunMachine::fail_unsaved`], whose step is then sent
+    /// the caller ends the run with [`Input::StoreLost`](crate::machine::Input::StoreLost), whose step is then sent
     /// whether or not it can be saved (the client must learn how its run ended).
+    /// `ended`: how the run ended, when this step is its end.
     pub(crate) async fn commit(
         &mut self,
         machine: &mut RunMachine,
         emitter: &mut Emitter,
-        step: &Step,
+        ended: Option<&RunOutcome>,
     ) -> Result<(), StoreError> {
         if let Some(error) = &self.disowned {
             return Err(error.clone());
@@ -91,15 +92,14 @@ impl StepWriter {
             send(emitter, events);
             return Ok(());
         };
-        let mut record = step_record(persistence, machine, step, changes, emitter.last_seq())?;
+        let mut record = step_record(persistence, machine, ended, changes, emitter.last_seq())?;
         record.events = std::mem::take(&mut self.deltas);
         if let Some(mut lost) = self.lost.take() {
             // The run's failure after the store went away: sent now, saved when it can be,
             // together with what the earlier steps could not save.
-            let kept: Vec<Uuid> = match step {
-                Step::Finished(outcome) => outcome.messages.iter().map(|m| m.id).collect(),
-                _ => Vec::new(),
-            };
+            let kept: Vec<Uuid> = ended
+                .map(|outcome| outcome.messages.iter().map(|m| m.id).collect())
+                .unwrap_or_default();
             lost.messages.retain(|message| kept.contains(&message.id));
             merge(&mut lost, record);
             lost.events.extend(events.iter().cloned());
@@ -154,7 +154,13 @@ pub(crate) fn first_record(
 ) -> Result<StepRecord, StoreError> {
     let mut numbering = Emitter::numbering(machine.run_id());
     let (changes, events) = take_numbered(machine, &mut numbering, telemetry);
-    let mut record = step_record(persistence, machine, step, changes, numbering.last_seq())?;
+    let mut record = step_record(
+        persistence,
+        machine,
+        step.ended(),
+        changes,
+        numbering.last_seq(),
+    )?;
     record.events = events;
     Ok(record)
 }
@@ -177,26 +183,23 @@ fn take_numbered(
     (changes, events)
 }
 
-/// What `machine` changed in `step`, as the store saves it (without events): its messages (or
+/// What `machine` changed in a step (`ended`: the run's end, when it is one), as the store saves it (without events): its messages (or
 /// its turn, for a run that saves no chat), tool records, counters, end, and the checkpoint the
 /// run goes on from, `last_seq` being its last event.
 fn step_record(
     persistence: &Persistence,
     machine: &mut RunMachine,
-    step: &Step,
+    ended: Option<&RunOutcome>,
     changes: MachineChanges,
     last_seq: u64,
 ) -> Result<StepRecord, StoreError> {
-    let end = match step {
-        Step::Finished(outcome) => Some(RunEnd {
-            status: outcome.status,
-            answer_message_id: outcome.message_id,
-            failure: outcome.failure.clone(),
-            finalize_reason: outcome.finalize_reason,
-            finished_at: crate::clock::now(),
-        }),
-        _ => None,
-    };
+    let end = ended.map(|outcome| RunEnd {
+        status: outcome.status,
+        answer_message_id: outcome.message_id,
+        failure: outcome.failure.clone(),
+        finalize_reason: outcome.finalize_reason,
+        finished_at: crate::clock::now(),
+    });
     // What the run needs to go on from this step. A state that cannot be written could
     // never resume: not saving the step at all is the honest failure.
     let head = machine.checkpoint_head().map_err(|error| {

@@ -228,6 +228,7 @@ impl Tool for SubAgentTool {
             .ok_or_else(|| ToolError::Unavailable("the agent is shutting down".to_string()))?;
         let run_id = Uuid::now_v7();
         let input = RunInput {
+            refused: None,
             run_id,
             session_id: context.session_id,
             query: task,

@@ -67,7 +67,8 @@ impl Recorder {
 /// renders it (one event per reply here, merged the same way on both sides).
 fn replay(agent: &Agent, recorder: &Recorder, run_id: Uuid) -> (Vec<EventKind>, RunState) {
     let state = recorder.start_of(run_id);
-    let policy = agent.policy_for(state.context()).unwrap();
+    // A run refused for its workflow runs under the default policy, as the agent gave it.
+    let policy = agent.policy_for(state.context()).unwrap_or_default();
     let services = agent.services();
     let mut machine = RunMachine::restore(
         state,
@@ -295,4 +296,32 @@ impl EventSink for Collect {
     fn emit(&self, event: Event) {
         self.events.lock().unwrap().push(event);
     }
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_start_replays_exactly() {
+    let llm = ScriptedLlm::start(vec![]).await;
+    let (runtime, recorder) = runtime(&llm, "").await;
+    let context = agentloop::core::RunContext {
+        workflow: Some("nowhere".into()),
+        ..Default::default()
+    };
+    let (events, outcome) = runtime
+        .agent()
+        .run(RunRequest::new("go").context(context))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(outcome.status.as_str(), "failed");
+    assert_eq!(
+        outcome.failure.as_ref().unwrap().code.as_str(),
+        "unknown_workflow"
+    );
+
+    let (replayed, state) = replay(runtime.agent(), &recorder, outcome.run_id);
+    same(&replayed, &own(&events, outcome.run_id));
+    assert_eq!(
+        state_outcome(&state),
+        serde_json::to_value(&outcome).unwrap()
+    );
 }

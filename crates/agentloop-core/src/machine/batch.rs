@@ -34,11 +34,17 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    /// A result with no hook involved.
-    pub fn new(call_id: impl Into<String>, duration_ms: u64, outcome: ToolOutcome) -> Self {
+    /// A result with no hook involved, of a call that started at `started_at` (the machine
+    /// reads no clock: the driver says when).
+    pub fn new(
+        call_id: impl Into<String>,
+        started_at: DateTime<Utc>,
+        duration_ms: u64,
+        outcome: ToolOutcome,
+    ) -> Self {
         Self {
             call_id: call_id.into(),
-            started_at: crate::clock::now(),
+            started_at,
             duration_ms,
             outcome,
             arguments: None,

@@ -14,7 +14,7 @@ use super::{
 
 impl RunMachine {
     /// Ends the run at this safe point because the user asked to stop.
-    pub fn cancel(&mut self) -> Step {
+    pub(super) fn cancel(&mut self) -> Step {
         if matches!(self.state.phase, Phase::Finished { .. }) {
             return self.unexpected("a cancellation");
         }
@@ -31,7 +31,7 @@ impl RunMachine {
     }
 
     /// Ends the run with an error (the LLM failed, or the driver could not go on).
-    pub fn fail(&mut self, code: ErrorCode, message: String) -> Step {
+    pub(super) fn fail(&mut self, code: ErrorCode, message: String) -> Step {
         let announce = matches!(self.state.phase, Phase::Created);
         self.end_failed(code, message, announce)
     }
@@ -57,7 +57,7 @@ impl RunMachine {
     /// happen, so its answer (or its pause) is dropped from the run and the failure says
     /// whether the model had answered. `announced` says whether the run's `run_started` event
     /// reached the clients (it is part of the first step).
-    pub fn fail_unsaved(&mut self, error: &str, announced: bool) -> Step {
+    pub(super) fn fail_unsaved(&mut self, error: &str, announced: bool) -> Step {
         // The ending is replaced by the failure (`finish`), which keeps its finalize reason.
         let unsaved_end = self
             .state

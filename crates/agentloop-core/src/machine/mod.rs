@@ -1,7 +1,8 @@
 //! The run as a state machine that does no I/O.
 //!
-//! The driver asks [`RunMachine::start`] for the first [`Step`], performs it (an LLM call or tool
-//! calls), and feeds the result back; every feed returns the next step until
+//! The machine has one way in, [`RunMachine::handle`]: the driver feeds it [`Input::Start`] for
+//! the first [`Step`], performs it (an LLM call or tool calls), and feeds the result back, each
+//! input with the time it happened; every input says what came of it ([`Handled`]), until
 //! [`Step::Finished`]. New messages, tool records and events pile up until the driver takes
 //! them with [`RunMachine::take_changes`], so it can persist a step's changes before it emits
 //! its events.
@@ -106,6 +107,10 @@ pub struct RunInput {
     /// Tools the run's client declared and answers itself (`client_tool.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_tools: Vec<crate::client_tool::ClientTool>,
+    /// Why the run cannot start (a workflow the agent does not have, a store that could not
+    /// begin it): its start ends it failed with this, after `run_started`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RunFailure>,
 }
 
 /// What the driver must do next.
@@ -114,6 +119,16 @@ pub enum Step {
     CallModel(ModelRequest),
     CallTools(Vec<ToolInvocation>),
     Finished(Box<RunOutcome>),
+}
+
+impl Step {
+    /// How the run ended, when this step is its end.
+    pub fn ended(&self) -> Option<&RunOutcome> {
+        match self {
+            Step::Finished(outcome) => Some(outcome),
+            Step::CallModel(_) | Step::CallTools(_) => None,
+        }
+    }
 }
 
 /// What the machine did with an input ([`RunMachine::handle`]).
@@ -160,7 +175,8 @@ pub enum Input {
         code: ErrorCode,
         message: String,
     },
-    /// The last step could not be saved ([`RunMachine::fail_unsaved`]).
+    /// The last step could not be saved: the run ends failed with `store_unavailable`, in any
+    /// phase (an ending that was not saved did not happen).
     StoreLost {
         error: String,
         announced: bool,
@@ -307,7 +323,7 @@ impl RunMachine {
     /// The run's question as its first message: a new run's, or that of a run restored from
     /// the checkpoint of its beginning (the question is saved with the first step, which that
     /// run never saved).
-    pub fn ask_question(&mut self) {
+    fn ask_question(&mut self) {
         if self.state.turn.is_empty() {
             let question = ChatMessage::user(self.state.input.query.clone());
             self.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
@@ -392,6 +408,11 @@ impl RunMachine {
 
     /// Handles `input`, which happened at `now`, and says what came of it.
     pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Handled {
+        if let Input::Start = input {
+            // A run restored from the checkpoint of its beginning asks its question first, at
+            // the time it started, as a new run did when it was made.
+            self.ask_question();
+        }
         // Never backwards, should the clock that feeds the machine be adjusted.
         self.state.now = now.max(self.state.now);
         match input {
@@ -480,10 +501,13 @@ impl RunMachine {
         self.state.withdrawn.iter().map(String::as_str)
     }
 
-    /// Begins the run.
-    pub fn start(&mut self) -> Step {
+    /// Begins the run (or ends it at once, when it cannot start).
+    fn start(&mut self) -> Step {
         if !matches!(self.state.phase, Phase::Created) {
             return self.unexpected("start");
+        }
+        if let Some(RunFailure { code, message }) = self.state.input.refused.clone() {
+            return self.fail(code, message);
         }
         self.emit(EventKind::RunStarted {
             session_id: self.state.input.session_id,
@@ -495,13 +519,14 @@ impl RunMachine {
     }
 
     /// Feeds the result of the LLM call asked for by the last step (as taking no time).
-    pub fn on_model_reply(&mut self, reply: Result<ModelReply, LlmError>) -> Step {
+    #[cfg(test)]
+    fn on_model_reply(&mut self, reply: Result<ModelReply, LlmError>) -> Step {
         self.on_model_reply_after(reply, 0)
     }
 
     /// Feeds the result of the LLM call asked for by the last step, which took `duration_ms`.
     /// A reply is priced and reported (`llm_call`) before anything it leads to.
-    pub fn on_model_reply_after(
+    fn on_model_reply_after(
         &mut self,
         reply: Result<ModelReply, LlmError>,
         duration_ms: u64,
@@ -528,7 +553,7 @@ impl RunMachine {
         }
     }
 
-    /// Whether the run is paused, waiting for [`RunMachine::resume`].
+    /// Whether the run is paused, waiting for an answer ([`Input::Answer`]).
     pub fn is_paused(&self) -> bool {
         self.state.phase.is_paused()
     }
@@ -543,7 +568,7 @@ impl RunMachine {
 
     /// Continues a paused run with a human's answer. An answer that does not fit what the run
     /// waits for is refused (the run stays paused).
-    pub fn resume(&mut self, answer: &InputAnswer) -> Result<Step, InvalidAnswer> {
+    fn resume(&mut self, answer: &InputAnswer) -> Result<Step, InvalidAnswer> {
         if !self.state.phase.is_paused() {
             return Err(InvalidAnswer::NotWaiting);
         }

@@ -25,7 +25,7 @@ use crate::{canonical::canonical_json, catalog::CatalogEntry, policy::RunPolicy}
 impl RunMachine {
     /// Feeds the result of one tool call; returns the next step once every call of the batch
     /// has ended.
-    pub fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
+    pub(super) fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
         if !matches!(self.state.phase, Phase::AwaitingTools { .. }) {
             return Some(self.unexpected("a tool result"));
         }

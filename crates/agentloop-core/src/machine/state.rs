@@ -217,6 +217,7 @@ mod tests {
 
     fn state() -> RunState {
         let input = RunInput {
+            refused: None,
             run_id: Uuid::from_u128(7),
             session_id: Uuid::from_u128(8),
             query: "q".into(),

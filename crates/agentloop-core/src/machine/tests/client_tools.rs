@@ -12,6 +12,7 @@ fn machine() -> RunMachine {
 
 fn machine_with_policy(policy: crate::policy::RunPolicy) -> RunMachine {
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "show it".into(),

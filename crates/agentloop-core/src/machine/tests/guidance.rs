@@ -34,6 +34,7 @@ fn guided(configure: impl FnOnce(&mut AgentSettings)) -> RunMachine {
         },
     );
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What does Alex say about Q4?".into(),

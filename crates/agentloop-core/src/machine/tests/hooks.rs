@@ -70,6 +70,7 @@ fn a_call_a_hook_skipped_did_not_run_and_its_rewritten_arguments_are_recorded() 
     assert!(m.on_tool_result(rewritten).is_none());
     let skipped = ToolResult::new(
         &batch[1].call_id,
+        call_started_at(),
         0,
         ToolOutcome::Skipped("not on weekends".into()),
     );
@@ -82,4 +83,20 @@ fn a_call_a_hook_skipped_did_not_run_and_its_rewritten_arguments_are_recorded() 
     assert_eq!(outcome.records[0].arguments, json!({"q": "1", "limit": 5}));
     assert_eq!(outcome.records[1].status, ToolStatus::Skipped);
     assert_eq!(outcome.tools_used, 1, "the skipped call did not run");
+}
+
+#[test]
+fn a_record_has_the_start_time_the_driver_gave_its_call() {
+    let mut m = machine();
+    let _ = m.handle(Input::Start, started_at());
+    let reply = Input::ModelReply {
+        reply: calls_owned(&[search("a", "1")]),
+        duration_ms: 5,
+    };
+    let batch = tools(m.handle(reply, started_at()).step().unwrap());
+    let result = Input::ToolResult(done(&batch[0].call_id, "A"));
+    let _ = model(m.handle(result, call_started_at()).step().unwrap());
+    let records = m.take_changes().records;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].started_at, call_started_at());
 }

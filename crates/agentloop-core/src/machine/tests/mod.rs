@@ -33,6 +33,7 @@ fn catalog(names: &[&str]) -> Arc<ToolCatalog> {
 
 fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
@@ -41,7 +42,7 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         model: None,
         max_iterations: settings.max_iterations,
         context: RunContext::default(),
-        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
+        started_at: started_at(),
         policy: crate::policy::RunPolicy::default(),
         client_tools: Vec::new(),
         budget: Default::default(),
@@ -52,6 +53,15 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         catalog(tools),
         Arc::new(crate::tokens::EstimatedTokens),
     )
+}
+
+/// When the test runs start; a tool call starts a second later.
+fn started_at() -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default()
+}
+
+fn call_started_at() -> chrono::DateTime<chrono::Utc> {
+    started_at() + chrono::Duration::seconds(1)
 }
 
 fn machine() -> RunMachine {
@@ -100,12 +110,18 @@ fn calls_owned(list: &[(String, String, String)]) -> Result<ModelReply, LlmError
 }
 
 fn done(call_id: &str, output: &str) -> ToolResult {
-    ToolResult::new(call_id, 3, ToolOutcome::Success(ToolOutput::text(output)))
+    ToolResult::new(
+        call_id,
+        call_started_at(),
+        3,
+        ToolOutcome::Success(ToolOutput::text(output)),
+    )
 }
 
 fn failed(call_id: &str, error: &str) -> ToolResult {
     ToolResult::new(
         call_id,
+        call_started_at(),
         3,
         ToolOutcome::Failed(ToolError::Failed(error.into())),
     )
@@ -625,6 +641,7 @@ fn feeding_the_wrong_thing_fails_cleanly_instead_of_panicking() {
 fn history_comes_between_the_system_prompt_and_the_new_question() {
     let settings = AgentSettings::default();
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
@@ -636,7 +653,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
         model: None,
         max_iterations: 3,
         context: RunContext::default(),
-        started_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default(),
+        started_at: started_at(),
         policy: crate::policy::RunPolicy::default(),
         client_tools: Vec::new(),
         budget: Default::default(),

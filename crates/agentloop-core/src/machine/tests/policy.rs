@@ -18,6 +18,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
     let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(read), Arc::new(write)];
     let settings = AgentSettings::default();
     let input = RunInput {
+        refused: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "q".into(),
@@ -112,6 +113,7 @@ fn a_call_refused_when_it_was_to_run_can_be_asked_again_without_being_a_repeat()
     };
     let step = m.on_tool_result(ToolResult::new(
         &batch[0].call_id,
+        call_started_at(),
         0,
         ToolOutcome::Refused(refusal),
     ));

@@ -168,6 +168,7 @@ fn a_tool_that_reports_a_cost_adds_it_to_the_run_and_to_its_record() {
     };
     let next = m.on_tool_result(ToolResult::new(
         &batch[0].call_id,
+        call_started_at(),
         1200,
         ToolOutcome::Success(output),
     ));
