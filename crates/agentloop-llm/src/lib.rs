@@ -36,4 +36,6 @@ pub use json_planner::JsonToolCalling;
 pub use provider::{client_for, client_for_with_origin};
 pub use responses::ResponsesClient;
 pub use scripted::ScriptedModel;
-pub use tokens::{ClaudeTokens, TiktokenCounter, token_counter, token_counter_for};
+#[cfg(feature = "tiktoken")]
+pub use tokens::TiktokenCounter;
+pub use tokens::{ClaudeTokens, token_counter, token_counter_for};

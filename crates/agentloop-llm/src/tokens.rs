@@ -4,15 +4,18 @@
 use std::sync::Arc;
 
 use agentloop_core::{EstimatedTokens, TokenCounter};
+#[cfg(feature = "tiktoken")]
 use tiktoken_rs::CoreBPE;
 
 use crate::config::{LlmConfig, Tokenizer};
 
 /// Counts with a tiktoken encoding.
+#[cfg(feature = "tiktoken")]
 pub struct TiktokenCounter {
     bpe: &'static CoreBPE,
 }
 
+#[cfg(feature = "tiktoken")]
 impl TokenCounter for TiktokenCounter {
     fn count(&self, text: &str) -> usize {
         self.bpe.count_ordinary(text)
@@ -51,21 +54,23 @@ pub fn token_counter(config: &LlmConfig) -> Arc<dyn TokenCounter> {
 
 /// The counter for `model`: its tiktoken encoding when it is an OpenAI-family model (also
 /// behind a router prefix such as `openai/gpt-4o`), [`ClaudeTokens`] for Claude, else the
-/// conservative estimate.
+/// conservative estimate (also for OpenAI's models when built without the `tiktoken` feature).
 pub fn token_counter_for(model: &str) -> Arc<dyn TokenCounter> {
     let name = model.rsplit('/').next().unwrap_or(model);
     if name.to_ascii_lowercase().contains("claude") {
         return Arc::new(ClaudeTokens);
     }
-    let bpe = tiktoken_rs::tokenizer::get_tokenizer(name)
-        .and_then(|tokenizer| tiktoken_rs::bpe_for_tokenizer(tokenizer).ok());
-    match bpe {
-        Some(bpe) => Arc::new(TiktokenCounter { bpe }),
-        None => Arc::new(EstimatedTokens),
+    #[cfg(feature = "tiktoken")]
+    if let Some(bpe) = tiktoken_rs::tokenizer::get_tokenizer(name)
+        .and_then(|tokenizer| tiktoken_rs::bpe_for_tokenizer(tokenizer).ok())
+    {
+        return Arc::new(TiktokenCounter { bpe });
     }
+    Arc::new(EstimatedTokens)
 }
 
-#[cfg(test)]
+// The counts asserted are tiktoken's.
+#[cfg(all(test, feature = "tiktoken"))]
 mod tests {
     use super::*;
 
@@ -124,5 +129,21 @@ mod tests {
             EstimatedTokens.count("Hello, world!")
         );
         assert!(counter.count("Hello, world!") >= 4);
+    }
+}
+
+#[cfg(all(test, not(feature = "tiktoken")))]
+mod without_tiktoken {
+    use super::*;
+
+    /// Run by `cargo test -p agentloop-llm --lib --no-default-features tokens`.
+    #[test]
+    fn openai_models_get_the_estimate() {
+        let text = "Hello, world!";
+        assert_eq!(
+            token_counter_for("gpt-4o").count(text),
+            EstimatedTokens.count(text)
+        );
+        assert_eq!(token_counter_for("claude-sonnet-4").count("日本"), 2);
     }
 }

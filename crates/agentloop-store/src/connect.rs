@@ -1,33 +1,46 @@
 //! Opening a database from its URL, and bringing its schema up to date.
 
+#[cfg(feature = "postgres")]
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "postgres")]
 use std::time::Duration;
 
 use agentloop_core::StoreError;
-use sqlx::migrate::{Migrate, Migrator};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, Executor, PgConnection};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use sqlx::migrate::Migrator;
+#[cfg(feature = "postgres")]
+use sqlx::{
+    Connection, Executor, PgConnection, migrate::Migrate, postgres::PgPool, postgres::PgPoolOptions,
+};
 
 use crate::config::unsupported_url_message;
 use crate::db::{Db, DbFile, Engine};
 use crate::dialect::Backend;
+#[cfg(feature = "postgres")]
 use crate::errors::from_migrate;
+#[cfg(feature = "postgres")]
 use crate::postgres::ACQUIRE_TIMEOUT;
+#[cfg(feature = "sqlite")]
 use crate::sqlite::{self, Checkpointer, Lite, Open};
 
+#[cfg(feature = "sqlite")]
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
+#[cfg(feature = "postgres")]
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
 
 /// How long opening a PostgreSQL connection at start may take: a host that accepts TCP but
 /// never answers (a wrong port, a proxy with nothing behind it) would otherwise hang the start
 /// for ever.
+#[cfg(feature = "postgres")]
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// PostgreSQL ends a statement running longer than this (lock waits included), so that one
 /// stuck statement cannot hold a connection and its locks for ever. Our statements take
 /// milliseconds; migrations run without it. A `statement_timeout` in the URL's `options` wins.
+#[cfg(feature = "postgres")]
 const POSTGRES_SESSION: &str = "SET statement_timeout = '15s'";
 
 /// A database URL, understood.
@@ -37,6 +50,7 @@ struct Target {
     url: String,
     /// Where the database is, for messages: the path, or the URL without its password.
     location: String,
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     in_memory: bool,
     /// The file of a SQLite database (absolute).
     file: Option<PathBuf>,
@@ -85,6 +99,7 @@ impl Target {
         StoreError::unavailable(message).caused_by(error)
     }
 
+    #[cfg(feature = "postgres")]
     fn no_answer(&self) -> StoreError {
         StoreError::unavailable(format!(
             "cannot connect to the PostgreSQL database at {}: no answer within {} s; check that \
@@ -195,6 +210,7 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
     let target = Target::parse(url, if_missing)?;
     let existed = target.file.as_deref().map(Path::exists);
     let engine = match target.backend {
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite => {
             let open = if target.in_memory {
                 Open::Memory
@@ -211,6 +227,7 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
             };
             Engine::Sqlite(Lite::new(connection, checkpointer, target.location.clone()))
         }
+        #[cfg(feature = "postgres")]
         Backend::Postgres => {
             probe(&target).await?;
             let pool = postgres_pool(&target)
@@ -219,6 +236,8 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
                 .map_err(|error| target.cannot_connect(error))?;
             Engine::Postgres(pool)
         }
+        #[allow(unreachable_patterns)]
+        unbuilt => return Err(not_built(unbuilt)),
     };
     let file = match &target.file {
         Some(path) => Some(DbFile::opened(path.clone()).map_err(|error| {
@@ -254,8 +273,25 @@ pub(crate) async fn open(url: &str, if_missing: IfMissing) -> Result<Db, StoreEr
     })
 }
 
+/// The error for a URL of a backend this build lacks: its cargo feature was off.
+fn not_built(backend: Backend) -> StoreError {
+    let name = backend.name();
+    let built = match (cfg!(feature = "sqlite"), cfg!(feature = "postgres")) {
+        (true, true) => "both",
+        (true, false) => "SQLite only",
+        (false, true) => "PostgreSQL only",
+        (false, false) => "no SQL database",
+    };
+    StoreError::unavailable(format!(
+        "{name}:// needs agentloop built with the `{name}` feature (this build serves {built}); \
+         rebuild it with `--features {name}`, or set store.url (or DATABASE_URL) to a database \
+         this build serves"
+    ))
+}
+
 /// A pool retries a refused connection until its acquire timeout, then reports only that it
 /// timed out; one direct attempt reports the cause at once.
+#[cfg(feature = "postgres")]
 async fn probe(target: &Target) -> Result<(), StoreError> {
     let connecting = PgConnection::connect(&target.url);
     let connection = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
@@ -269,6 +305,7 @@ async fn probe(target: &Target) -> Result<(), StoreError> {
     Ok(())
 }
 
+#[cfg(feature = "postgres")]
 fn postgres_pool(target: &Target) -> PgPoolOptions {
     let url_sets_its_own = target.url.contains("statement_timeout");
     PgPoolOptions::new()
@@ -286,14 +323,22 @@ fn postgres_pool(target: &Target) -> PgPoolOptions {
 
 /// Applies the migrations the database lacks; returns them as `"<version> <description>"`.
 pub(crate) async fn apply_migrations(db: &Db) -> Result<Vec<String>, StoreError> {
-    let pool = match &db.engine {
+    match &db.engine {
+        #[cfg(feature = "sqlite")]
         Engine::Sqlite(lite) => {
             let connection = db.sqlite(lite).await?;
-            return crate::sqlite::migrate::run(&connection, &SQLITE_MIGRATIONS, MIGRATIONS_TABLE)
-                .map_err(|error| error.into_store_error(&db.location));
+            crate::sqlite::migrate::run(&connection, &SQLITE_MIGRATIONS, MIGRATIONS_TABLE)
+                .map_err(|error| error.into_store_error(&db.location))
         }
-        Engine::Postgres(pool) => pool,
-    };
+        #[cfg(feature = "postgres")]
+        Engine::Postgres(pool) => apply_postgres_migrations(db, pool).await,
+        #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+        Engine::Unbuilt(never) => match *never {},
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn apply_postgres_migrations(db: &Db, pool: &PgPool) -> Result<Vec<String>, StoreError> {
     let mut connection = pool.acquire().await.map_err(|error| db.error(error))?;
     // A migration may rewrite a large table, or wait for another process's migration. The
     // connection is closed afterwards, taking this setting with it.
@@ -307,6 +352,7 @@ pub(crate) async fn apply_migrations(db: &Db) -> Result<Vec<String>, StoreError>
         .map_err(|error| from_migrate(error, &db.location))
 }
 
+#[cfg(feature = "postgres")]
 async fn migrate_locked(
     migrator: &Migrator,
     connection: &mut PgConnection,
@@ -387,6 +433,47 @@ mod tests {
     fn memory_databases_are_recognised() {
         assert!(sqlite_target("sqlite::memory:", IfMissing::Create).in_memory);
         assert!(sqlite_target("sqlite://?mode=memory", IfMissing::Create).in_memory);
+    }
+
+    #[test]
+    fn a_backend_not_built_is_refused_with_its_feature() {
+        for (backend, scheme) in [(Backend::Sqlite, "sqlite"), (Backend::Postgres, "postgres")] {
+            let message = not_built(backend).to_string();
+            let expected = format!("{scheme}:// needs agentloop built with the `{scheme}` feature");
+            assert!(message.contains(&expected), "{message}");
+            assert!(
+                message.contains(&format!("--features {scheme}")),
+                "{message}"
+            );
+        }
+    }
+
+    /// Run by `cargo test -p agentloop-store --lib --no-default-features --features sqlite`.
+    #[cfg(not(feature = "postgres"))]
+    #[tokio::test]
+    async fn a_postgres_url_needs_the_postgres_feature() {
+        let error = open("postgres://agent@127.0.0.1/agentloop", IfMissing::Create)
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(error, StoreError::Unavailable { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("postgres:// needs agentloop built with the `postgres` feature"));
+    }
+
+    /// Run by `cargo test -p agentloop-store --lib --no-default-features --features postgres`.
+    #[cfg(not(feature = "sqlite"))]
+    #[tokio::test]
+    async fn a_sqlite_url_needs_the_sqlite_feature() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("a.db").display());
+        let message = open(&url, IfMissing::Create)
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("sqlite:// needs agentloop built with the `sqlite` feature"));
+        assert!(!dir.path().join("a.db").exists(), "no file is left behind");
     }
 
     #[test]

@@ -7,23 +7,34 @@ use std::io;
 use std::path::PathBuf;
 
 use agentloop_core::StoreError;
+#[cfg(feature = "sqlite")]
 use rusqlite::Connection;
+#[cfg(feature = "postgres")]
 use sqlx::pool::PoolConnection;
+#[cfg(feature = "postgres")]
 use sqlx::{Executor, PgPool, Postgres};
+#[cfg(feature = "sqlite")]
 use tokio::sync::MappedMutexGuard;
 
 use crate::columns::Cells;
 use crate::dialect::Backend;
 use crate::sql::{Query, Row};
+#[cfg(feature = "sqlite")]
 use crate::sqlite::group_commit::Member;
+#[cfg(feature = "sqlite")]
 use crate::sqlite::{self, Lite};
 use crate::text;
 
-/// What runs the statements.
+/// What runs the statements: a backend built in (the `sqlite` and `postgres` features).
 pub(crate) enum Engine {
     /// One connection, used in the calling task (see `sqlite.rs`).
+    #[cfg(feature = "sqlite")]
     Sqlite(Lite),
+    #[cfg(feature = "postgres")]
     Postgres(PgPool),
+    /// Built without a backend: no database opens (`connect::not_built`), no `Db` exists.
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    Unbuilt(std::convert::Infallible),
 }
 
 pub(crate) struct Db {
@@ -69,6 +80,7 @@ impl Db {
     /// goes back to the pool "inside" a transaction. [`Tx`] owns the end of the transaction.
     pub(crate) async fn begin(&self) -> Result<Tx<'_>, StoreError> {
         let connection = match &self.engine {
+            #[cfg(feature = "sqlite")]
             Engine::Sqlite(lite) => match lite.join().await? {
                 Some((connection, member)) => TxConnection::Sqlite {
                     connection,
@@ -78,10 +90,13 @@ impl Db {
                 None => return Err(self.closed()),
             },
             // Boxed: sqlx's futures are kilobytes (see `Query::run`).
+            #[cfg(feature = "postgres")]
             Engine::Postgres(pool) => Box::pin(begin_postgres(pool))
                 .await
                 .map(TxConnection::Postgres)
                 .map_err(|error| self.error(error))?,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Engine::Unbuilt(never) => match *never {},
         };
         Ok(Tx {
             db: self,
@@ -91,6 +106,7 @@ impl Db {
     }
 
     /// The connection of a SQLite store, or the error that it was closed.
+    #[cfg(feature = "sqlite")]
     pub(crate) async fn sqlite<'l>(
         &self,
         lite: &'l Lite,
@@ -98,6 +114,7 @@ impl Db {
         lite.lock().await.ok_or_else(|| self.closed())
     }
 
+    #[cfg(feature = "sqlite")]
     fn closed(&self) -> StoreError {
         StoreError::unavailable(format!(
             "the database at {} is unavailable: the store was closed (agentloop is stopping)",
@@ -105,10 +122,12 @@ impl Db {
         ))
     }
 
+    #[cfg(feature = "postgres")]
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
         crate::errors::from_sqlx(error, &self.location)
     }
 
+    #[cfg(feature = "sqlite")]
     pub(crate) fn sqlite_error(&self, error: rusqlite::Error) -> StoreError {
         crate::errors::from_sqlite(error, &self.location)
     }
@@ -120,19 +139,27 @@ impl Db {
             file.check()?;
         }
         match &self.engine {
+            #[cfg(feature = "postgres")]
             Engine::Postgres(_) => self.query("SELECT 1").execute(self).await.map(drop),
+            #[cfg(feature = "sqlite")]
             Engine::Sqlite(lite) => {
                 let connection = self.sqlite(lite).await?;
                 sqlite::ping(&connection).map_err(|error| self.sqlite_error(error))
             }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Engine::Unbuilt(never) => match *never {},
         }
     }
 
     /// Waits for the queries in flight and closes the connections; later calls fail.
     pub(crate) async fn close(&self) {
         match &self.engine {
+            #[cfg(feature = "sqlite")]
             Engine::Sqlite(lite) => lite.close().await,
+            #[cfg(feature = "postgres")]
             Engine::Postgres(pool) => pool.close().await,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Engine::Unbuilt(never) => match *never {},
         }
     }
 }
@@ -144,15 +171,21 @@ pub(crate) fn changed(count: &u64) -> bool {
 
 /// The connection a transaction holds.
 pub(crate) enum TxConnection<'d> {
+    #[cfg(feature = "sqlite")]
     Sqlite {
         connection: MappedMutexGuard<'d, Connection>,
         /// Its place in a group of transactions committed together.
         member: Member,
         lite: &'d Lite,
     },
+    #[cfg(feature = "postgres")]
     Postgres(PoolConnection<Postgres>),
     /// Let go of by a commit.
     Ended,
+    /// Built without SQLite: nothing else borrows from the database. Never made.
+    #[cfg(not(feature = "sqlite"))]
+    #[allow(dead_code)]
+    Borrowing(std::convert::Infallible, std::marker::PhantomData<&'d ()>),
 }
 
 /// A transaction begun by [`Db::begin`]. Statements run on it with `&mut tx`; it ends with
@@ -174,6 +207,7 @@ impl Tx<'_> {
     pub(crate) async fn commit(mut self) -> Result<(), StoreError> {
         match std::mem::replace(&mut self.connection, TxConnection::Ended) {
             // Kept or undone by its group from here on, whatever happens to this call.
+            #[cfg(feature = "sqlite")]
             TxConnection::Sqlite {
                 connection,
                 member,
@@ -182,6 +216,7 @@ impl Tx<'_> {
                 self.open = false;
                 lite.keep(connection, &member).await
             }
+            #[cfg(feature = "postgres")]
             TxConnection::Postgres(mut connection) => {
                 if let Err(error) = Box::pin(connection.execute("COMMIT")).await {
                     connection.close_on_drop();
@@ -191,6 +226,8 @@ impl Tx<'_> {
                 Ok(())
             }
             TxConnection::Ended => Err(StoreError::query("the transaction was already ended")),
+            #[cfg(not(feature = "sqlite"))]
+            TxConnection::Borrowing(never, _) => match never {},
         }
     }
 }
@@ -201,18 +238,23 @@ impl Drop for Tx<'_> {
             return;
         }
         match &mut self.connection {
+            #[cfg(feature = "sqlite")]
             TxConnection::Sqlite {
                 connection,
                 member,
                 lite,
             } => lite.abandon(connection, member),
+            #[cfg(feature = "postgres")]
             TxConnection::Postgres(connection) => connection.close_on_drop(),
             TxConnection::Ended => {}
+            #[cfg(not(feature = "sqlite"))]
+            TxConnection::Borrowing(never, _) => match *never {},
         }
     }
 }
 
 /// A pooled PostgreSQL connection with a transaction begun on it.
+#[cfg(feature = "postgres")]
 async fn begin_postgres(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
     let mut connection = pool.acquire().await?;
     if let Err(error) = connection.execute("BEGIN").await {

@@ -6,14 +6,18 @@
 //! refuses, which would fail again.
 
 use agentloop_core::StoreError;
+#[cfg(feature = "postgres")]
 use sqlx::error::DatabaseError;
 use sqlx::migrate::MigrateError;
 
+#[cfg(feature = "postgres")]
 use crate::postgres::ACQUIRE_TIMEOUT;
 
+#[cfg(feature = "postgres")]
 const SET_THE_URL: &str = "or set store.url (or DATABASE_URL)";
 
 /// The error of a statement, keeping sqlx's error as its cause.
+#[cfg(feature = "postgres")]
 pub(crate) fn from_sqlx(error: sqlx::Error, location: &str) -> StoreError {
     if let Some(advice) = unavailable_advice(&error) {
         let message = format!("the database at {location} is unavailable: {error}; {advice}");
@@ -30,6 +34,7 @@ pub(crate) fn from_sqlx(error: sqlx::Error, location: &str) -> StoreError {
 
 /// What to check when the database could not be reached, stopped answering, or cannot take a
 /// write for now; `None` when the statement itself was refused.
+#[cfg(feature = "postgres")]
 fn unavailable_advice(error: &sqlx::Error) -> Option<String> {
     let reachable = format!("check that it is running and reachable, {SET_THE_URL}");
     match error {
@@ -50,6 +55,7 @@ fn unavailable_advice(error: &sqlx::Error) -> Option<String> {
 }
 
 /// SQLite's primary result code of a failed call (the low byte of the extended code).
+#[cfg(feature = "sqlite")]
 pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
     error
         .sqlite_error()
@@ -57,6 +63,7 @@ pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
 }
 
 /// The error of a statement on a SQLite store (rusqlite), keeping it as the cause.
+#[cfg(feature = "sqlite")]
 pub(crate) fn from_sqlite(error: rusqlite::Error, location: &str) -> StoreError {
     if let Some(advice) = primary_code(&error).and_then(sqlite_advice) {
         let message = format!("the database at {location} is unavailable: {error}; {advice}");
@@ -73,7 +80,8 @@ pub(crate) fn from_sqlite(error: rusqlite::Error, location: &str) -> StoreError 
     }
 }
 
-/// sqlx serves PostgreSQL only (SQLite's errors come from rusqlite: [`from_sqlite`]).
+/// sqlx serves PostgreSQL only (SQLite's errors come from rusqlite: `from_sqlite`).
+#[cfg(feature = "postgres")]
 fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
     let code = error.code()?;
     // PostgreSQL SQLSTATE classes: 08 connection exception, 53 insufficient resources (disk,
@@ -90,6 +98,7 @@ fn database_advice(error: &dyn DatabaseError) -> Option<&'static str> {
 
 /// What to check after a SQLite failure with this primary result code; `None` when the
 /// statement itself was refused.
+#[cfg(feature = "sqlite")]
 fn sqlite_advice(primary: i32) -> Option<&'static str> {
     match primary {
         // SQLITE_BUSY, SQLITE_LOCKED
@@ -137,6 +146,7 @@ pub(crate) fn from_migrate(error: MigrateError, location: &str) -> StoreError {
 
 /// A statement of a migration failed: said as a failed schema set-up unless the database is
 /// unavailable.
+#[cfg(feature = "postgres")]
 fn schema_statement_failed(error: MigrateError, location: &str) -> StoreError {
     let (MigrateError::Execute(inner) | MigrateError::ExecuteMigration(inner, _)) = error else {
         return StoreError::unavailable(format!(
@@ -151,4 +161,14 @@ fn schema_statement_failed(error: MigrateError, location: &str) -> StoreError {
         },
         other => other,
     }
+}
+
+/// Without PostgreSQL, a migration's statement fails on SQLite only, through rusqlite, which
+/// never gets here.
+#[cfg(not(feature = "postgres"))]
+fn schema_statement_failed(error: MigrateError, location: &str) -> StoreError {
+    StoreError::query(format!(
+        "cannot set up the schema of the database at {location}: {error}"
+    ))
+    .caused_by(error)
 }

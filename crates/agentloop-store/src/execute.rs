@@ -4,8 +4,11 @@
 use agentloop_core::StoreError;
 
 use crate::db::{Db, Engine, Tx, TxConnection};
+#[cfg(feature = "postgres")]
+use crate::postgres;
 use crate::sql::{Fetch, Outcome, Query, Row};
-use crate::{postgres, sqlite};
+#[cfg(feature = "sqlite")]
+use crate::sqlite;
 
 /// Where a statement runs: on its own (SQLite: the store's connection; PostgreSQL: any
 /// connection of the pool), or inside a transaction.
@@ -79,22 +82,29 @@ impl Query<'_> {
         match on {
             On::Db(db) => match &db.engine {
                 // Run at once on the store's connection: no thread to hand the statement to.
+                #[cfg(feature = "sqlite")]
                 Engine::Sqlite(lite) => {
                     let connection = db.sqlite(lite).await?;
                     sqlite::run(&connection, self, fetch).map_err(|error| db.sqlite_error(error))
                 }
                 // Boxed here and below: sqlx's futures are kilobytes, and inline they would
                 // make every store call's future as large on SQLite too.
+                #[cfg(feature = "postgres")]
                 Engine::Postgres(pool) => Box::pin(postgres::run(self, fetch, pool))
                     .await
                     .map_err(|error| db.error(error)),
+                #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+                Engine::Unbuilt(never) => match *never {},
             },
             On::Tx(tx) => {
+                #[cfg(any(feature = "sqlite", feature = "postgres"))]
                 let db = tx.db;
                 match &mut tx.connection {
+                    #[cfg(feature = "sqlite")]
                     TxConnection::Sqlite { connection, .. } => {
                         sqlite::run(connection, self, fetch).map_err(|error| db.sqlite_error(error))
                     }
+                    #[cfg(feature = "postgres")]
                     TxConnection::Postgres(connection) => {
                         Box::pin(postgres::run(self, fetch, &mut **connection))
                             .await
@@ -103,6 +113,8 @@ impl Query<'_> {
                     TxConnection::Ended => {
                         Err(StoreError::query("a statement after its transaction ended"))
                     }
+                    #[cfg(not(feature = "sqlite"))]
+                    TxConnection::Borrowing(never, _) => match *never {},
                 }
             }
         }

@@ -11,9 +11,13 @@
 use agentloop_core::{MissingSession, RunBegin, RunStart, StepRecord, StoreError};
 
 use crate::columns::{millis, now};
-use crate::db::{Db, Engine};
+use crate::db::Db;
+#[cfg(feature = "postgres")]
+use crate::db::Engine;
+#[cfg(feature = "postgres")]
+use crate::one_statement;
 use crate::step::StepRows;
-use crate::{locks, one_statement, runs, sessions};
+use crate::{locks, runs, sessions};
 
 /// The first step of `start`, when the run can begin the fresh way.
 pub(crate) fn first_step(start: &RunStart) -> Option<&StepRecord> {
@@ -44,12 +48,15 @@ pub(crate) async fn begin(
         MissingSession::Refuse | MissingSession::Ignore => Vec::new(),
     };
     let run_row = runs::start_query(db, run, rows.head(), &step.progress);
+    // Whether the rows fit one statement: PostgreSQL's concern only.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     let (rest, in_order) = rows.queries(db, &run_id);
     let begun = RunBegin::Begun {
         history: Vec::new(),
         checkpoint_saved: start.first_step_saves_input(),
     };
 
+    #[cfg(feature = "postgres")]
     if let Engine::Postgres(pool) = &db.engine
         && rows.shared.is_empty()
         && in_order

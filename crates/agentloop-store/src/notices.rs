@@ -7,36 +7,52 @@
 //! news of every instance on the same database. A listener that loses its connection connects
 //! again; news missed meanwhile are made up by the followers' slow poll.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(feature = "postgres")]
+use std::sync::Mutex;
+#[cfg(feature = "postgres")]
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use sqlx::postgres::PgListener;
 use tokio::sync::broadcast;
+#[cfg(feature = "postgres")]
 use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
 /// The PostgreSQL channel of the news (the trigger of migration 10 notifies on it).
+#[cfg(feature = "postgres")]
 pub(crate) const CHANNEL: &str = "agentloop_runs";
 
 /// News kept for a follower that lags; one that falls further behind reads the store anyway.
 const BACKLOG: usize = 1024;
 /// A listener that cannot connect tries again after this.
+#[cfg(feature = "postgres")]
 const RECONNECT: Duration = Duration::from_secs(1);
 /// A connection attempt gives up after this.
+#[cfg(feature = "postgres")]
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) struct Notices {
     sender: broadcast::Sender<Uuid>,
     /// PostgreSQL: where the listener connects.
+    #[cfg(feature = "postgres")]
     listen_url: Option<String>,
+    #[cfg(feature = "postgres")]
     listener: Mutex<Option<AbortOnDropHandle<()>>>,
 }
 
 impl Notices {
+    /// `listen_url`: a PostgreSQL database's, to hear the other instances; only this process's
+    /// news without (or when built without PostgreSQL, which has no other URL).
     pub(crate) fn new(listen_url: Option<String>) -> Arc<Notices> {
+        #[cfg(not(feature = "postgres"))]
+        let _ = listen_url;
         Arc::new(Notices {
             sender: broadcast::channel(BACKLOG).0,
+            #[cfg(feature = "postgres")]
             listen_url,
+            #[cfg(feature = "postgres")]
             listener: Mutex::new(None),
         })
     }
@@ -49,6 +65,7 @@ impl Notices {
 
     /// The news from now on; on PostgreSQL, starts the listener if it is not running.
     pub(crate) fn subscribe(self: &Arc<Self>) -> broadcast::Receiver<Uuid> {
+        #[cfg(feature = "postgres")]
         if let Some(url) = &self.listen_url {
             let mut listener = self
                 .listener
@@ -66,6 +83,7 @@ impl Notices {
 }
 
 /// Passes on the news of every instance, connecting again whenever the connection is lost.
+#[cfg(feature = "postgres")]
 async fn listen(url: String, sender: broadcast::Sender<Uuid>) {
     loop {
         let connected = tokio::time::timeout(CONNECT_TIMEOUT, async {

@@ -50,7 +50,8 @@ impl<'t> SharedOutputs<'t> {
         Stored::Shared(hash)
     }
 
-    /// Whether the step keeps no text apart.
+    /// Whether the step keeps no text apart (a step as one statement on PostgreSQL).
+    #[cfg(feature = "postgres")]
     pub(crate) fn is_empty(&self) -> bool {
         self.by_hash.is_empty()
     }

@@ -157,13 +157,13 @@ impl Lite {
     }
 
     /// Transactions waiting for the connection to join a group.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "postgres"))] // for `store/tests.rs`, built with both backends
     pub(crate) fn waiting(&self) -> usize {
         self.groups.waiting()
     }
 
     /// How many groups were begun.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "postgres"))]
     pub(crate) fn groups_begun(&self) -> u64 {
         self.groups.begun()
     }

@@ -7,15 +7,19 @@ use agentloop_core::{StepRecord, StoreError};
 use chrono::{DateTime, Utc};
 
 use crate::columns::{millis, now};
-use crate::db::{Db, Engine, Tx, changed};
+#[cfg(feature = "postgres")]
+use crate::db::Engine;
+use crate::db::{Db, Tx, changed};
 use crate::durable::EncodedCheckpoint;
 use crate::events::EventRow;
 use crate::locks::LockAfterStep;
 use crate::messages::MessageRow;
+#[cfg(feature = "postgres")]
+use crate::one_statement;
 use crate::outputs::SharedOutputs;
 use crate::records::RecordRow;
 use crate::sql::Query;
-use crate::{durable, events, locks, messages, one_statement, records, runs};
+use crate::{durable, events, locks, messages, records, runs};
 
 /// Whether a step moves its session's `updated_at`, and to when: a step that brings a user's
 /// message (the question, a steering message) to when the newest of them arrived; one that ends
@@ -65,6 +69,8 @@ pub(crate) async fn write<'d>(
             owner: step.owner.as_deref(),
         },
     );
+    // Whether the rows fit one statement: PostgreSQL's concern only.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     let (mut rest, in_order) = rows.queries(db, &run_id);
     let lock = step.end.as_ref().map(|end| match end.status.is_final() {
         true => LockAfterStep::Release,
@@ -80,22 +86,21 @@ pub(crate) async fn write<'d>(
         lock,
     ));
 
-    let one = matches!(db.engine, Engine::Postgres(_))
+    #[cfg(feature = "postgres")]
+    if let Engine::Postgres(pool) = &db.engine
         && rows.shared.is_empty()
         && in_order
-        && one_statement::fits(&progress, &rest);
+        && one_statement::fits(&progress, &rest)
+    {
+        return match within {
+            Some(tx) => one_statement::run_within(tx, progress, rest).await,
+            None => one_statement::run(db, pool, progress, rest, &run_id).await,
+        };
+    }
     let mut own = None;
     let tx = match within {
-        Some(tx) if one => return one_statement::run_within(tx, progress, rest).await,
         Some(tx) => tx,
-        None => {
-            if let Engine::Postgres(pool) = &db.engine
-                && one
-            {
-                return one_statement::run(db, pool, progress, rest, &run_id).await;
-            }
-            own.insert(db.begin().await?)
-        }
+        None => own.insert(db.begin().await?),
     };
     if !changed(&progress.execute(&mut *tx).await?) {
         return Err(runs::not_written(db, &mut *tx, &run_id).await);

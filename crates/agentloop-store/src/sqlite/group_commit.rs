@@ -141,7 +141,7 @@ impl Groups {
     }
 
     /// How many groups were begun.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "postgres"))]
     pub(crate) fn begun(&self) -> u64 {
         self.book().begun
     }
