@@ -11,8 +11,32 @@ use crate::{durable, fresh, locks, messages, runs, sessions, step};
 
 pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
     if let Some(step) = fresh::first_step(start) {
-        return fresh::begin(db, start, step).await;
+        match fresh::begin(db, start, step).await {
+            // Another run made the session meanwhile: the general way finds it, and its lock.
+            Err(error) if session_taken(&error) => {}
+            begun => return begun,
+        }
     }
+    match looked_up(db, start).await {
+        // Two runs found the session missing and both inserted it: the second now finds it.
+        Err(error) if session_taken(&error) => looked_up(db, start).await,
+        begun => begun,
+    }
+}
+
+/// Whether the session's row was refused because it exists (`errors::is_session_taken`).
+fn session_taken(error: &StoreError) -> bool {
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    return crate::errors::is_session_taken(error);
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    {
+        let _ = error;
+        false
+    }
+}
+
+/// The general way: the session looked up (and its lock taken), or made when missing.
+async fn looked_up(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
     let run = &start.run;
     // Encoded first, so that nothing but the database runs while the transaction holds locks.
     // A first step's checkpoint replaces the one of the beginning.

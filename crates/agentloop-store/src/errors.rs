@@ -54,6 +54,34 @@ fn unavailable_advice(error: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// Whether `error` is the refusal of a session's row because a session of that id exists: a
+/// session said to be new (`RunStart::session_is_new`) that another run made meanwhile, or one
+/// two runs found missing and both inserted. The run then begins the general way, which finds
+/// the session and its lock.
+pub(crate) fn is_session_taken(error: &StoreError) -> bool {
+    let StoreError::Query {
+        source: Some(source),
+        ..
+    } = error
+    else {
+        return false;
+    };
+    let source: &(dyn std::error::Error + Send + Sync) = source.as_ref();
+    #[cfg(feature = "postgres")]
+    if let Some(sqlx::Error::Database(database)) = source.downcast_ref::<sqlx::Error>() {
+        return database.is_unique_violation() && database.constraint() == Some("sessions_pkey");
+    }
+    #[cfg(feature = "sqlite")]
+    if let Some(failure) = source.downcast_ref::<rusqlite::Error>() {
+        // SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE
+        let unique = failure
+            .sqlite_error()
+            .is_some_and(|code| matches!(code.extended_code, 1555 | 2067));
+        return unique && failure.to_string().contains("sessions.id");
+    }
+    false
+}
+
 /// SQLite's primary result code of a failed call (the low byte of the extended code).
 #[cfg(feature = "sqlite")]
 pub(crate) fn primary_code(error: &rusqlite::Error) -> Option<i32> {
