@@ -21,26 +21,7 @@ async fn a_message_sent_mid_run_reaches_the_models_next_request() {
     )
     .await;
     let key = server.key("ann").await;
-    let mut response = server
-        .post("/v1/runs", &key)
-        .json(&json!({"query": "what is the total?"}))
-        .send()
-        .await
-        .unwrap();
-    // The run's id from its first event; the rest of the stream is read on.
-    let mut text = String::new();
-    while !text.contains("\n\n") {
-        let chunk = response.chunk().await.unwrap().unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let first = parse_sse(&text).remove(0);
-    let run_id = first.data["run_id"].as_str().unwrap().to_string();
-    let reading = tokio::spawn(async move {
-        while let Some(chunk) = response.chunk().await.unwrap() {
-            text.push_str(&String::from_utf8_lossy(&chunk));
-        }
-        parse_sse(&text)
-    });
+    let (run_id, reading) = start_run(&server, &key, "what is the total?").await;
     // The tool call runs: the message waits for the LLM call after the batch.
     wait_for_call(&server.mcp_log, "sleep").await;
     let queued = server
