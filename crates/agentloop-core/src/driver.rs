@@ -2,6 +2,7 @@
 //! the tools, feeds the results back, saves each step, then emits its events.
 
 mod calls;
+mod guardrails;
 
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
@@ -258,8 +259,19 @@ fn drive_steps(
                     services.telemetry.run_finished(&outcome);
                     return *outcome;
                 }
+                Step::CheckGuardrails(check) => {
+                    Box::pin(guardrails::check_guardrails(
+                        &mut machine,
+                        &services,
+                        check,
+                        &cancel,
+                    ))
+                    .await
+                }
                 Step::CallModel(request) => {
                     let purpose = request.purpose;
+                    // Output guardrails check the answer before a client sees it.
+                    let hold = machine.holds_answer();
                     let mut span = services.trace.chat(&request);
                     let started = Instant::now();
                     let reply = {
@@ -267,12 +279,17 @@ fn drive_steps(
                             if text.is_empty() {
                                 return;
                             }
+                            if hold {
+                                return;
+                            }
                             let delta = text.to_string();
                             let event = emitter.number(match purpose {
                                 CallPurpose::Step => EventKind::AssistantDelta { text: delta },
                                 CallPurpose::Finalize => EventKind::FinalResponse { delta },
                                 // Plans and reviews are JSON for the loop, not text for the user.
-                                CallPurpose::Plan | CallPurpose::Review => return,
+                                CallPurpose::Plan
+                                | CallPurpose::Review
+                                | CallPurpose::Guardrail => return,
                             });
                             // Live text is sent at once and saved with the next step.
                             writer.keep_delta(&event);

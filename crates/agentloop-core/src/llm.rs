@@ -5,7 +5,7 @@ use std::sync::Arc;
 use agentloop_protocol::{ChatMessage, ErrorCode, ToolCall, Usage};
 use async_trait::async_trait;
 
-use crate::settings::InvalidSetting;
+use crate::invalid::InvalidSetting;
 use serde_json::Value;
 
 /// Whether the model may call tools in this reply.
@@ -27,6 +27,8 @@ pub enum CallPurpose {
     Plan,
     /// A review of the progress: the reply is a JSON verdict, not shown to the user.
     Review,
+    /// An `llm` guardrail's verdict on a question or an answer, not shown to the user.
+    Guardrail,
 }
 
 /// A tool as offered to the model, under its provider-safe name. The schema is shared: it is

@@ -4,30 +4,7 @@ use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-/// A configuration value that its TOML type cannot rule out. The message names the key and what
-/// it accepts.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct InvalidSetting {
-    /// The key as written in `agentloop.toml`: `agent.parallel_tools`, `tools."a.b".timeout_s`.
-    pub key: String,
-    pub message: String,
-}
-
-impl From<crate::cost::InvalidPrice> for InvalidSetting {
-    fn from(error: crate::cost::InvalidPrice) -> Self {
-        Self::new(error.key, error.message)
-    }
-}
-
-impl InvalidSetting {
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::invalid::InvalidSetting;
 
 /// Limits and behaviour of the loop (`[agent]` in `agentloop.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +48,13 @@ pub struct AgentSettings {
     /// what each LLM call of a run costs.
     #[serde(skip)]
     pub pricing: crate::cost::Pricing,
+    /// How the answer reaches clients when output guardrails check it: held until they pass
+    /// (`hold`), or streamed and retracted if one trips (`after`).
+    pub guardrail_mode: crate::guardrail::GuardrailMode,
+    /// The guardrails of the agent's runs (`[[guardrails]]`, built by the facade; or added by
+    /// a program with [`crate::guardrail::Guardrails::push`]).
+    #[serde(skip)]
+    pub guardrails: crate::guardrail::Guardrails,
 }
 
 /// What one run may spend (`[agent.budget]`, and a request's `budget`, which may only lower
@@ -169,6 +153,8 @@ impl Default for AgentSettings {
             review: ReviewSettings::default(),
             budget: Budget::default(),
             pricing: crate::cost::Pricing::default(),
+            guardrail_mode: Default::default(),
+            guardrails: Default::default(),
         }
     }
 }

@@ -155,6 +155,9 @@ impl SubAgentTool {
         settings.ask_user = false;
         settings.planning = Default::default();
         settings.review = Default::default();
+        // Guardrails check what the user asks and is answered; a sub-agent's task and answer
+        // stay between agents (the caller's answer is checked).
+        settings.guardrails = Default::default();
         Self {
             info,
             name: name.to_string(),

@@ -37,6 +37,11 @@ pub trait Telemetry: Send + Sync {
     fn run_finished(&self, outcome: &RunOutcome) {
         let _ = outcome;
     }
+
+    /// One guardrail checked a question or an answer.
+    fn guardrail_checked(&self, report: &crate::guardrail::GuardrailReport<'_>) {
+        let _ = report;
+    }
 }
 
 /// Reports nowhere.

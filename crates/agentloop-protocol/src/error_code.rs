@@ -33,10 +33,13 @@ pub enum ErrorCode {
     UnknownWorkflow,
     /// Something agentloop did not expect; the message says what.
     InternalError,
+    /// A guardrail refused the question or the answer (the run's status is `blocked`); the
+    /// message names the guardrail and its reason.
+    Blocked,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 14] = [
+    const ALL: [ErrorCode; 15] = [
         ErrorCode::LlmUnreachable,
         ErrorCode::LlmMissingApiKey,
         ErrorCode::LlmUnauthorized,
@@ -51,6 +54,7 @@ impl ErrorCode {
         ErrorCode::SessionBusy,
         ErrorCode::UnknownWorkflow,
         ErrorCode::InternalError,
+        ErrorCode::Blocked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,6 +73,7 @@ impl ErrorCode {
             ErrorCode::SessionBusy => "session_busy",
             ErrorCode::UnknownWorkflow => "unknown_workflow",
             ErrorCode::InternalError => "internal_error",
+            ErrorCode::Blocked => "blocked",
         }
     }
 
@@ -111,6 +116,10 @@ impl ErrorCode {
             }
             ErrorCode::UnknownWorkflow => {
                 "The request asked for something this assistant does not offer."
+            }
+            ErrorCode::Blocked => {
+                "The assistant cannot help with this request. Please rephrase it or ask \
+                 something else."
             }
             ErrorCode::InternalError => {
                 "Something went wrong in the assistant. Please try again; if it keeps \

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{ErrorCode, Plan, ToolStatus};
+use crate::{ErrorCode, GuardrailAction, GuardrailSide, Plan, ToolStatus};
 
 /// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
 /// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.
@@ -126,6 +126,30 @@ pub enum EventKind {
         code: ErrorCode,
         message: String,
     },
+    /// A guardrail checked the question (`on: input`) or the answer (`on: output`). `allowed`
+    /// is false when it tripped (`guardrail_tripped` follows); `error` says why a guardrail
+    /// that could not decide was let through or not (its `fail` setting).
+    GuardrailChecked {
+        name: String,
+        on: GuardrailSide,
+        allowed: bool,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A guardrail refused the question or the answer: the run ends `blocked`
+    /// (`action: block`), or the model is told `reason` and answers again (`action: retry`).
+    GuardrailTripped {
+        name: String,
+        on: GuardrailSide,
+        reason: String,
+        action: GuardrailAction,
+    },
+    /// With `guardrail_mode = "after"`: the answer text streamed since the last `thinking` or
+    /// `forced_finalize` event was refused by the guardrail `name`; a client removes it.
+    AnswerRetracted {
+        name: String,
+    },
 }
 
 impl EventKind {
@@ -148,6 +172,9 @@ impl EventKind {
             EventKind::FinalResponse { .. } => "final_response",
             EventKind::Done { .. } => "done",
             EventKind::Error { .. } => "error",
+            EventKind::GuardrailChecked { .. } => "guardrail_checked",
+            EventKind::GuardrailTripped { .. } => "guardrail_tripped",
+            EventKind::AnswerRetracted { .. } => "answer_retracted",
         }
     }
 }
@@ -207,6 +234,8 @@ pub enum LlmCallPurpose {
     Review,
     /// The forced summary.
     Summary,
+    /// An `llm` guardrail's verdict.
+    Guardrail,
 }
 
 impl LlmCallPurpose {
@@ -216,6 +245,7 @@ impl LlmCallPurpose {
             LlmCallPurpose::Plan => "plan",
             LlmCallPurpose::Review => "review",
             LlmCallPurpose::Summary => "summary",
+            LlmCallPurpose::Guardrail => "guardrail",
         }
     }
 }
@@ -252,6 +282,8 @@ pub enum RunStatus {
     Failed,
     Cancelled,
     AwaitingInput,
+    /// A guardrail refused the question or the answer (`guardrail_tripped`).
+    Blocked,
 }
 
 impl RunStatus {
@@ -262,6 +294,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
             RunStatus::AwaitingInput => "awaiting_input",
+            RunStatus::Blocked => "blocked",
         }
     }
 
@@ -272,6 +305,7 @@ impl RunStatus {
             RunStatus::Failed,
             RunStatus::Cancelled,
             RunStatus::AwaitingInput,
+            RunStatus::Blocked,
         ]
         .into_iter()
         .find(|status| status.as_str() == text)

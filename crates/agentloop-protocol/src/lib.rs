@@ -6,6 +6,7 @@
 
 mod error_code;
 mod event;
+mod guardrail;
 mod message;
 mod plan;
 mod record;
@@ -17,6 +18,7 @@ pub use event::{
     Event, EventKind, FinalizeReason, InputAnswer, InputKind, InputRequest, LlmCallPurpose,
     PendingCall, ResumeReason, RunStatus, Usage,
 };
+pub use guardrail::{GuardrailAction, GuardrailSide};
 pub use message::{ChatMessage, Role, ToolCall};
 pub use plan::{Plan, SubTask, SubTaskStatus};
 pub use record::{ToolExecutionRecord, ToolStatus};

@@ -20,6 +20,9 @@ pub enum MessageKind {
     Trace,
     /// A system note added during a run (side effects, clarifications).
     Note,
+    /// An answer a guardrail refused, or the note that told the model why: kept in the
+    /// session, never read back to the model by a later run.
+    Blocked,
 }
 
 impl MessageKind {
@@ -30,6 +33,7 @@ impl MessageKind {
             MessageKind::ToolResult => "tool_result",
             MessageKind::Trace => "trace",
             MessageKind::Note => "note",
+            MessageKind::Blocked => "blocked",
         }
     }
 
@@ -40,6 +44,7 @@ impl MessageKind {
             MessageKind::ToolResult,
             MessageKind::Trace,
             MessageKind::Note,
+            MessageKind::Blocked,
         ]
         .into_iter()
         .find(|kind| kind.as_str() == text)

@@ -24,7 +24,8 @@ pub(crate) fn client_error(
     request_id: &str,
     expose_details: bool,
 ) -> ErrorDetail {
-    let message = if expose_details {
+    // A guardrail's refusal is for the user: it names the guardrail and its reason.
+    let message = if expose_details || code == ErrorCode::Blocked {
         detail
     } else {
         code.user_message()

@@ -2,7 +2,9 @@
 //! events live runs hold in memory. Fed by the runs' [`Telemetry`] reports; rendered in the Prometheus text
 //! format at `GET /metrics`.
 
-use agentloop_core::{LlmCallReport, RunOutcome, Telemetry, protocol::ToolExecutionRecord};
+use agentloop_core::{
+    LlmCallReport, RunOutcome, Telemetry, guardrail::GuardrailReport, protocol::ToolExecutionRecord,
+};
 use prometheus::{
     CounterVec, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder, core::Collector,
@@ -25,6 +27,7 @@ pub struct Metrics {
     cost: CounterVec,
     unpriced: IntCounterVec,
     live_event_bytes: IntGauge,
+    guardrails: IntCounterVec,
     /// Each family's name, help and type: a family without samples yet (a vector no label
     /// set was used of) is still listed, with its HELP and TYPE, from the first scrape.
     families: Vec<(String, String, &'static str)>,
@@ -73,7 +76,15 @@ impl Metrics {
             "agentloop_live_event_bytes",
             "Bytes of events live runs hold in memory for their followers (estimated)",
         )?;
-        let collectors: [(Box<dyn Collector>, &'static str); 8] = [
+        let guardrails = IntCounterVec::new(
+            Opts::new(
+                "agentloop_guardrail_checks_total",
+                "Guardrail checks, by guardrail, side (input, output) and outcome (allowed, \
+                 tripped, error)",
+            ),
+            &["name", "on", "outcome"],
+        )?;
+        let collectors: [(Box<dyn Collector>, &'static str); 9] = [
             (Box::new(runs.clone()), "counter"),
             (Box::new(active_runs.clone()), "gauge"),
             (Box::new(llm_calls.clone()), "histogram"),
@@ -82,6 +93,7 @@ impl Metrics {
             (Box::new(cost.clone()), "counter"),
             (Box::new(unpriced.clone()), "counter"),
             (Box::new(live_event_bytes.clone()), "gauge"),
+            (Box::new(guardrails.clone()), "counter"),
         ];
         let mut families = Vec::new();
         for (collector, kind) in collectors {
@@ -100,6 +112,7 @@ impl Metrics {
             cost,
             unpriced,
             live_event_bytes,
+            guardrails,
             families,
         })
     }
@@ -166,6 +179,12 @@ impl Telemetry for Metrics {
             .with_label_values(&[outcome.status.as_str()])
             .inc();
     }
+
+    fn guardrail_checked(&self, report: &GuardrailReport<'_>) {
+        self.guardrails
+            .with_label_values(&[report.name, report.on.as_str(), report.outcome.as_str()])
+            .inc();
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +206,7 @@ mod tests {
             ("agentloop_llm_cost_usd_total", "counter"),
             ("agentloop_llm_unpriced_calls_total", "counter"),
             ("agentloop_live_event_bytes", "gauge"),
+            ("agentloop_guardrail_checks_total", "counter"),
         ] {
             assert_eq!(
                 text.matches(&format!("# HELP {name} ")).count(),

@@ -175,6 +175,9 @@ pub(crate) async fn history<'a, 'd: 'a>(
         return Ok(Vec::new());
     };
     let trace = MessageKind::Trace.as_str();
+    // Answers a guardrail refused (and the notes that sent the model back) stay in the
+    // session, never in what a later run reads.
+    let blocked = MessageKind::Blocked.as_str();
     let dialogue = MessageKind::Dialogue.as_str();
     let bound = format!(
         "COALESCE((SELECT MIN(position) FROM messages WHERE session_id = $1 AND run_id = $3), \
@@ -183,7 +186,8 @@ pub(crate) async fn history<'a, 'd: 'a>(
     );
     let sql = format!(
         "{SELECT} \
-         WHERE m.session_id = $1 AND m.kind <> '{trace}' AND m.position < {bound} \
+         WHERE m.session_id = $1 AND m.kind NOT IN ('{trace}', '{blocked}') \
+             AND m.position < {bound} \
              AND m.superseded_by_run IS NULL \
              AND m.position >= COALESCE(( \
              SELECT position FROM messages WHERE session_id = $1 AND kind = '{dialogue}' \

@@ -12,6 +12,7 @@ mod builtins;
 mod checkpoint;
 mod clarify;
 mod ending;
+mod guardrails;
 mod guidance;
 mod pipeline;
 mod planning;
@@ -45,6 +46,7 @@ pub use text::{OUTCOME_UNKNOWN, bound, fallback_answer, one_line, records_digest
 
 use crate::{
     catalog::{CatalogEntry, ToolCatalog},
+    guardrail::{GuardrailCheck, GuardrailVerdict},
     llm::{CallPurpose, LlmError, ModelReply, ModelRequest, ToolChoice, ToolSpec},
     policy::RunPolicy,
     settings::AgentSettings,
@@ -118,6 +120,9 @@ pub struct RunInput {
 pub enum Step {
     CallModel(ModelRequest),
     CallTools(Vec<ToolInvocation>),
+    /// Check the question or the answer with the run's guardrails
+    /// ([`Input::GuardrailVerdicts`]).
+    CheckGuardrails(GuardrailCheck),
     Finished(Box<RunOutcome>),
 }
 
@@ -126,7 +131,7 @@ impl Step {
     pub fn ended(&self) -> Option<&RunOutcome> {
         match self {
             Step::Finished(outcome) => Some(outcome),
-            Step::CallModel(_) | Step::CallTools(_) => None,
+            Step::CallModel(_) | Step::CallTools(_) | Step::CheckGuardrails(_) => None,
         }
     }
 }
@@ -192,6 +197,8 @@ pub enum Input {
         reason: agentloop_protocol::ResumeReason,
         instance: String,
     },
+    /// The verdicts of the check the last step asked for, each with how long it took.
+    GuardrailVerdicts(Vec<GuardrailVerdict>),
 }
 
 /// Counters of a run in progress.
@@ -435,6 +442,9 @@ impl RunMachine {
             }
             Input::Resume { reason, instance } => Handled::Next(self.recover(reason, instance)),
             Input::Steer { text } => Handled::Steered(self.steer(text)),
+            Input::GuardrailVerdicts(verdicts) => {
+                Handled::Next(self.on_guardrail_verdicts(verdicts))
+            }
         }
     }
 
@@ -512,6 +522,14 @@ impl RunMachine {
         self.emit(EventKind::RunStarted {
             session_id: self.state.input.session_id,
         });
+        if let Some(check) = self.check_question() {
+            return check;
+        }
+        self.begin_work()
+    }
+
+    /// The work after the question passed its guardrails: the plan, or the first step.
+    fn begin_work(&mut self) -> Step {
         if self.settings.planning.enabled {
             return self.begin_planning();
         }
@@ -541,14 +559,11 @@ impl RunMachine {
             Phase::AwaitingPlan => self.on_plan_reply(reply),
             Phase::AwaitingReview => self.on_review_reply(reply),
             Phase::AwaitingStep => self.on_step_reply(reply),
-            Phase::AwaitingFinalize { .. } => {
-                let answer = match reply.text() {
-                    // The driver already streamed this text as the answer.
-                    Some(text) => text.to_string(),
-                    None => self.emit_answer(fallback_answer(&self.state.records)),
-                };
-                self.finish(RunStatus::Completed, Some(answer), None)
-            }
+            Phase::AwaitingFinalize { .. } => match reply.text() {
+                // The driver streamed this text as the answer, unless it holds it.
+                Some(text) => self.deliver(text.to_string(), !self.holds_answer()),
+                None => self.deliver(fallback_answer(&self.state.records), false),
+            },
             _ => self.unexpected("a model reply"),
         }
     }
@@ -651,16 +666,21 @@ impl RunMachine {
     }
 
     fn on_step_reply(&mut self, reply: ModelReply) -> Step {
+        let goes_on = self.has_steering() && self.state.iteration < self.state.input.max_iterations;
+        if let (true, Some(text)) = (self.holds_answer(), reply.text()) {
+            // Held by the driver in case it was the answer: it is not, it is shown now.
+            if !reply.tool_calls.is_empty() || goes_on {
+                let text = text.to_string();
+                self.emit(EventKind::AssistantDelta { text });
+            }
+        }
         if !reply.tool_calls.is_empty() {
             return self.begin_batch(reply.text().map(str::to_string), reply.tool_calls);
         }
         match reply.text() {
             // The user wrote while the model answered: the answer stays in the conversation and
             // the run goes on with what the user wrote.
-            Some(text)
-                if self.has_steering()
-                    && self.state.iteration < self.state.input.max_iterations =>
-            {
+            Some(text) if goes_on => {
                 let text = text.to_string();
                 self.push_message(
                     MessageKind::Dialogue,
@@ -669,10 +689,7 @@ impl RunMachine {
                 );
                 self.next_iteration()
             }
-            Some(text) => {
-                let answer = self.emit_answer(text.to_string());
-                self.finish(RunStatus::Completed, Some(answer), None)
-            }
+            Some(text) => self.deliver(text.to_string(), false),
             None => self.force_finalize(FinalizeReason::DegenerateResponse),
         }
     }

@@ -41,6 +41,8 @@ impl RunMachine {
             Phase::AwaitingPlan => self.plan_request(),
             Phase::AwaitingReview => self.review_request(),
             Phase::AwaitingTools { .. } => self.recover_batch(),
+            // Checked again: a verdict that was not saved did not happen.
+            Phase::Guarding { .. } => Step::CheckGuardrails(self.guard_check()),
             Phase::Created | Phase::AwaitingInput { .. } | Phase::Finished { .. } => {
                 self.unexpected("a resumption")
             }

@@ -55,6 +55,13 @@ pub(super) enum Phase {
     AwaitingInput {
         batch: Option<Batch>,
     },
+    /// Waiting for the guardrails' verdicts on the question (no `pending_answer`) or on the
+    /// answer.
+    Guarding {
+        guard_on: agentloop_protocol::GuardrailSide,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pending_answer: Option<PendingAnswer>,
+    },
     /// The run ended, and how (its outcome without the run's messages and records, which are
     /// the state's: `RunState::finished_outcome` puts them together).
     Finished {
@@ -99,6 +106,10 @@ impl Phase {
     pub(super) fn finalize_reason(&self) -> Option<FinalizeReason> {
         match self {
             Phase::AwaitingFinalize { reason } => Some(*reason),
+            Phase::Guarding {
+                pending_answer: Some(answer),
+                ..
+            } => answer.finalize,
             Phase::Finished { outcome } => outcome.finalize_reason,
             _ => None,
         }
@@ -114,6 +125,34 @@ impl Phase {
     pub(super) fn is_paused(&self) -> bool {
         matches!(self, Phase::AwaitingInput { .. })
     }
+}
+
+/// What the run keeps of its guardrails: whether the question passed (a resumed run does not
+/// check it again), and how often each output guardrail sent the model back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct Guarded {
+    #[serde(default)]
+    pub(super) question_passed: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) retried: BTreeMap<String, u32>,
+}
+
+impl Guarded {
+    pub(super) fn is_empty(&self) -> bool {
+        *self == Guarded::default()
+    }
+}
+
+/// An answer waiting for the output guardrails.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct PendingAnswer {
+    pub(super) text: String,
+    /// Already streamed as `final_response` (the summary, with `guardrail_mode = "after"`).
+    #[serde(default)]
+    pub(super) shown: bool,
+    /// The summary was forced, and why: a retry forces it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) finalize: Option<FinalizeReason>,
 }
 
 /// Everything a run needs to go on.
@@ -156,6 +195,9 @@ pub struct RunState {
     pub(super) documents: Vec<serde_json::Value>,
     /// Plan, clarification and review.
     pub(super) guidance: Guidance,
+    /// What passed the guardrails, and the retries they asked for.
+    #[serde(default, skip_serializing_if = "Guarded::is_empty")]
+    pub(super) guarded: Guarded,
 }
 
 impl RunState {
@@ -182,6 +224,7 @@ impl RunState {
             should_refresh: false,
             documents: Vec::new(),
             guidance: Guidance::default(),
+            guarded: Guarded::default(),
         }
     }
 

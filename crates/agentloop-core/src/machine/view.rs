@@ -37,7 +37,13 @@ struct Unit {
 pub(super) fn is_viewed(kind: MessageKind) -> bool {
     matches!(
         kind,
-        MessageKind::Dialogue | MessageKind::ToolCall | MessageKind::ToolResult | MessageKind::Note
+        MessageKind::Dialogue
+            | MessageKind::ToolCall
+            | MessageKind::ToolResult
+            | MessageKind::Note
+            // Read in the run that refused the answer; never by a later run (the store leaves
+            // them out of the history).
+            | MessageKind::Blocked
     )
 }
 

@@ -78,6 +78,7 @@ pub fn request_json(request: &ModelRequest) -> Value {
         CallPurpose::Finalize => "summary",
         CallPurpose::Plan => "plan",
         CallPurpose::Review => "review",
+        CallPurpose::Guardrail => "guardrail",
     };
     let tool_choice = match request.tool_choice {
         ToolChoice::Auto => "auto",

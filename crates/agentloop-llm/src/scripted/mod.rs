@@ -110,6 +110,13 @@ impl ScriptedModel {
         match request.purpose {
             CallPurpose::Plan => return fixed(&scenario.plan, "plan", "planning calls"),
             CallPurpose::Review => return fixed(&scenario.review, "review", "review calls"),
+            CallPurpose::Guardrail => {
+                return Err(LlmError::NoAnswer(format!(
+                    "the scripted model of {} does not answer `llm` guardrails; give the \
+                     guardrail a model of its own",
+                    self.source.display()
+                )));
+            }
             CallPurpose::Step | CallPurpose::Finalize => {}
         }
         let turn = messages[question + 1..]

@@ -230,6 +230,19 @@ impl AgUiStream {
             EventKind::ForcedFinalize { reason } => {
                 out.push(custom("forced_finalize", json!({ "reason": reason })));
             }
+            EventKind::GuardrailChecked { .. } | EventKind::GuardrailTripped { .. } => {
+                let mut payload = json!(event.kind);
+                let name = event.kind.type_name();
+                if let Some(fields) = payload.as_object_mut() {
+                    fields.remove("type");
+                }
+                out.push(custom(name, payload));
+            }
+            // `guardrail_mode = "after"`: the client drops the text of this step.
+            EventKind::AnswerRetracted { name } => {
+                self.end_reply(&mut out);
+                out.push(custom("answer_retracted", json!({ "name": name })));
+            }
             EventKind::UserMessage { text } => {
                 out.push(custom("user_message", json!({ "text": text })));
             }
@@ -289,7 +302,8 @@ impl AgUiStream {
 
     /// `RUN_FINISHED` with the run's outcome, or `RUN_ERROR` for a run that failed.
     fn last(&self, run_id: Uuid, status: RunStatus, usage: &Usage) -> Value {
-        if status == RunStatus::Failed {
+        // A blocked run ends in error too: its `error` event names the guardrail.
+        if matches!(status, RunStatus::Failed | RunStatus::Blocked) {
             let (code, message) = self
                 .error
                 .clone()

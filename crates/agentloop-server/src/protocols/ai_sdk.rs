@@ -205,6 +205,31 @@ impl UiMessageStream {
             }
             // Accounting, not conversation: the run's cost comes with its end.
             EventKind::LlmCall { .. } => {}
+            EventKind::GuardrailChecked {
+                name,
+                on,
+                allowed,
+                duration_ms,
+                error,
+            } => parts.push(data(
+                "guardrail-checked",
+                json!({ "name": name, "on": on, "allowed": allowed,
+                        "durationMs": duration_ms, "error": error }),
+            )),
+            EventKind::GuardrailTripped {
+                name,
+                on,
+                reason,
+                action,
+            } => parts.push(data(
+                "guardrail-tripped",
+                json!({ "name": name, "on": on, "reason": reason, "action": action }),
+            )),
+            // `guardrail_mode = "after"`: the client drops the text of this step.
+            EventKind::AnswerRetracted { name } => {
+                self.close_blocks(&mut parts);
+                parts.push(data("answer-retracted", json!({ "name": name })));
+            }
             EventKind::RunResumed { reason, instance } => parts.push(data(
                 "run-resumed",
                 json!({ "reason": reason, "instance": instance }),
@@ -275,6 +300,8 @@ impl UiMessageStream {
                 let reason = match status {
                     RunStatus::Completed => "stop",
                     RunStatus::Failed => "error",
+                    // The `error` part before it says which guardrail and why.
+                    RunStatus::Blocked => "content-filter",
                     RunStatus::AwaitingInput if self.waits_for == Some(InputKind::Approval) => {
                         "tool-calls"
                     }

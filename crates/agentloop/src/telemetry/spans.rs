@@ -250,6 +250,7 @@ fn purpose(purpose: CallPurpose) -> &'static str {
         CallPurpose::Step => "step",
         CallPurpose::Plan => "plan",
         CallPurpose::Review => "review",
+        CallPurpose::Guardrail => "guardrail",
         CallPurpose::Finalize => "summary",
     }
 }

@@ -787,6 +787,7 @@ mod policy;
 
 mod approvals;
 mod client_tools;
+mod guardrails;
 mod guidance;
 mod hooks;
 mod recovery;
