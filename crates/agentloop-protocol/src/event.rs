@@ -315,7 +315,7 @@ impl RunStatus {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled | RunStatus::Blocked
         )
     }
 }

@@ -15,6 +15,7 @@ const STATUS = {
   completed: "completed",
   failed: "failed",
   cancelled: "cancelled",
+  blocked: "blocked",
   awaiting_input: "waiting for you",
 };
 
@@ -33,6 +34,7 @@ const ADVICE = {
   session_busy: "This session has a run in progress: wait for it, or start a new session.",
   session_not_found: "This session no longer exists: start a new one.",
   internal_error: "Something went wrong in the server: try again, and tell the operator if it persists.",
+  blocked: "A guardrail of the agent refused this; the message names it. Rephrase the request.",
 };
 
 export function advice(code) {
@@ -72,7 +74,7 @@ export class RunView {
   }
 
   get finished() {
-    return ["completed", "failed", "cancelled"].includes(this.state);
+    return ["completed", "failed", "cancelled", "blocked"].includes(this.state);
   }
 
   /** Applies one event of the run's stream. */

@@ -59,7 +59,7 @@ export function storedRuns(details, api) {
   }
   return details.runs.map((shown) => {
     const run = shown.run ?? shown;
-    if (!["completed", "failed", "cancelled"].includes(run.status)) return { live: run };
+    if (!["completed", "failed", "cancelled", "blocked"].includes(run.status)) return { live: run };
     const trace = traceList(shown.execution_trace ?? [], (callId) => api.toolCall(run.id, callId));
     return { view: RunView.stored(run, answers.get(run.id), trace) };
   });

@@ -45,6 +45,8 @@ pub struct Config {
     pub telemetry: crate::telemetry::TelemetrySettings,
     /// `[prices."MODEL"]`: USD per million tokens, for the cost of each LLM call.
     pub prices: BTreeMap<String, Price>,
+    /// `[[guardrails]]`: checks on each run's question or answer (docs/guardrails.md).
+    pub guardrails: Vec<crate::guardrails::GuardrailConfig>,
     /// Where `llm.base_url` came from (set by [`Config::load`] and [`Config::apply_env`]): an
     /// error about the server behind it names the setting to change.
     #[serde(skip)]
@@ -208,6 +210,7 @@ impl Config {
             agent.validate(name)?;
         }
         self.check_prices()?;
+        crate::guardrails::validate(&self.guardrails)?;
         for (name, workflow) in &self.workflows {
             if workflow.tools.is_empty() {
                 let key = format!("workflows.{name}.tools");

@@ -19,6 +19,7 @@
 //! ```
 
 mod config;
+pub mod guardrails;
 mod runtime;
 mod side_effects;
 pub mod telemetry;

@@ -32,6 +32,8 @@ pub enum RuntimeError {
     #[error("cannot set up the side-effect webhooks: {0}")]
     Webhooks(#[from] reqwest::Error),
     #[error(transparent)]
+    Guardrails(#[from] crate::guardrails::GuardrailsError),
+    #[error(transparent)]
     Telemetry(#[from] TelemetryError),
     /// A price in `[prices."MODEL"]` that is not a number of 0 or more.
     #[error(transparent)]
@@ -105,11 +107,13 @@ impl Runtime {
             .iter()
             .map(|(name, error)| format!("MCP server {name} is left out: {error}"))
             .collect();
+        let mut settings = config.agent_settings()?;
+        settings.guardrails = crate::guardrails::build(&config.guardrails, &llm)?;
         let mut builder = Agent::builder()
             .llm(llm)
             .store(store.clone() as Arc<dyn Store>)
             .token_counter(token_counter(&config.llm))
-            .settings(config.agent_settings()?);
+            .settings(settings);
         if let Some(traces) = &traces {
             builder = builder.tracer(traces.tracer());
         }
