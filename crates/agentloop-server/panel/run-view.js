@@ -105,6 +105,13 @@ export class RunView {
         this.answer.hidden = false;
         this.scheduleAnswer();
         break;
+      case "answer_retracted":
+        // A guardrail refused the text streamed for this step (guardrail_mode = "after").
+        this.steps.dropDraft();
+        this.answerText = "";
+        this.answer.replaceChildren();
+        this.answer.hidden = true;
+        break;
       case "error":
         this.error.hidden = false;
         this.error.replaceChildren(h("strong", { text: `Error (${event.code}): ` }), event.message,

@@ -595,3 +595,36 @@ fn the_result_of_a_frontend_tool_the_request_brought_is_not_sent_back() {
     assert_eq!(results.len(), 1);
     assert_eq!(results[0]["toolCallId"], call("s1"));
 }
+
+#[test]
+fn a_blocked_run_ends_with_run_error_naming_the_guardrail() {
+    let mut stream = stream_of_request();
+    let events = events(
+        &mut stream,
+        vec![
+            EventKind::Thinking { iteration: 1 },
+            EventKind::AnswerRetracted {
+                name: "no-secrets".into(),
+            },
+            EventKind::Error {
+                code: ErrorCode::Blocked,
+                message: "The answer was blocked by the guardrail `no-secrets`: a password".into(),
+            },
+            done(RunStatus::Blocked),
+        ],
+    );
+    assert_valid_sequence(&events);
+    assert!(events.iter().any(|event| event["type"] == "CUSTOM"
+        && event["name"] == "agentloop.answer_retracted"
+        && event["value"]["name"] == "no-secrets"));
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR");
+    assert_eq!(last["code"], "blocked");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("guardrail `no-secrets`"),
+        "{last}"
+    );
+}

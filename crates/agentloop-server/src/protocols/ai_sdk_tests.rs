@@ -492,3 +492,60 @@ fn nothing_follows_finish() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_blocked_run_sends_the_guardrail_parts_an_error_naming_it_and_finishes_content_filter() {
+    use agentloop_core::protocol::{GuardrailAction, GuardrailSide};
+    let mut stream = stream_of_request();
+    let parts = parts(
+        &mut stream,
+        vec![
+            EventKind::Thinking { iteration: 1 },
+            EventKind::GuardrailChecked {
+                name: "no-secrets".into(),
+                on: GuardrailSide::Output,
+                allowed: false,
+                duration_ms: 1,
+                error: None,
+            },
+            EventKind::GuardrailTripped {
+                name: "no-secrets".into(),
+                on: GuardrailSide::Output,
+                reason: "a password".into(),
+                action: GuardrailAction::Block,
+            },
+            EventKind::AnswerRetracted {
+                name: "no-secrets".into(),
+            },
+            EventKind::Error {
+                code: ErrorCode::Blocked,
+                message: "The answer was blocked by the guardrail `no-secrets`: a password".into(),
+            },
+            done(RunStatus::Blocked),
+        ],
+    );
+    assert_eq!(
+        types(&parts),
+        [
+            "start",
+            "start-step",
+            "data-guardrail-checked",
+            "data-guardrail-tripped",
+            "data-answer-retracted",
+            "error",
+            "finish-step",
+            "data-usage",
+            "finish"
+        ]
+    );
+    // A guardrail's refusal is for the user: its message is shown as it is.
+    assert!(
+        parts[5]["errorText"]
+            .as_str()
+            .unwrap()
+            .starts_with("blocked: The answer was blocked by the guardrail `no-secrets`"),
+        "{}",
+        parts[5]
+    );
+    assert_eq!(parts.last().unwrap()["finishReason"], "content-filter");
+}
