@@ -46,6 +46,11 @@ pub trait RunSpan: Send + Sync {
     /// A child span, ended at once, for a call refused before it ran (policy, arguments,
     /// duplicates, a denial): `record` says why.
     fn refused_call(&self, record: &ToolExecutionRecord, about: &ToolAbout<'_>);
+    /// A child span, ended at once, for one guardrail's check (which took
+    /// `report.duration_ms`).
+    fn guardrail(&self, report: &crate::guardrail::GuardrailReport<'_>) {
+        let _ = report;
+    }
     /// The run stops being driven here (it ended, paused or was handed over).
     fn end(&self, outcome: &RunOutcome);
     /// The run could not begin (its session busy or unknown, the store unavailable): the span
@@ -134,6 +139,12 @@ impl RunTrace {
     pub(crate) fn refused_call(&self, record: &ToolExecutionRecord, about: &ToolAbout<'_>) {
         if let Some(span) = &self.0 {
             span.refused_call(record, about);
+        }
+    }
+
+    pub(crate) fn guardrail(&self, report: &crate::guardrail::GuardrailReport<'_>) {
+        if let Some(span) = &self.0 {
+            span.guardrail(report);
         }
     }
 

@@ -660,3 +660,37 @@ async fn a_run_refused_at_its_start_ends_its_span_with_the_reason() {
     assert_eq!(span.status_code, STATUS_ERROR);
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_guardrail_check_has_its_span_and_an_llm_guardrail_its_chat_span() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::text(r#"{"allow": true}"#).with_usage(20, 3),
+        Reply::text("Boil it.").with_usage(30, 4),
+    ])
+    .await;
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let guardrail = "[[guardrails]]\nname = \"on-topic\"\nkind = \"llm\"\non = \"input\"\n\
+                     prompt = \"The request is about cooking.\"\n";
+    let extra = format!("{}\n{guardrail}", telemetry(&receiver, false));
+    let runtime = traced_runtime(config(&llm, None, &extra)).await;
+    let (_, outcome) = run(&runtime, "How do I cook pasta?").await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let spans = exported_once_ended(&runtime, &receiver).await;
+    let agent = one(&spans, "invoke_agent ");
+    let check = one(&spans, "guardrail on-topic");
+    assert_eq!(check.parent_span_id, agent.span_id);
+    assert_eq!(check.text("agentloop.guardrail.on"), Some("input"));
+    assert_eq!(check.text("agentloop.guardrail.outcome"), Some("allowed"));
+    let chats = named(&spans, "chat ");
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    let purposes: Vec<_> = chats
+        .iter()
+        .map(|chat| chat.text("agentloop.call.purpose").unwrap())
+        .collect();
+    assert!(purposes.contains(&"guardrail"), "{purposes:?}");
+    assert!(
+        chats
+            .iter()
+            .all(|chat| chat.parent_span_id == agent.span_id)
+    );
+}

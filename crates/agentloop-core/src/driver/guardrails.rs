@@ -119,13 +119,15 @@ pub(super) async fn check_guardrails(
         return feed_step(machine, services, Input::Cancel);
     };
     for verdict in &verdicts {
-        services.telemetry.guardrail_checked(&GuardrailReport {
+        let report = GuardrailReport {
             run_id,
             name: &verdict.name,
             on: check.on,
             outcome: &verdict.outcome,
             duration_ms: verdict.duration_ms,
-        });
+        };
+        services.telemetry.guardrail_checked(&report);
+        services.trace.guardrail(&report);
     }
     feed_step(machine, services, Input::GuardrailVerdicts(verdicts))
 }

@@ -6,6 +6,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use agentloop_core::{
     CallPurpose, LlmCallReport, LlmError, ModelReply, ModelRequest,
+    guardrail::{GuardrailOutcome, GuardrailReport},
     machine::{RunOutcome, ToolInvocation, ToolOutcome, ToolResult},
     protocol::{ToolExecutionRecord, ToolStatus},
     trace::{ChatSpan, RunSpan, RunSpanStart, ToolAbout, ToolSpan, Tracer},
@@ -192,6 +193,30 @@ impl RunSpan for OtelRunSpan {
         let span = cx.span();
         span.set_status(Status::error(record.error.clone().unwrap_or_default()));
         span.end();
+    }
+
+    fn guardrail(&self, report: &GuardrailReport<'_>) {
+        let shared = &self.shared;
+        let end = std::time::SystemTime::now();
+        let start = end - std::time::Duration::from_millis(report.duration_ms);
+        let attributes = vec![
+            KeyValue::new("agentloop.guardrail.name", report.name.to_string()),
+            KeyValue::new("agentloop.guardrail.on", report.on.as_str()),
+            KeyValue::new("agentloop.guardrail.outcome", report.outcome.as_str()),
+        ];
+        let span = shared
+            .tracer
+            .span_builder(format!("guardrail {}", report.name))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(start)
+            .with_attributes(attributes)
+            .start_with_context(&shared.tracer, &self.cx);
+        let cx = self.cx.with_span(span);
+        let span = cx.span();
+        if let GuardrailOutcome::Failed { error } = report.outcome {
+            span.set_status(Status::error(error.clone()));
+        }
+        span.end_with_timestamp(end);
     }
 
     fn end(&self, outcome: &RunOutcome) {
