@@ -169,6 +169,10 @@ fn print_session(
                 (MessageKind::Note, _) => {
                     print_line(message.created_at, "note", message.message.text_content())?
                 }
+                // Refused by a guardrail: shown to the operator, marked.
+                (MessageKind::Blocked, _) => {
+                    print_line(message.created_at, "blocked", message.message.text_content())?
+                }
                 _ => {}
             }
         }
