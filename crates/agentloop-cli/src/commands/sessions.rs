@@ -170,9 +170,11 @@ fn print_session(
                     print_line(message.created_at, "note", message.message.text_content())?
                 }
                 // Refused by a guardrail: shown to the operator, marked.
-                (MessageKind::Blocked, _) => {
-                    print_line(message.created_at, "blocked", message.message.text_content())?
-                }
+                (MessageKind::Blocked, _) => print_line(
+                    message.created_at,
+                    "blocked",
+                    message.message.text_content(),
+                )?,
                 _ => {}
             }
         }

@@ -165,3 +165,32 @@ pub async fn one_message_is_read_by_its_id_in_its_session(fixture: &Fixture) {
         "not in another session"
     );
 }
+
+/// Answers a guardrail refused, and the notes that sent the model back, are kept in the session
+/// and left out of the history a later run reads.
+pub async fn history_leaves_out_blocked_messages(fixture: &Fixture) {
+    let session_id = session(fixture, "alice").await;
+    let run_id = run(fixture, session_id).await;
+    let messages = vec![
+        question(session_id, run_id, "d1"),
+        message(
+            session_id,
+            run_id,
+            MessageKind::Blocked,
+            ChatMessage::assistant("the refused answer"),
+        ),
+        message(
+            session_id,
+            run_id,
+            MessageKind::Blocked,
+            ChatMessage::user("Your answer above was not accepted."),
+        ),
+        answer(session_id, run_id, "d2"),
+    ];
+    save_messages(fixture, run_id, session_id, &messages).await;
+    let history = fixture.store.history(session_id, 10).await.unwrap();
+    assert_eq!(history, vec![messages[0].clone(), messages[3].clone()]);
+    let stored = fixture.store.messages(session_id).await.unwrap();
+    assert_eq!(stored, messages, "the session keeps them");
+    assert_eq!(stored[1].kind, MessageKind::Blocked);
+}

@@ -56,6 +56,7 @@ macro_rules! suite_tests {
             one_message_is_read_by_its_id_in_its_session,
             history_starts_at_the_nth_last_dialogue_message,
             history_of_zero_or_of_an_unknown_session_is_empty,
+            history_leaves_out_blocked_messages,
             a_session_lock_is_exclusive_until_released_or_expired,
             renewing_extends_only_the_holders_lease,
             a_session_without_a_row_is_always_acquired,
