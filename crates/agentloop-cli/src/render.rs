@@ -139,6 +139,27 @@ impl StepView {
                 ));
                 self.status("waiting for the answer");
             }
+            EventKind::GuardrailTripped {
+                name,
+                on,
+                reason,
+                action,
+            } => {
+                let then = match action {
+                    agentloop::core::protocol::GuardrailAction::Retry => "asking again",
+                    agentloop::core::protocol::GuardrailAction::Block => "blocked",
+                };
+                self.line(&format!(
+                    "⊘ guardrail {name} ({}): {}; {then}",
+                    on.as_str(),
+                    agentloop::core::machine::one_line(reason, 160)
+                ));
+            }
+            EventKind::AnswerRetracted { name } => {
+                self.line(&format!(
+                    "⊘ the text above was retracted (guardrail {name})"
+                ));
+            }
             EventKind::Error { message, .. } => {
                 self.clear();
                 eprintln!("error: {message}");
