@@ -164,4 +164,38 @@ mod tests {
             "responses without a description: {missing:#?}"
         );
     }
+
+    /// Every `$ref` names a schema of the document (the event types' `GuardrailSide`, say).
+    #[test]
+    fn every_schema_reference_resolves() {
+        fn refs(value: &Value, out: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::String(target)) = map.get("$ref") {
+                        out.push(target.clone());
+                    }
+                    map.values().for_each(|value| refs(value, out));
+                }
+                Value::Array(items) => items.iter().for_each(|value| refs(value, out)),
+                _ => {}
+            }
+        }
+        let (_, api) = routes();
+        let document = serde_json::to_value(&api).unwrap();
+        let mut found = Vec::new();
+        refs(&document, &mut found);
+        let schemas = &document["components"]["schemas"];
+        let dangling: Vec<&String> = found
+            .iter()
+            .filter(|target| {
+                target
+                    .strip_prefix("#/components/schemas/")
+                    .is_some_and(|name| schemas.get(name).is_none())
+            })
+            .collect();
+        assert!(dangling.is_empty(), "unresolved: {dangling:?}");
+        assert!(schemas.get("GuardrailSide").is_some());
+        let status = serde_json::to_string(&schemas["RunStatus"]).unwrap();
+        assert!(status.contains("blocked"), "{status}");
+    }
 }
