@@ -2,6 +2,7 @@
 //! `POST /v1/runs` are read), a repaired answer does; a blocked run says so in its JSON
 //! answer, in `GET /v1/runs/{id}` and in the metrics. With `guardrail_mode = "after"` the text
 //! does stream, and is retracted.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 
