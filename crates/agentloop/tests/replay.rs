@@ -1,7 +1,7 @@
 //! A run is its first state and its inputs: fed again to a fresh machine, the inputs a real run
 //! received (LLM replies, tool results, a human's answer, each with its time) yield the same
-//! events, byte for byte, and the same final state. Runs with tools, approvals, planning and
-//! sub-agents, over the real runtime (scripted LLM over HTTP, the test MCP server, a store).
+//! events, byte for byte, and the same final state. Runs with tools, approvals, planning,
+//! sub-agents and guardrails (their verdicts are inputs), over the real runtime (scripted LLM over HTTP, the test MCP server, a store).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -87,6 +87,8 @@ fn replay(agent: &Agent, recorder: &Recorder, run_id: Uuid) -> (Vec<EventKind>, 
             },
         ) = (purpose, &input)
             && let Some(text) = reply.text()
+            // Held while output guardrails check the answer: the machine sends it.
+            && !machine.holds_answer()
         {
             match purpose {
                 CallPurpose::Step => events.push(EventKind::AssistantDelta { text: text.into() }),
@@ -191,6 +193,44 @@ async fn a_run_with_tools_replays_exactly() {
     same(&replayed, &own(&events, outcome.run_id));
     let outcome_again = state_outcome(&state);
     assert_eq!(outcome_again, serde_json::to_value(&outcome).unwrap());
+}
+
+#[tokio::test]
+async fn a_run_checked_by_guardrails_replays_exactly() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__echo", json!({"text": "hi"})).with_text("Let me check."),
+        Reply::text("The password is hunter2."),
+        Reply::text("hi, and nothing secret."),
+    ])
+    .await;
+    let guardrails = "[[guardrails]]\nname = \"short\"\nkind = \"regex\"\non = \"input\"\n\
+                      deny = [\"(?s).{200}\"]\n\
+                      [[guardrails]]\nname = \"no-secrets\"\nkind = \"regex\"\non = \"output\"\n\
+                      action = \"retry\"\ndeny = [\"(?i)password\"]\n";
+    let (runtime, recorder) = runtime(&llm, guardrails).await;
+    let (events, outcome) = runtime
+        .agent()
+        .run(RunRequest::new("echo hi"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("hi, and nothing secret."));
+    let verdicts = recorder
+        .inputs_of(outcome.run_id)
+        .iter()
+        .filter(|(input, _)| matches!(input, Input::GuardrailVerdicts(_)))
+        .count();
+    assert_eq!(
+        verdicts, 3,
+        "the question, the refused answer, the repaired one"
+    );
+
+    let (replayed, state) = replay(runtime.agent(), &recorder, outcome.run_id);
+    same(&replayed, &own(&events, outcome.run_id));
+    assert_eq!(
+        state_outcome(&state),
+        serde_json::to_value(&outcome).unwrap()
+    );
 }
 
 fn state_outcome(state: &RunState) -> serde_json::Value {
