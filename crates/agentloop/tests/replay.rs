@@ -1,7 +1,8 @@
 //! A run is its first state and its inputs: fed again to a fresh machine, the inputs a real run
 //! received (LLM replies, tool results, a human's answer, each with its time) yield the same
 //! events, byte for byte, and the same final state. Runs with tools, approvals, planning,
-//! sub-agents and guardrails (their verdicts are inputs), over the real runtime (scripted LLM over HTTP, the test MCP server, a store).
+//! sub-agents and guardrails (their verdicts are inputs), over the real runtime (scripted LLM
+//! over HTTP, the test MCP server, a store).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
