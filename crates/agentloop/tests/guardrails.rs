@@ -2,12 +2,18 @@
 //! makes no LLM call; an output guardrail sends the model back and a repaired answer completes
 //! the run; a blocked answer is kept as blocked and no later run reads it; a webhook that
 //! fails or never answers follows `fail`; an `llm` guardrail's verdict is read from the
-//! scripted server, its call counted in the run's usage.
+//! scripted server, its call counted in the run's usage; a run resumed in another process does
+//! not check its question again.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 
-use agentloop::{ErrorCode, EventKind, MessageKind, RunRequest, RunStatus, Store};
+use std::sync::Arc;
+
+use agentloop::{
+    ErrorCode, Event, EventKind, MessageKind, RunRequest, RunStatus, Runtime, Store,
+    core::InputAnswer,
+};
 use agentloop_core::protocol::{GuardrailAction, GuardrailSide, LlmCallPurpose};
 use agentloop_test_support::{
     scripted_llm::{Reply, ScriptedLlm},
@@ -309,4 +315,60 @@ async fn an_unreadable_llm_verdict_is_an_error_that_follows_fail() {
         find(&events, "guardrail_checked")[0],
         EventKind::GuardrailChecked { allowed: true, error: Some(error), .. } if error.contains("allow")
     ));
+}
+
+#[tokio::test]
+async fn a_run_resumed_in_another_process_does_not_check_its_question_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let webhook = RecordingWebhook::start(|_| (200, json!({"allow": true}))).await;
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("test__record", json!({"note": "write it"})),
+        Reply::text("Recorded, no password involved."),
+        Reply::text("Recorded."),
+    ])
+    .await;
+    let extra = format!(
+        "{}{NO_SECRETS}action = \"retry\"\n[tools.\"test.record\"]\nneeds_approval = true\n",
+        webhook_guardrail(webhook.url(), "closed")
+    );
+    let config = config_with_store(&llm, None, &store_url, &extra);
+    let first = Runtime::start(&config).await.unwrap();
+    let (_, paused) = first
+        .agent()
+        .run(RunRequest::new("record it"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingInput);
+    assert_eq!(webhook.received().len(), 1, "the question was checked once");
+    let call_id = paused.input_required.clone().unwrap().calls[0]
+        .call_id
+        .clone();
+    first.shutdown().await;
+
+    // Another process: the same store.
+    let second = Runtime::start(&config).await.unwrap();
+    let answer = InputAnswer {
+        approve: vec![call_id],
+        ..Default::default()
+    };
+    let resumed = second.agent().resume(paused.run_id, &answer).await.unwrap();
+    let (sink, _events) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let outcome = second
+        .agent()
+        .run_resumed(resumed, Arc::new(sink), Default::default())
+        .await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(
+        outcome.answer.as_deref(),
+        Some("Recorded."),
+        "the output guardrail ran"
+    );
+    assert_eq!(
+        webhook.received().len(),
+        1,
+        "not checked again after the restart"
+    );
+    second.shutdown().await;
 }
