@@ -340,6 +340,7 @@ impl Agent {
                 message_id: None,
                 usage: run.usage,
                 should_refresh: false,
+                output: None,
             },
         ];
         let events = (last_seq + 1..)

@@ -367,6 +367,7 @@ mod tests {
             tools: tools.into_iter().map(std::sync::Arc::new).collect(),
             tool_choice,
             purpose: CallPurpose::Step,
+            output: None,
         }
     }
 

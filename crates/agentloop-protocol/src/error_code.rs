@@ -31,12 +31,15 @@ pub enum ErrorCode {
     SessionBusy,
     /// The run's context names a workflow the agent does not have.
     UnknownWorkflow,
+    /// The run has an output schema and the model gave no answer valid against it, after
+    /// its retries (`agent.output_retries`).
+    OutputInvalid,
     /// Something agentloop did not expect; the message says what.
     InternalError,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 14] = [
+    const ALL: [ErrorCode; 15] = [
         ErrorCode::LlmUnreachable,
         ErrorCode::LlmMissingApiKey,
         ErrorCode::LlmUnauthorized,
@@ -50,6 +53,7 @@ impl ErrorCode {
         ErrorCode::SessionNotFound,
         ErrorCode::SessionBusy,
         ErrorCode::UnknownWorkflow,
+        ErrorCode::OutputInvalid,
         ErrorCode::InternalError,
     ];
 
@@ -68,6 +72,7 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::SessionBusy => "session_busy",
             ErrorCode::UnknownWorkflow => "unknown_workflow",
+            ErrorCode::OutputInvalid => "output_invalid",
             ErrorCode::InternalError => "internal_error",
         }
     }
@@ -111,6 +116,10 @@ impl ErrorCode {
             }
             ErrorCode::UnknownWorkflow => {
                 "The request asked for something this assistant does not offer."
+            }
+            ErrorCode::OutputInvalid => {
+                "The assistant could not give its answer in the form this application needs. \
+                 Please try again, or rephrase the request."
             }
             ErrorCode::InternalError => {
                 "Something went wrong in the assistant. Please try again; if it keeps \

@@ -7,6 +7,7 @@
 mod error_code;
 mod event;
 mod message;
+mod output;
 mod plan;
 mod record;
 mod session;
@@ -18,6 +19,7 @@ pub use event::{
     PendingCall, ResumeReason, RunStatus, Usage,
 };
 pub use message::{ChatMessage, Role, ToolCall};
+pub use output::{OutputMode, OutputSpec, is_valid_output_name};
 pub use plan::{Plan, SubTask, SubTaskStatus};
 pub use record::{ToolExecutionRecord, ToolStatus};
 pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};

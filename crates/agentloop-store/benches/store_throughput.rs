@@ -258,6 +258,7 @@ async fn persist_run(store: &SqlStore) {
                 message_id: Some(answer_id),
                 usage: Usage::default(),
                 should_refresh: false,
+                output: None,
             }])
             .map(|kind| Event {
                 run_id,

@@ -49,6 +49,12 @@ pub(super) enum Phase {
     AwaitingFinalize {
         reason: FinalizeReason,
     },
+    /// Waiting for the typed answer from a call that can only answer (formatting the model's
+    /// prose, or a repair); `reason` when the summary was forced before it.
+    AwaitingOutput {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<FinalizeReason>,
+    },
     /// Paused until a human answers (`resume`): on the calls of `batch` (approvals, `ask_user`
     /// questions), or, with no batch, on the plan's or a reviewer's question
     /// (`guidance.question`).
@@ -99,6 +105,7 @@ impl Phase {
     pub(super) fn finalize_reason(&self) -> Option<FinalizeReason> {
         match self {
             Phase::AwaitingFinalize { reason } => Some(*reason),
+            Phase::AwaitingOutput { reason } => *reason,
             Phase::Finished { outcome } => outcome.finalize_reason,
             _ => None,
         }
@@ -113,6 +120,23 @@ impl Phase {
 
     pub(super) fn is_paused(&self) -> bool {
         matches!(self, Phase::AwaitingInput { .. })
+    }
+}
+
+/// How far a typed run got with its answer: saved with the state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct TypedProgress {
+    /// Invalid answers so far.
+    #[serde(default)]
+    pub failures: u32,
+    /// The valid value, once the model gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+}
+
+impl TypedProgress {
+    pub(super) fn is_empty(&self) -> bool {
+        *self == TypedProgress::default()
     }
 }
 
@@ -156,6 +180,9 @@ pub struct RunState {
     pub(super) documents: Vec<serde_json::Value>,
     /// Plan, clarification and review.
     pub(super) guidance: Guidance,
+    /// The typed answer's attempts and value (runs with an output schema).
+    #[serde(default, skip_serializing_if = "TypedProgress::is_empty")]
+    pub(super) typed: TypedProgress,
 }
 
 impl RunState {
@@ -182,6 +209,7 @@ impl RunState {
             should_refresh: false,
             documents: Vec::new(),
             guidance: Guidance::default(),
+            typed: Default::default(),
         }
     }
 
@@ -230,6 +258,7 @@ mod tests {
             policy: Default::default(),
             client_tools: Vec::new(),
             budget: Default::default(),
+            output: None,
         };
         let now = input.started_at;
         RunState::new(input, now)

@@ -289,6 +289,7 @@ mod tests {
             })],
             tool_choice: ToolChoice::Auto,
             purpose: CallPurpose::Step,
+            output: None,
         }
     }
 

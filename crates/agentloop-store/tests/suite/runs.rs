@@ -204,6 +204,7 @@ pub async fn events_replay_after_a_seq_and_saving_twice_is_harmless(fixture: &Fi
                         ..Usage::default()
                     },
                     should_refresh: false,
+                    output: None,
                 },
             ),
         ],
