@@ -146,8 +146,8 @@ fn fenced(text: &str) -> Option<&str> {
 /// is not native).
 pub(crate) fn prompted_instruction(spec: &OutputSpec) -> String {
     format!(
-        "When you give your final answer, reply with only a JSON value (no prose, no code \
-         fence) that matches this JSON Schema ({}):\n{}",
+        "Your final answer must be only a JSON value (no prose, no code fence) that matches \
+         this JSON Schema ({}):\n{}",
         spec.name, spec.schema
     )
 }

@@ -21,6 +21,9 @@ pub(crate) struct ChatRequest<'a> {
     /// Only when `llm.max_tokens` is set: servers have their own defaults.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Structured output, only on a call that asks for the typed answer and offers no tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -106,6 +109,12 @@ impl<'a> ChatRequest<'a> {
                 include_usage: true,
             }),
             max_tokens,
+            response_format: request.native_output().map(|spec| {
+                serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": spec.name, "schema": spec.schema, "strict": spec.strict},
+                })
+            }),
         }
     }
 }
