@@ -362,6 +362,7 @@ impl Agent {
                 usage: run.usage,
             },
             end: Some(crate::store::RunEnd {
+                output: None,
                 status: agentloop_protocol::RunStatus::Failed,
                 answer_message_id: None,
                 failure: Some(failure),

@@ -273,6 +273,7 @@ async fn persist_run(store: &SqlStore) {
             usage: Usage::default(),
         },
         end: Some(RunEnd {
+            output: None,
             status: RunStatus::Completed,
             answer_message_id: Some(answer_id),
             failure: None,
