@@ -114,3 +114,49 @@ async fn a_bad_schema_is_a_400_naming_where_it_is_wrong() {
     assert!(message.contains("/properties/n/type"), "{message}");
     server.shutdown().await;
 }
+
+/// The real `pydantic` validates the JSON answer of `POST /v1/runs` into a model whose JSON
+/// Schema the request sent (`typed/pydantic_answer.py`).
+#[tokio::test]
+async fn pydantic_validates_the_json_answer_into_its_model() {
+    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("pydantic-venv");
+    let Some(python) =
+        agentloop_test_support::requires::python_package(&venv, "pydantic==2.13.4", "pydantic")
+    else {
+        return;
+    };
+    let value =
+        json!({"title": "Checkout down", "priority": "urgent", "tags": ["web", "payments"]});
+    let server = TestServer::start(
+        vec![
+            Reply::tool_call("test__echo", json!({"text": "checkout"})),
+            // Not the schema's: the model is asked again, naming what is wrong.
+            Reply::text(r#"{"title": "Checkout down", "priority": "asap", "tags": []}"#),
+            Reply::text(value.to_string()),
+        ],
+        "[agent]\noutput_mode = \"prompted\"\n",
+    )
+    .await;
+    let key = server.key("ann").await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/typed/pydantic_answer.py"
+    );
+    let url = server.url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args([script, &url, &key])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let validated: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(validated, value);
+    server.shutdown().await;
+}
