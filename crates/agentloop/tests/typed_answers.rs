@@ -326,3 +326,38 @@ async fn a_requests_own_schema_replaces_the_agents_and_a_bad_one_refuses_the_run
     );
     assert_eq!(llm.requests().len(), 1, "a refused run asks no model");
 }
+
+/// A model without tool calling (`llm.tool_calling = "json"`): the default mode is
+/// `prompted`, and the value may come as the JSON planner's answer.
+#[tokio::test]
+async fn the_json_planner_gives_the_value_as_its_answer() {
+    let value = json!({"title": "Planned", "priority": 1});
+    let llm = ScriptedLlm::start(vec![
+        Reply::text(
+            r#"{"action": "tool", "tool": "test__echo", "parameters": {"text": "a"}, "reasoning": "look"}"#,
+        ),
+        Reply::text(json!({"action": "finalize", "answer": value}).to_string()),
+    ])
+    .await;
+    let mut config = config(&llm, None, &agent(""));
+    config.llm.tool_calling = agentloop::llm::ToolCalling::Json;
+    let runtime = agentloop::Runtime::start(&config).await.unwrap();
+    let (_, outcome) = run(&runtime, "File a ticket").await;
+
+    assert_eq!(
+        outcome.status,
+        RunStatus::Completed,
+        "{:?}",
+        outcome.failure
+    );
+    assert_eq!(outcome.output, Some(value));
+    for request in llm.requests() {
+        assert!(request.get("tools").is_none(), "{request}");
+        assert!(request.get("response_format").is_none(), "{request}");
+        assert!(
+            request
+                .to_string()
+                .contains("Your final answer must be only a JSON value")
+        );
+    }
+}
