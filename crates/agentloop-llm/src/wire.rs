@@ -424,6 +424,43 @@ mod tests {
     }
 
     #[test]
+    fn the_answer_format_goes_only_on_a_call_without_tools() {
+        let spec = agentloop_core::OutputSpec {
+            name: "ticket".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        };
+        let format = agentloop_core::OutputFormat {
+            spec: std::sync::Arc::new(spec),
+            native: true,
+        };
+        let mut answer = request(Vec::new(), ToolChoice::None);
+        answer.output = Some(format.clone());
+        let body = serde_json::to_value(ChatRequest::new(&answer, "m", false, None)).unwrap();
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema":
+                {"name": "ticket", "schema": {"type": "object"}, "strict": true}})
+        );
+        let tool = ToolSpec {
+            name: "fs_read".into(),
+            description: String::new(),
+            parameters: std::sync::Arc::new(json!({"type": "object"})),
+        };
+        let mut turn = request(vec![tool], ToolChoice::Auto);
+        turn.output = Some(format.clone());
+        let body = serde_json::to_value(ChatRequest::new(&turn, "m", false, None)).unwrap();
+        assert!(body.get("response_format").is_none(), "{body}");
+        let mut prompted = request(Vec::new(), ToolChoice::None);
+        prompted.output = Some(agentloop_core::OutputFormat {
+            native: false,
+            ..format
+        });
+        let body = serde_json::to_value(ChatRequest::new(&prompted, "m", false, None)).unwrap();
+        assert!(body.get("response_format").is_none(), "{body}");
+    }
+
+    #[test]
     fn error_message_prefers_the_providers_words() {
         assert_eq!(
             error_message(r#"{"error": {"message": "Incorrect API key", "type": "x"}}"#),
