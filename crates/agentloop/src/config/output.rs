@@ -86,6 +86,27 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_that_does_not_compile_is_refused_naming_where() {
+        let text = "[agent]\noutput_schema = { type = \"object\", properties = { n = { type = \"integr\" } } }\n";
+        let config = crate::Config::parse(text, crate::ConfigOrigin::Defaults).unwrap();
+        let error = config.validate().unwrap_err();
+        assert_eq!(error.key, "agent.output_schema");
+        assert!(
+            error.message.contains("/properties/n/type"),
+            "{}",
+            error.message
+        );
+        let good = "[agent]\noutput_schema = { type = \"object\" }\noutput_mode = \"tool\"\n";
+        let config = crate::Config::parse(good, crate::ConfigOrigin::Defaults).unwrap();
+        config.validate().unwrap();
+        let settings = config.agent_settings().unwrap();
+        assert_eq!(
+            settings.typed_output().unwrap().unwrap().mode,
+            OutputMode::Tool
+        );
+    }
+
+    #[test]
     fn the_default_mode_is_the_best_the_provider_supports() {
         let mut llm = LlmConfig::default();
         assert_eq!(default_mode(&llm), OutputMode::Native);
