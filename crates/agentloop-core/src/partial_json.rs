@@ -5,22 +5,48 @@
 use agentloop_protocol::EventKind;
 use serde_json::Value;
 
-/// The text of one LLM call as it streams, read as the typed answer being written.
-#[derive(Debug, Default)]
+/// The text of one LLM call as it streams, read as the typed answer being written. A partial
+/// is shown when the text grew by a tenth since the last one (at least `min_step` bytes), and
+/// once the value is whole: the events of a run are saved, and a partial per chunk of a long
+/// answer would store it over and over (this way the partials of an answer of N bytes hold
+/// about 10 N).
+#[derive(Debug)]
 pub(crate) struct PartialOutput {
     text: String,
     shown: Option<Value>,
+    shown_at: usize,
+    min_step: usize,
+}
+
+impl Default for PartialOutput {
+    fn default() -> Self {
+        Self::new(128)
+    }
 }
 
 impl PartialOutput {
-    /// Adds a chunk of text; an `output_delta` when the value written so far changed.
+    pub(crate) fn new(min_step: usize) -> Self {
+        Self {
+            text: String::new(),
+            shown: None,
+            shown_at: 0,
+            min_step,
+        }
+    }
+
+    /// Adds a chunk of text; an `output_delta` when the value written so far is worth showing.
     pub(crate) fn push(&mut self, delta: &str) -> Option<EventKind> {
         self.text.push_str(delta);
-        let value = parse_partial(&self.text)?;
+        let step = self.min_step.max(self.shown_at / 10);
+        let (value, whole) = read(&self.text)?;
+        if !whole && self.text.len() < self.shown_at + step {
+            return None;
+        }
         if self.shown.as_ref() == Some(&value) {
             return None;
         }
         self.shown = Some(value.clone());
+        self.shown_at = self.text.len();
         Some(EventKind::OutputDelta { partial: value })
     }
 }
@@ -50,6 +76,11 @@ fn closers(stack: &[Frame]) -> String {
 /// The value of the object or array that starts at the first `{` or `[` of `text`, as far as
 /// it is written; `None` before anything can be shown.
 pub fn parse_partial(text: &str) -> Option<Value> {
+    read(text).map(|(value, _)| value)
+}
+
+/// The value as far as it is written, and whether it is whole.
+fn read(text: &str) -> Option<(Value, bool)> {
     let start = text.find(['{', '['])?;
     let body = &text[start..];
     let mut stack: Vec<Frame> = Vec::new();
@@ -84,7 +115,9 @@ pub fn parse_partial(text: &str) -> Option<Value> {
             '}' | ']' => {
                 stack.pop();
                 if stack.is_empty() {
-                    return serde_json::from_str(&body[..=at]).ok();
+                    return serde_json::from_str(&body[..=at])
+                        .ok()
+                        .map(|value| (value, true));
                 }
                 safe = Some((at + 1, closers(&stack)));
             }
@@ -115,11 +148,13 @@ pub fn parse_partial(text: &str) -> Option<Value> {
         }
         let candidate = format!("{written}\"{}", closers(&stack));
         if let Ok(value) = serde_json::from_str(&candidate) {
-            return Some(value);
+            return Some((value, false));
         }
     }
     let (cut, closing) = safe?;
-    serde_json::from_str(&format!("{}{closing}", &body[..cut])).ok()
+    serde_json::from_str(&format!("{}{closing}", &body[..cut]))
+        .ok()
+        .map(|value| (value, false))
 }
 
 #[cfg(test)]
@@ -151,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_stream_shows_each_new_state_of_the_value_once() {
-        let mut partial = PartialOutput::default();
+        let mut partial = PartialOutput::new(0);
         let shown: Vec<Value> = ["{\"ti", "tle\": \"Di", "sk", "\", \"n\": 1", "}"]
             .into_iter()
             .filter_map(|chunk| partial.push(chunk))
@@ -168,6 +203,34 @@ mod tests {
                 json!({"title": "Disk"}),
                 json!({"title": "Disk", "n": 1})
             ]
+        );
+    }
+
+    #[test]
+    fn a_long_answer_shows_few_partials_and_always_the_whole_value() {
+        let items: Vec<String> = (0..400).map(|i| format!("item number {i}")).collect();
+        let whole = json!({"items": items}).to_string();
+        let mut partial = PartialOutput::default();
+        let mut shown = Vec::new();
+        for chunk in whole.as_bytes().chunks(7) {
+            let chunk = std::str::from_utf8(chunk).unwrap_or_default();
+            shown.extend(partial.push(chunk));
+        }
+        let stored: usize = shown
+            .iter()
+            .map(|event| serde_json::to_string(event).map_or(0, |text| text.len()))
+            .sum();
+        assert!(shown.len() < 60, "{} partials", shown.len());
+        assert!(
+            stored < 12 * whole.len(),
+            "{stored} bytes for {}",
+            whole.len()
+        );
+        assert_eq!(
+            shown.last(),
+            Some(&EventKind::OutputDelta {
+                partial: serde_json::from_str(&whole).unwrap_or_default()
+            })
         );
     }
 
