@@ -89,6 +89,9 @@ pub struct RunRequest {
     /// model's history and the session's listing then hold the question once, asked by this
     /// run, and its new answer. `query` is that question.
     pub supersede: Option<crate::store::Supersede>,
+    /// The JSON Schema of this run's answer (typed answers), in place of the agent's
+    /// `[agent] output_schema`; asked for in the agent's `output_mode`.
+    pub output: Option<crate::output::OutputSpec>,
 }
 
 impl Default for RunRequest {
@@ -110,6 +113,7 @@ impl Default for RunRequest {
             client_tools: Vec::new(),
             traceparent: None,
             supersede: None,
+            output: None,
         }
     }
 }
@@ -312,7 +316,7 @@ impl Agent {
             .map_or(settings.max_iterations, |wanted| {
                 wanted.clamp(1, settings.max_iterations)
             });
-        let (policy, refused) = match self.policy_for(&request.context) {
+        let (policy, mut refused) = match self.policy_for(&request.context) {
             Ok(policy) => (policy, None),
             Err(unknown) => {
                 let failure = crate::machine::RunFailure {
@@ -321,6 +325,19 @@ impl Agent {
                 };
                 (RunPolicy::default(), Some(failure))
             }
+        };
+        let output = match request.output {
+            Some(spec) => {
+                if let Err(invalid) = crate::output::check_spec(&spec, "output.schema") {
+                    refused.get_or_insert(crate::machine::RunFailure {
+                        code: ErrorCode::OutputInvalid,
+                        message: invalid.message,
+                    });
+                }
+                Some(settings.typed_output_for(spec))
+            }
+            // Checked when the agent was built.
+            None => settings.typed_output().ok().flatten(),
         };
         RunInput {
             run_id: request.run_id.unwrap_or_else(Uuid::now_v7),
@@ -338,6 +355,7 @@ impl Agent {
             client_tools: request.client_tools,
             budget: settings.budget.lowered_by(request.budget),
             refused,
+            output,
         }
     }
 

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use self::calls::Running;
+use crate::partial_json::PartialOutput;
 use crate::{
     catalog::ToolCatalog,
     emitter::Emitter,
@@ -274,26 +275,43 @@ fn drive_steps(
                     let hold = machine.holds_answer();
                     let mut span = services.trace.chat(&request);
                     let started = Instant::now();
+                    // The typed answer as it is written (`output_delta`), when this call's
+                    // text may be it; the machine emits the answer's text once it is valid.
+                    let mut partial = request.output.as_ref().map(|_| PartialOutput::default());
                     let reply = {
                         let mut on_text = |text: &str| {
                             if text.is_empty() {
                                 return;
                             }
+                            // Held text streams no partial value either: it is not checked yet.
                             if hold {
                                 return;
                             }
                             let delta = text.to_string();
-                            let event = emitter.number(match purpose {
-                                CallPurpose::Step => EventKind::AssistantDelta { text: delta },
-                                CallPurpose::Finalize => EventKind::FinalResponse { delta },
+                            let mut events = Vec::with_capacity(2);
+                            match (purpose, partial.is_some()) {
+                                (CallPurpose::Step, _) => {
+                                    events.push(EventKind::AssistantDelta { text: delta });
+                                }
+                                (CallPurpose::Finalize, false) => {
+                                    events.push(EventKind::FinalResponse { delta });
+                                }
+                                (CallPurpose::Finalize, true) => {}
                                 // Plans and reviews are JSON for the loop, not text for the user.
-                                CallPurpose::Plan
-                                | CallPurpose::Review
-                                | CallPurpose::Guardrail => return,
-                            });
-                            // Live text is sent at once and saved with the next step.
-                            writer.keep_delta(&event);
-                            emitter.send(event);
+                                (
+                                    CallPurpose::Plan
+                                    | CallPurpose::Review
+                                    | CallPurpose::Guardrail,
+                                    _,
+                                ) => return,
+                            }
+                            events.extend(partial.as_mut().and_then(|partial| partial.push(text)));
+                            for event in events {
+                                let event = emitter.number(event);
+                                // Live text is sent at once and saved with the next step.
+                                writer.keep_delta(&event);
+                                emitter.send(event);
+                            }
                         };
                         let handed_over = async {
                             match &handover {

@@ -32,6 +32,8 @@ mod lease;
 mod llm;
 pub mod machine;
 mod names;
+pub mod output;
+mod partial_json;
 mod policy;
 mod registry;
 mod resources;
@@ -46,6 +48,7 @@ mod telemetry;
 mod tokens;
 mod tool;
 pub mod trace;
+mod typed_run;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
@@ -61,7 +64,8 @@ pub use emitter::{Emitter, EventSink};
 pub use hooks::{BeforeCall, CompletedCall, SideEffect, SideEffectError, ToolHook};
 pub use json_text::{ObjectError, extract_object, find_object};
 pub use llm::{
-    CallPurpose, Llm, LlmError, ModelReply, ModelRequest, TextSink, ToolChoice, ToolSpec,
+    CallPurpose, Llm, LlmError, ModelReply, ModelRequest, OutputFormat, TextSink, ToolChoice,
+    ToolSpec,
 };
 pub use machine::text::is_tool_error_message;
 pub use machine::{
@@ -70,6 +74,8 @@ pub use machine::{
     UnreadableState,
 };
 pub use names::sanitize as provider_safe_name;
+pub use output::{OutputMode, OutputSpec, TypedOutput};
+pub use partial_json::parse_partial;
 pub use policy::DEFAULT_USER;
 pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, UnknownWorkflow,
@@ -95,3 +101,4 @@ pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};
 pub use trace::{NoTracer, RunTrace, Tracer};
+pub use typed_run::{TypedRunError, TypedRunHandle, output_spec_for, typed_value};

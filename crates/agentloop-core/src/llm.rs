@@ -51,6 +51,28 @@ pub struct ModelRequest {
     pub tools: Vec<Arc<ToolSpec>>,
     pub tool_choice: ToolChoice,
     pub purpose: CallPurpose,
+    /// Set when this call's text may be the run's typed answer (runs with an output schema).
+    pub output: Option<OutputFormat>,
+}
+
+/// How a call asks for the run's typed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputFormat {
+    pub spec: Arc<agentloop_protocol::OutputSpec>,
+    /// Ask the provider's structured output for this call's text (`response_format`,
+    /// `text.format`, Anthropic's `output_config.format`). Only ever set on a call that offers
+    /// no tools: a format on a turn that may call tools stops tool calling on some servers.
+    pub native: bool,
+}
+
+impl ModelRequest {
+    /// The schema the provider must hold this call's text to, when the call asks for it.
+    pub fn native_output(&self) -> Option<&agentloop_protocol::OutputSpec> {
+        self.output
+            .as_ref()
+            .filter(|output| output.native && self.tools.is_empty())
+            .map(|output| output.spec.as_ref())
+    }
 }
 
 /// What the model answered. Tool call names are as the model wrote them (provider-safe).

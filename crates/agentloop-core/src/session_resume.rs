@@ -340,6 +340,7 @@ impl Agent {
                 message_id: None,
                 usage: run.usage,
                 should_refresh: false,
+                output: None,
             },
         ];
         let events = (last_seq + 1..)
@@ -361,6 +362,7 @@ impl Agent {
                 usage: run.usage,
             },
             end: Some(crate::store::RunEnd {
+                output: None,
                 status: agentloop_protocol::RunStatus::Failed,
                 answer_message_id: None,
                 failure: Some(failure),

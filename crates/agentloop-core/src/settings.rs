@@ -44,6 +44,17 @@ pub struct AgentSettings {
     pub review: ReviewSettings,
     /// `[agent.budget]`: what one run may spend.
     pub budget: Budget,
+    /// The JSON Schema of every run's answer (typed answers): inline, or a JSON file's path.
+    pub output_schema: Option<crate::output::OutputSchemaSetting>,
+    /// The schema's name, sent to providers that want one.
+    pub output_name: Option<String>,
+    /// Ask the provider to hold the model to the schema exactly (OpenAI's `strict`).
+    pub output_strict: bool,
+    /// How the model is asked for the typed answer; default: the best the provider supports
+    /// (chosen by the facade).
+    pub output_mode: Option<crate::output::OutputMode>,
+    /// Invalid typed answers sent back to the model before the run fails `output_invalid`.
+    pub output_retries: u32,
     /// The price table (`[prices."MODEL"]`, loaded by the facade) and the configured model:
     /// what each LLM call of a run costs.
     #[serde(skip)]
@@ -152,9 +163,63 @@ impl Default for AgentSettings {
             planning: PlanningSettings::default(),
             review: ReviewSettings::default(),
             budget: Budget::default(),
+            output_schema: None,
+            output_name: None,
+            output_strict: false,
+            output_mode: None,
+            output_retries: crate::output::DEFAULT_OUTPUT_RETRIES,
             pricing: crate::cost::Pricing::default(),
             guardrail_mode: Default::default(),
             guardrails: Default::default(),
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The typed answer every run of this agent gives (`[agent] output_schema`), checked; its
+    /// mode the configured one, else `tool`. A schema still named by its file (not loaded by
+    /// the configuration) is an error.
+    pub fn typed_output(&self) -> Result<Option<crate::output::TypedOutput>, InvalidSetting> {
+        let Some(schema) = &self.output_schema else {
+            return Ok(None);
+        };
+        let schema = match schema {
+            crate::output::OutputSchemaSetting::Inline(schema) => {
+                serde_json::Value::Object(schema.clone())
+            }
+            crate::output::OutputSchemaSetting::File(path) => {
+                return Err(InvalidSetting::new(
+                    "agent.output_schema",
+                    format!(
+                        "agent.output_schema names the file {} which was not read",
+                        path.display()
+                    ),
+                ));
+            }
+        };
+        let spec = crate::output::OutputSpec {
+            name: self
+                .output_name
+                .clone()
+                .unwrap_or_else(|| String::from("answer")),
+            schema,
+            strict: self.output_strict,
+        };
+        crate::output::check_spec(&spec, "agent.output_schema")
+            .map_err(|invalid| InvalidSetting::new(invalid.key, invalid.message))?;
+        Ok(Some(crate::output::TypedOutput {
+            spec,
+            mode: self.output_mode.unwrap_or(crate::output::OutputMode::Tool),
+            retries: self.output_retries,
+        }))
+    }
+
+    /// A request's own output spec with this agent's mode and retries.
+    pub fn typed_output_for(&self, spec: crate::output::OutputSpec) -> crate::output::TypedOutput {
+        crate::output::TypedOutput {
+            spec,
+            mode: self.output_mode.unwrap_or(crate::output::OutputMode::Tool),
+            retries: self.output_retries,
         }
     }
 }
@@ -198,6 +263,7 @@ impl AgentSettings {
             ));
         }
         check_timeout("agent.tool_timeout_s", self.tool_timeout_s)?;
+        self.typed_output()?;
         if self.review.every_n_tool_calls == Some(0) {
             return Err(InvalidSetting::new(
                 "agent.review.every_n_tool_calls",

@@ -196,6 +196,7 @@ fn step_record(
     let end = ended.map(|outcome| RunEnd {
         status: outcome.status,
         answer_message_id: outcome.message_id,
+        output: outcome.output.clone(),
         failure: outcome.failure.clone(),
         finalize_reason: outcome.finalize_reason,
         finished_at: crate::clock::now(),

@@ -228,6 +228,8 @@ pub struct RunEnd {
     pub failure: Option<RunFailure>,
     pub finalize_reason: Option<FinalizeReason>,
     pub finished_at: DateTime<Utc>,
+    /// The typed answer (runs with an output schema).
+    pub output: Option<serde_json::Value>,
 }
 
 /// Everything one step of a run changed, written at once before its events are emitted.

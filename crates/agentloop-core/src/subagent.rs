@@ -232,6 +232,7 @@ impl Tool for SubAgentTool {
         let run_id = Uuid::now_v7();
         let input = RunInput {
             refused: None,
+            output: None,
             run_id,
             session_id: context.session_id,
             query: task,

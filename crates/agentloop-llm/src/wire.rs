@@ -21,6 +21,9 @@ pub(crate) struct ChatRequest<'a> {
     /// Only when `llm.max_tokens` is set: servers have their own defaults.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Structured output, only on a call that asks for the typed answer and offers no tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -106,6 +109,12 @@ impl<'a> ChatRequest<'a> {
                 include_usage: true,
             }),
             max_tokens,
+            response_format: request.native_output().map(|spec| {
+                serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": spec.name, "schema": spec.schema, "strict": spec.strict},
+                })
+            }),
         }
     }
 }
@@ -367,6 +376,7 @@ mod tests {
             tools: tools.into_iter().map(std::sync::Arc::new).collect(),
             tool_choice,
             purpose: CallPurpose::Step,
+            output: None,
         }
     }
 
@@ -411,6 +421,43 @@ mod tests {
                 "name": "fs_read", "description": "Read a file", "parameters": {"type": "object"}
             }}])
         );
+    }
+
+    #[test]
+    fn the_answer_format_goes_only_on_a_call_without_tools() {
+        let spec = agentloop_core::OutputSpec {
+            name: "ticket".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        };
+        let format = agentloop_core::OutputFormat {
+            spec: std::sync::Arc::new(spec),
+            native: true,
+        };
+        let mut answer = request(Vec::new(), ToolChoice::None);
+        answer.output = Some(format.clone());
+        let body = serde_json::to_value(ChatRequest::new(&answer, "m", false, None)).unwrap();
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema":
+                {"name": "ticket", "schema": {"type": "object"}, "strict": true}})
+        );
+        let tool = ToolSpec {
+            name: "fs_read".into(),
+            description: String::new(),
+            parameters: std::sync::Arc::new(json!({"type": "object"})),
+        };
+        let mut turn = request(vec![tool], ToolChoice::Auto);
+        turn.output = Some(format.clone());
+        let body = serde_json::to_value(ChatRequest::new(&turn, "m", false, None)).unwrap();
+        assert!(body.get("response_format").is_none(), "{body}");
+        let mut prompted = request(Vec::new(), ToolChoice::None);
+        prompted.output = Some(agentloop_core::OutputFormat {
+            native: false,
+            ..format
+        });
+        let body = serde_json::to_value(ChatRequest::new(&prompted, "m", false, None)).unwrap();
+        assert!(body.get("response_format").is_none(), "{body}");
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub enum ErrorCode {
     SessionBusy,
     /// The run's context names a workflow the agent does not have.
     UnknownWorkflow,
+    /// The run has an output schema and the model gave no answer valid against it, after
+    /// its retries (`agent.output_retries`).
+    OutputInvalid,
     /// Something agentloop did not expect; the message says what.
     InternalError,
     /// A guardrail refused the question or the answer (the run's status is `blocked`); the
@@ -39,7 +42,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 15] = [
+    const ALL: [ErrorCode; 16] = [
         ErrorCode::LlmUnreachable,
         ErrorCode::LlmMissingApiKey,
         ErrorCode::LlmUnauthorized,
@@ -53,6 +56,7 @@ impl ErrorCode {
         ErrorCode::SessionNotFound,
         ErrorCode::SessionBusy,
         ErrorCode::UnknownWorkflow,
+        ErrorCode::OutputInvalid,
         ErrorCode::InternalError,
         ErrorCode::Blocked,
     ];
@@ -72,6 +76,7 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::SessionBusy => "session_busy",
             ErrorCode::UnknownWorkflow => "unknown_workflow",
+            ErrorCode::OutputInvalid => "output_invalid",
             ErrorCode::InternalError => "internal_error",
             ErrorCode::Blocked => "blocked",
         }
@@ -120,6 +125,10 @@ impl ErrorCode {
             ErrorCode::Blocked => {
                 "The assistant cannot help with this request. Please rephrase it or ask \
                  something else."
+            }
+            ErrorCode::OutputInvalid => {
+                "The assistant could not give its answer in the form this application needs. \
+                 Please try again, or rephrase the request."
             }
             ErrorCode::InternalError => {
                 "Something went wrong in the assistant. Please try again; if it keeps \

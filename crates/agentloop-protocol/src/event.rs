@@ -112,6 +112,11 @@ pub enum EventKind {
     FinalResponse {
         delta: String,
     },
+    /// The typed answer as it stands while the model writes it (runs with an output schema):
+    /// the JSON written so far, closed where it was cut. Not validated; `done.output` is.
+    OutputDelta {
+        partial: Value,
+    },
     Done {
         status: RunStatus,
         iterations: u32,
@@ -121,6 +126,9 @@ pub enum EventKind {
         message_id: Option<Uuid>,
         usage: Usage,
         should_refresh: bool,
+        /// The typed answer (runs with an output schema), valid against the schema.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
     },
     Error {
         code: ErrorCode,
@@ -170,6 +178,7 @@ impl EventKind {
             EventKind::PlanUpdated { .. } => "plan_updated",
             EventKind::InputRequired { .. } => "input_required",
             EventKind::FinalResponse { .. } => "final_response",
+            EventKind::OutputDelta { .. } => "output_delta",
             EventKind::Done { .. } => "done",
             EventKind::Error { .. } => "error",
             EventKind::GuardrailChecked { .. } => "guardrail_checked",
@@ -604,6 +613,7 @@ mod tests {
                 message_id: None,
                 usage: Usage::default(),
                 should_refresh: false,
+                output: None,
             },
         ];
         for kind in kinds {

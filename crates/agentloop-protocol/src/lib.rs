@@ -8,6 +8,7 @@ mod error_code;
 mod event;
 mod guardrail;
 mod message;
+mod output;
 mod plan;
 mod record;
 mod session;
@@ -20,6 +21,7 @@ pub use event::{
 };
 pub use guardrail::{GuardrailAction, GuardrailSide};
 pub use message::{ChatMessage, Role, ToolCall};
+pub use output::{OutputMode, OutputSpec, is_valid_output_name};
 pub use plan::{Plan, SubTask, SubTaskStatus};
 pub use record::{ToolExecutionRecord, ToolStatus};
 pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};

@@ -47,6 +47,11 @@ pub struct RunBody {
     pub budget: Option<RunBodyBudget>,
     #[serde(default)]
     pub context: RunBodyContext,
+    /// A typed answer: the JSON Schema the answer must match (`{name, schema, strict}`); the
+    /// run's answer is then a JSON value valid against it (`output` of the finished run and of
+    /// its `done` event). A schema that does not compile is a 400 naming where it is wrong.
+    #[serde(default)]
+    pub output: Option<agentloop_core::OutputSpec>,
 }
 
 /// What one run may spend. When its next LLM call would go over it, the run stops calling
@@ -135,6 +140,18 @@ impl RunBody {
         {
             return Err(invalid("model", "must not be empty when given"));
         }
+        if let Some(output) = &self.output {
+            if !agentloop_core::protocol::is_valid_output_name(&output.name) {
+                return Err(invalid(
+                    "output.name",
+                    "must be 1 to 64 letters, digits, '_' or '-'",
+                ));
+            }
+            if let Err(problem) = agentloop_core::output::check_spec(output, "output.schema") {
+                return Err(ApiError::bad_request("invalid_body", problem.message)
+                    .with_details(json!({ "field": "output.schema" })));
+            }
+        }
         Ok(())
     }
 
@@ -163,6 +180,7 @@ impl RunBody {
                 workflow: self.context.workflow,
                 read_only: self.context.read_only,
             },
+            output: self.output,
             ..RunRequest::default()
         }
     }
@@ -208,6 +226,24 @@ mod tests {
     }
 
     #[test]
+    fn an_output_schema_reaches_the_request_and_a_bad_one_says_where() {
+        let body = RunBody::parse(
+            br#"{"query": "hi", "output": {"name": "ticket", "schema": {"type": "object"}, "strict": true}}"#,
+        )
+        .unwrap();
+        let output = body.into_request("ann").output.unwrap();
+        assert_eq!((output.name.as_str(), output.strict), ("ticket", true));
+        let bad = error(
+            r#"{"query": "q", "output": {"schema": {"type": "object", "properties": {"n": {"minimum": "x"}}}}}"#,
+        );
+        assert!(
+            bad.message.contains("at /properties/n/minimum"),
+            "{}",
+            bad.message
+        );
+    }
+
+    #[test]
     fn a_budget_in_the_body_reaches_the_request() {
         let body = RunBody::parse(
             br#"{"query": "hi", "budget": {"max_tokens": 500, "max_cost_usd": 0.01}}"#,
@@ -248,6 +284,15 @@ mod tests {
             (
                 r#"{"query": "q", "budget": {"max_usd": 1}}"#,
                 "budget.max_usd",
+            ),
+            (r#"{"query": "q", "output": {}}"#, "output.schema"),
+            (
+                r#"{"query": "q", "output": {"schema": {"type": 5}}}"#,
+                "output.schema",
+            ),
+            (
+                r#"{"query": "q", "output": {"name": "a b", "schema": {}}}"#,
+                "output.name",
             ),
         ];
         for (body, field) in cases {

@@ -39,6 +39,9 @@ pub struct RunResult {
     /// says why.
     pub status: RunStatus,
     pub answer: Option<String>,
+    /// The typed answer (a run with an `output` schema), valid against the schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
     pub user_message: Option<SessionMessage>,
@@ -244,6 +247,7 @@ fn result(outcome: &RunOutcome) -> RunResult {
         session_id: outcome.session_id,
         status: outcome.status,
         answer: outcome.answer.clone(),
+        output: outcome.output.clone(),
         error: outcome.failure.as_ref().map(|failure| {
             let scope = crate::request_id::current();
             crate::disclosure::run_error(&scope, outcome.run_id, failure.code, &failure.message)

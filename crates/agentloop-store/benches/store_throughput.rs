@@ -258,6 +258,7 @@ async fn persist_run(store: &SqlStore) {
                 message_id: Some(answer_id),
                 usage: Usage::default(),
                 should_refresh: false,
+                output: None,
             }])
             .map(|kind| Event {
                 run_id,
@@ -272,6 +273,7 @@ async fn persist_run(store: &SqlStore) {
             usage: Usage::default(),
         },
         end: Some(RunEnd {
+            output: None,
             status: RunStatus::Completed,
             answer_message_id: Some(answer_id),
             failure: None,

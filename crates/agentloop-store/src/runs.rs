@@ -11,7 +11,7 @@ use crate::db::Db;
 
 const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
     tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
-    answer_message_id, error_code, error_message, started_at, finished_at";
+    answer_message_id, error_code, error_message, output, started_at, finished_at";
 
 /// Records `run`, with the head of its state at its start and that head's seq when it has one.
 pub(crate) async fn start<'a, 'd: 'a>(
@@ -89,7 +89,7 @@ pub(crate) fn progress_query<'p>(db: &Db, run_id: &'p str, step: Progress<'p>) -
         None => db.query(&format!("UPDATE runs SET {counters} WHERE id = $1{fence}")),
         Some(_) => db.query(&format!(
             "UPDATE runs SET {counters}, status = $11, finished_at = $12, answer_message_id = $13, \
-                 error_code = $14, error_message = $15, finalize_reason = $16 \
+                 error_code = $14, error_message = $15, finalize_reason = $16, output = $17 \
              WHERE id = $1{fence}"
         )),
     };
@@ -117,7 +117,8 @@ pub(crate) fn progress_query<'p>(db: &Db, run_id: &'p str, step: Progress<'p>) -
             .bind(end.answer_message_id.map(|id| id.to_string()))
             .bind(failure.map(|failure| failure.code.as_str()))
             .bind(db.optional_text(failure.map(|failure| failure.message.as_str())))
-            .bind(end.finalize_reason.map(|reason| reason.as_str()));
+            .bind(end.finalize_reason.map(|reason| reason.as_str()))
+            .bind(end.output.as_ref().map(json_text));
     }
     query
 }
@@ -232,6 +233,7 @@ fn decode(db: &Db, row: &Row) -> Result<RunInfo, StoreError> {
         answer_message_id: cells.optional_uuid("answer_message_id")?,
         error_code: cells.optional_name("error_code")?,
         error_message: cells.optional_free_text("error_message")?,
+        output: cells.optional_json("output")?,
         save_chat: cells.flag("save_chat")?,
         started_at: cells.time("started_at")?,
         finished_at: cells.optional_time("finished_at")?,

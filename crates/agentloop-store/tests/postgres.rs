@@ -49,7 +49,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "8 run trace",
             "9 tool costs",
             "10 notify by trigger",
-            "12 superseded messages"
+            "12 superseded messages",
+            "13 run output"
         ]
     );
     let name = schema.name().to_string();

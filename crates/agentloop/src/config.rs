@@ -1,6 +1,7 @@
 //! `agentloop.toml`: `--config FILE`, else `./agentloop.toml`, else built-in defaults; standard
 //! environment variables override the file.
 
+mod output;
 mod problems;
 
 use std::{
@@ -160,6 +161,12 @@ impl Config {
             _ => PathBuf::from("."),
         };
         config.resolve_paths(&base);
+        output::read_schema_file(&mut config.agent.output_schema, &base).map_err(|source| {
+            ConfigError::Invalid {
+                origin: origin.clone(),
+                source,
+            }
+        })?;
         Ok((config, origin))
     }
 
@@ -258,6 +265,11 @@ impl Config {
     pub fn agent_settings(&self) -> Result<AgentSettings, InvalidSetting> {
         Ok(AgentSettings {
             pricing: self.pricing()?,
+            output_mode: Some(
+                self.agent
+                    .output_mode
+                    .unwrap_or_else(|| output::default_mode(&self.llm)),
+            ),
             ..self.agent.clone()
         })
     }

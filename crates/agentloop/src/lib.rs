@@ -30,9 +30,10 @@ pub use agentloop_core::protocol::{
 };
 pub use agentloop_core::{
     Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, KeyStore, Llm,
-    LlmError, ModelReply, ModelRequest, MutationRate, PolicySettings, RunContext, RunFailure,
-    RunHandle, RunOutcome, RunRequest, Store, StoreError, Telemetry, Tool, ToolCatalog,
-    ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings, ToolSource, WorkflowSettings,
+    LlmError, ModelReply, ModelRequest, MutationRate, OutputMode, OutputSpec, PolicySettings,
+    RunContext, RunFailure, RunHandle, RunOutcome, RunRequest, Store, StoreError, Telemetry, Tool,
+    ToolCatalog, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSettings, ToolSource,
+    TypedRunError, TypedRunHandle, WorkflowSettings,
 };
 pub use agentloop_llm::{
     AnthropicClient, LlmConfig, OpenAiClient, Provider, ResponsesClient, ScriptedModel,

@@ -111,6 +111,7 @@ pub async fn run_config(
     let (agent, _alive) = as_instance(&runtime, config, cancel.clone()).await;
     let mut printer = Printer {
         json: args.json,
+        typed: config.agent.output_schema.is_some(),
         view,
         answer_open: false,
         keyboard: Keyboard::new(),
@@ -161,6 +162,7 @@ pub async fn resume_command(global: GlobalArgs, args: ResumeArgs) -> anyhow::Res
     let session_id = resumed.session_id();
     let mut printer = Printer {
         json: args.json,
+        typed: config.agent.output_schema.is_some(),
         view,
         answer_open: false,
         keyboard: Keyboard::new(),
@@ -346,6 +348,8 @@ struct Pass {
 /// Shows a run's events: steps on stderr and the answer on stdout, or JSON lines.
 struct Printer {
     json: bool,
+    /// The answer is a typed value (`[agent] output_schema`): printed as indented JSON.
+    typed: bool,
     view: StepView,
     answer_open: bool,
     /// What the user types: answers at prompts, steering while the run works.
@@ -423,8 +427,15 @@ impl Printer {
         }
         if let EventKind::FinalResponse { delta } = &event.kind {
             self.view.clear();
+            // A typed answer comes whole, as one chunk of JSON.
+            let pretty = self
+                .typed
+                .then(|| serde_json::from_str::<serde_json::Value>(delta).ok())
+                .flatten()
+                .and_then(|value| serde_json::to_string_pretty(&value).ok());
+            let text = pretty.as_deref().unwrap_or(delta);
             self.out(|stdout| {
-                write!(stdout, "{delta}")?;
+                write!(stdout, "{text}")?;
                 stdout.flush()
             })?;
             self.answer_open = true;

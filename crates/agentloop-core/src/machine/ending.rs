@@ -107,9 +107,10 @@ impl RunMachine {
             self.state.guidance.extend_trace(&mut metadata);
             self.push_message(MessageKind::Trace, trace, metadata);
         }
+        let metadata = self.answer_metadata();
         let message_id = answer.as_ref().map(|answer| {
             let message = ChatMessage::assistant(answer.clone());
-            self.push_message(MessageKind::Dialogue, message, serde_json::Value::Null)
+            self.push_message(MessageKind::Dialogue, message, metadata)
         });
         // Messages the run took that no LLM call read stay in the session, after the answer,
         // as the user's next words: taken, never lost.
@@ -121,6 +122,7 @@ impl RunMachine {
             message_id,
             usage: self.state.usage,
             should_refresh: self.state.should_refresh,
+            output: self.state.typed.value.clone(),
         });
         // Taken before the phase changes: the finalize reason comes from the phase.
         let ended = self.outcome_apart(status, answer, failure, message_id);
@@ -168,6 +170,7 @@ impl RunMachine {
             usage: self.state.usage,
             message_id,
             should_refresh: self.state.should_refresh,
+            output: self.state.typed.value.clone(),
         }
     }
 }

@@ -183,6 +183,8 @@ impl RunMachine {
             action: trip.action,
         });
         if let Some(answer) = &answer {
+            // A typed value refused is no value: a retry gives another, a block none.
+            self.state.typed.value = None;
             if self.settings.guardrail_mode == GuardrailMode::After {
                 self.emit(EventKind::AnswerRetracted {
                     name: trip.name.clone(),

@@ -24,6 +24,7 @@ mod spending;
 mod state;
 mod steering;
 pub(crate) mod text;
+mod typed;
 mod view;
 
 use std::{collections::HashMap, sync::Arc};
@@ -113,6 +114,9 @@ pub struct RunInput {
     /// begin it): its start ends it failed with this, after `run_started`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<RunFailure>,
+    /// The typed answer the run must give (`[agent] output_schema`, the request's `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::output::TypedOutput>,
 }
 
 /// What the driver must do next.
@@ -242,6 +246,9 @@ pub struct RunOutcome {
     /// Id of the final assistant message.
     pub message_id: Option<Uuid>,
     pub should_refresh: bool,
+    /// The typed answer (runs with an output schema), valid against the schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// Why an answer does not fit what a paused run waits for; the run stays paused.
@@ -311,6 +318,8 @@ pub struct RunMachine {
     /// Calls that ended without running since [`RunMachine::take_refused_calls`], for their
     /// spans (not part of the state).
     refused_here: Vec<ToolExecutionRecord>,
+    /// The typed answer's compiled schema and tool (runs with an output schema).
+    typed: Option<typed::Typed>,
 }
 
 impl RunMachine {
@@ -384,8 +393,16 @@ impl RunMachine {
         let system = Arc::new(ChatMessage::system(state.input.system_prompt.clone()));
         let system_tokens = message_tokens(counter.as_ref(), &system);
         let tool_tokens = catalog.spec_tokens(counter.as_ref());
+        let typed = state.input.output.as_ref().map(typed::Typed::new);
         let builtin_tokens = Builtin::all_offered(&settings)
-            .map(|builtin| crate::catalog::spec_tokens(counter.as_ref(), &builtin.spec()))
+            .map(Builtin::spec)
+            .chain(
+                typed
+                    .as_ref()
+                    .filter(|typed| typed.mode == crate::output::OutputMode::Tool)
+                    .map(|typed| typed.tool.clone()),
+            )
+            .map(|spec| crate::catalog::spec_tokens(counter.as_ref(), &spec))
             .sum();
         let record_by_call = state
             .records
@@ -410,6 +427,7 @@ impl RunMachine {
             outbox: Vec::new(),
             last_call_cost: None,
             refused_here: Vec::new(),
+            typed,
         }
     }
 
@@ -559,6 +577,14 @@ impl RunMachine {
             Phase::AwaitingPlan => self.on_plan_reply(reply),
             Phase::AwaitingReview => self.on_review_reply(reply),
             Phase::AwaitingStep => self.on_step_reply(reply),
+            Phase::AwaitingFinalize { reason } if self.typed.is_some() => {
+                let reason = Some(*reason);
+                self.on_typed_answer_reply(reply.text(), reason)
+            }
+            Phase::AwaitingOutput { reason } => {
+                let reason = *reason;
+                self.on_typed_answer_reply(reply.text(), reason)
+            }
             Phase::AwaitingFinalize { .. } => match reply.text() {
                 // The driver streamed this text as the answer, unless it holds it.
                 Some(text) => self.deliver(text.to_string(), !self.holds_answer()),
@@ -632,6 +658,7 @@ impl RunMachine {
             message_id: None,
             usage: self.state.usage,
             should_refresh: self.state.should_refresh,
+            output: None,
         });
         let mut outcome = self.outcome_with(RunStatus::AwaitingInput, None, None, None);
         outcome.input_required = Some(request);
@@ -665,7 +692,11 @@ impl RunMachine {
         Step::CallModel(self.request(ToolChoice::None, Some(reason)))
     }
 
-    fn on_step_reply(&mut self, reply: ModelReply) -> Step {
+    fn on_step_reply(&mut self, mut reply: ModelReply) -> Step {
+        let text = reply.text().map(str::to_string);
+        if let Some(step) = self.on_final_answer_call(text.clone(), &mut reply.tool_calls) {
+            return step;
+        }
         let goes_on = self.has_steering() && self.state.iteration < self.state.input.max_iterations;
         if let (true, Some(text)) = (self.holds_answer(), reply.text()) {
             // Held by the driver in case it was the answer: it is not, it is shown now.
@@ -675,7 +706,7 @@ impl RunMachine {
             }
         }
         if !reply.tool_calls.is_empty() {
-            return self.begin_batch(reply.text().map(str::to_string), reply.tool_calls);
+            return self.begin_batch(text, reply.tool_calls);
         }
         match reply.text() {
             // The user wrote while the model answered: the answer stays in the conversation and
@@ -689,6 +720,7 @@ impl RunMachine {
                 );
                 self.next_iteration()
             }
+            Some(text) if self.typed.is_some() => self.on_typed_step_text(text.to_string()),
             Some(text) => self.deliver(text.to_string(), false),
             None => self.force_finalize(FinalizeReason::DegenerateResponse),
         }
@@ -751,14 +783,21 @@ impl RunMachine {
         } else {
             CallPurpose::Step
         };
-        self.compose(closing.into_iter().collect(), true, tool_choice, purpose)
+        // A typed run's summary offers no tools: it asks for the value, natively or not.
+        let offer_tools = finalize.is_none() || self.typed.is_none();
+        self.compose(
+            closing.into_iter().collect(),
+            offer_tools,
+            tool_choice,
+            purpose,
+        )
     }
 
     /// An LLM call: the stable system prompt, the `<Plan>` block when there is a plan (never
     /// by rewriting the system prompt), what fits of the conversation, then `closing`.
     fn compose(
         &self,
-        closing: Vec<Arc<ChatMessage>>,
+        mut closing: Vec<Arc<ChatMessage>>,
         offer_tools: bool,
         tool_choice: ToolChoice,
         purpose: CallPurpose,
@@ -770,6 +809,8 @@ impl RunMachine {
             )),
             _ => None,
         };
+        let (output, instruction) = self.output_format(purpose, offer_tools);
+        closing.extend(instruction);
         let mut tools_tokens = 0;
         let tools: Vec<Arc<ToolSpec>> = if offer_tools {
             tools_tokens = self.offered_tools_tokens();
@@ -801,13 +842,18 @@ impl RunMachine {
             tools,
             tool_choice,
             purpose,
+            output,
         }
     }
 
     /// Why the run does not offer `entry` now, if it does not: the one rule behind what the
     /// model is offered, what a plan may count on, and which calls the pipeline refuses.
     fn withheld(&self, entry: &CatalogEntry) -> Option<Withheld> {
-        if Builtin::find(entry.name(), &self.settings).is_some() {
+        if Builtin::find(entry.name(), &self.settings).is_some()
+            || self
+                .typed_tool()
+                .is_some_and(|tool| tool.name == entry.name())
+        {
             return Some(Withheld::Hidden);
         }
         if self.state.withdrawn.contains(entry.name()) {
@@ -864,6 +910,7 @@ impl RunMachine {
         self.offered_entries()
             .map(|entry| entry.spec())
             .chain(Builtin::all_offered(&self.settings).map(Builtin::spec))
+            .chain(self.typed_tool())
     }
 
     /// A call that ran (or was answered), for `tools_used`; the review counts the calls of

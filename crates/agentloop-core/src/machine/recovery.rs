@@ -38,6 +38,7 @@ impl RunMachine {
                 let reason = *reason;
                 Step::CallModel(self.request(ToolChoice::None, Some(reason)))
             }
+            Phase::AwaitingOutput { .. } => Step::CallModel(self.output_request()),
             Phase::AwaitingPlan => self.plan_request(),
             Phase::AwaitingReview => self.review_request(),
             Phase::AwaitingTools { .. } => self.recover_batch(),

@@ -18,6 +18,10 @@ impl RunMachine {
     pub(super) fn finish_batch(&mut self) -> Step {
         let batch = self.state.phase.take_batch().unwrap_or_default();
         if let Some(answer) = self.resolve_batch(batch) {
+            if self.typed.is_some() {
+                // Its result is the answer, to be given as the run's value.
+                return self.on_typed_step_text(answer);
+            }
             // A finalize tool answered: no further LLM call.
             let answer = self.emit_answer(answer);
             return self.finish(RunStatus::Completed, Some(answer), None);

@@ -32,7 +32,9 @@ impl RunMachine {
         let purpose = match self.state.phase {
             Phase::AwaitingPlan => LlmCallPurpose::Plan,
             Phase::AwaitingReview => LlmCallPurpose::Review,
-            Phase::AwaitingFinalize { .. } => LlmCallPurpose::Summary,
+            Phase::AwaitingFinalize { .. } | Phase::AwaitingOutput { .. } => {
+                LlmCallPurpose::Summary
+            }
             _ => LlmCallPurpose::Step,
         };
         let requested = self.requested_model();

@@ -49,6 +49,12 @@ pub(super) enum Phase {
     AwaitingFinalize {
         reason: FinalizeReason,
     },
+    /// Waiting for the typed answer from a call that can only answer (formatting the model's
+    /// prose, or a repair); `reason` when the summary was forced before it.
+    AwaitingOutput {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<FinalizeReason>,
+    },
     /// Paused until a human answers (`resume`): on the calls of `batch` (approvals, `ask_user`
     /// questions), or, with no batch, on the plan's or a reviewer's question
     /// (`guidance.question`).
@@ -110,6 +116,7 @@ impl Phase {
                 pending_answer: Some(answer),
                 ..
             } => answer.finalize,
+            Phase::AwaitingOutput { reason } => *reason,
             Phase::Finished { outcome } => outcome.finalize_reason,
             _ => None,
         }
@@ -155,6 +162,23 @@ pub(super) struct PendingAnswer {
     pub(super) finalize: Option<FinalizeReason>,
 }
 
+/// How far a typed run got with its answer: saved with the state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct TypedProgress {
+    /// Invalid answers so far.
+    #[serde(default)]
+    pub failures: u32,
+    /// The valid value, once the model gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+}
+
+impl TypedProgress {
+    pub(super) fn is_empty(&self) -> bool {
+        *self == TypedProgress::default()
+    }
+}
+
 /// Everything a run needs to go on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunState {
@@ -198,6 +222,9 @@ pub struct RunState {
     /// What passed the guardrails, and the retries they asked for.
     #[serde(default, skip_serializing_if = "Guarded::is_empty")]
     pub(super) guarded: Guarded,
+    /// The typed answer's attempts and value (runs with an output schema).
+    #[serde(default, skip_serializing_if = "TypedProgress::is_empty")]
+    pub(super) typed: TypedProgress,
 }
 
 impl RunState {
@@ -225,6 +252,7 @@ impl RunState {
             documents: Vec::new(),
             guidance: Guidance::default(),
             guarded: Guarded::default(),
+            typed: Default::default(),
         }
     }
 
@@ -273,6 +301,7 @@ mod tests {
             policy: Default::default(),
             client_tools: Vec::new(),
             budget: Default::default(),
+            output: None,
         };
         let now = input.started_at;
         RunState::new(input, now)

@@ -45,7 +45,9 @@ impl RunMachine {
             Phase::AwaitingInput { .. } | Phase::Finished { .. } => {
                 return Err(SteerError::NotRunning(run_id));
             }
-            Phase::AwaitingFinalize { .. } => return Err(SteerError::TooLate(run_id)),
+            Phase::AwaitingFinalize { .. } | Phase::AwaitingOutput { .. } => {
+                return Err(SteerError::TooLate(run_id));
+            }
             // The model may answer without calling tools: the run ends with that answer.
             Phase::AwaitingStep if self.state.iteration >= self.state.input.max_iterations => {
                 return Err(SteerError::TooLate(run_id));

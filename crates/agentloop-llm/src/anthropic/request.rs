@@ -33,6 +33,10 @@ pub(crate) struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,
     pub stream: bool,
+    /// `{format: {type: json_schema, schema}}`: structured output (JSON outputs), only on a
+    /// call that asks for the typed answer and offers no tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<Value>,
 }
 
 /// One message of `messages`: a role and its content blocks.
@@ -115,6 +119,9 @@ impl<'a> MessagesRequest<'a> {
             tools,
             tool_choice,
             stream: options.stream,
+            output_config: request
+                .native_output()
+                .map(|spec| json!({"format": {"type": "json_schema", "schema": spec.schema}})),
         }
     }
 }

@@ -90,6 +90,14 @@ impl Llm for JsonToolCalling {
         on_text: TextSink<'_>,
     ) -> Result<ModelReply, LlmError> {
         match request.purpose {
+            // A call that can only give a run's typed answer: the value is its whole reply,
+            // with no action around it.
+            CallPurpose::Step | CallPurpose::Finalize
+                if request.output.is_some() && request.tools.is_empty() =>
+            {
+                let converted = prompt::convert_without_protocol(request);
+                self.inner.complete(&converted, on_text).await
+            }
             CallPurpose::Step | CallPurpose::Finalize => self.step(request, on_text).await,
             // These ask for JSON of their own and read the reply themselves: only the native
             // tool calling is taken out of the request.

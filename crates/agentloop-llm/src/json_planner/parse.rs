@@ -85,6 +85,10 @@ fn into_action(value: Value) -> Result<Action, ActionProblem> {
                 Ok(Action::Finalize { answer })
             }
             Some(Value::String(_)) => Err(ActionProblem::EmptyAnswer),
+            // A typed answer written as JSON in place of a string: its JSON text is the answer.
+            Some(value @ (Value::Object(_) | Value::Array(_))) => Ok(Action::Finalize {
+                answer: value.to_string(),
+            }),
             _ => Err(ActionProblem::NoAnswer),
         },
         other => Err(ActionProblem::UnknownAction(other.to_string())),
@@ -232,6 +236,16 @@ mod tests {
             parse_reply(reply).ok(),
             Some(Action::Finalize {
                 answer: "ok".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_typed_answer_may_be_written_as_json_in_place_of_a_string() {
+        assert_eq!(
+            parse_reply(r#"{"action": "finalize", "answer": {"n": 1}}"#).ok(),
+            Some(Action::Finalize {
+                answer: r#"{"n":1}"#.into()
             })
         );
     }

@@ -78,6 +78,7 @@ fn plain_chat(request: &ModelRequest, second_system: Option<String>) -> ModelReq
         // Not sent without tools; kept for whoever reads the request.
         tool_choice: request.tool_choice,
         purpose: request.purpose,
+        output: request.output.clone(),
     }
 }
 
@@ -203,6 +204,7 @@ mod tests {
             ],
             tool_choice,
             purpose: CallPurpose::Step,
+            output: None,
         }
     }
 

@@ -84,6 +84,7 @@ fn request(tool_choice: ToolChoice) -> ModelRequest {
             ToolChoice::Auto => CallPurpose::Step,
             ToolChoice::None => CallPurpose::Finalize,
         },
+        output: None,
     }
 }
 

@@ -25,6 +25,10 @@ pub(crate) struct ResponsesRequest<'a> {
     pub include: [&'static str; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// `{format: {type: json_schema, ...}}`: structured output, only on a call that asks for
+    /// the typed answer and offers no tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<Value>,
 }
 
 impl<'a> ResponsesRequest<'a> {
@@ -98,6 +102,14 @@ impl<'a> ResponsesRequest<'a> {
             store: false,
             include: ["reasoning.encrypted_content"],
             max_output_tokens,
+            text: request.native_output().map(|spec| {
+                json!({"format": {
+                    "type": "json_schema",
+                    "name": spec.name,
+                    "schema": spec.schema,
+                    "strict": spec.strict,
+                }})
+            }),
         }
     }
 }

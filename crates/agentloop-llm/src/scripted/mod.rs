@@ -296,6 +296,7 @@ mod tests {
             })],
             tool_choice: ToolChoice::Auto,
             purpose: CallPurpose::Step,
+            output: None,
         }
     }
 

@@ -49,6 +49,7 @@ pub fn ask(text: &str) -> ModelRequest {
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
         purpose: CallPurpose::Step,
+        output: None,
     }
 }
 

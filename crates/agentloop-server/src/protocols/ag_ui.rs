@@ -135,6 +135,8 @@ impl AgUiStream {
         }
         match &event.kind {
             EventKind::RunStarted { .. } => {}
+            // Partial typed answers are not mapped to this protocol yet; the answer's text is.
+            EventKind::OutputDelta { .. } => {}
             EventKind::Thinking { iteration } => {
                 self.end_reply(&mut out);
                 self.end_step(&mut out);

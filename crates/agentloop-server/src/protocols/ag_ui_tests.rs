@@ -40,6 +40,7 @@ fn done(status: RunStatus) -> EventKind {
             ..Usage::default()
         },
         should_refresh: false,
+        output: None,
     }
 }
 

@@ -110,6 +110,8 @@ impl UiMessageStream {
         }
         match &event.kind {
             EventKind::RunStarted { .. } => {}
+            // Partial typed answers are not mapped to this protocol yet; the answer's text is.
+            EventKind::OutputDelta { .. } => {}
             EventKind::Thinking { .. } => {
                 self.close_blocks(&mut parts);
                 if self.step_open {

@@ -118,6 +118,7 @@ fn new_run(id: Uuid, session_id: Uuid) -> NewRun {
 /// The end of a step that pauses its run.
 fn paused() -> RunEnd {
     RunEnd {
+        output: None,
         status: RunStatus::AwaitingInput,
         answer_message_id: None,
         failure: None,

@@ -181,6 +181,7 @@ pub fn progress(iterations: u32, tools_used: u32, tokens: u64) -> RunProgress {
 
 pub fn completed(answer_message_id: Option<Uuid>) -> RunEnd {
     RunEnd {
+        output: None,
         status: RunStatus::Completed,
         answer_message_id,
         failure: None,

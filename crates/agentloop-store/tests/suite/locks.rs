@@ -168,6 +168,7 @@ pub async fn a_step_that_ends_or_pauses_with_messages_moves_the_session_and_its_
             ..question(session_id, b, "Which ones?")
         }],
         end: Some(RunEnd {
+            output: None,
             status: RunStatus::AwaitingInput,
             ..completed(None)
         }),

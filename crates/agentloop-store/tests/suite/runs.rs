@@ -43,6 +43,7 @@ pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
     assert_eq!(running.status, RunStatus::Running);
 
     let end = RunEnd {
+        output: None,
         status: RunStatus::Failed,
         answer_message_id: None,
         failure: Some(RunFailure {
@@ -77,16 +78,23 @@ pub async fn a_run_keeps_its_counters_status_and_outcome(fixture: &Fixture) {
     // A completed run with its answer.
     let other = run(fixture, session_id).await;
     let answer_message = answer(session_id, other, "Three.");
+    // Its typed answer is kept whole, as JSON (migration 13).
+    let typed = serde_json::json!({"title": "Three", "tags": ["a", "é\u{0}"], "n": 3});
     let done = StepRecord {
         messages: vec![answer_message.clone()],
         progress: progress(1, 0, 10),
-        end: Some(completed(Some(answer_message.id))),
+        end: Some(RunEnd {
+            output: Some(typed.clone()),
+            ..completed(Some(answer_message.id))
+        }),
         ..step(other, session_id)
     };
     store.save_step(&done).await.unwrap();
     let completed_run = store.run(other).await.unwrap().unwrap();
     assert_eq!(completed_run.status, RunStatus::Completed);
     assert_eq!(completed_run.answer_message_id, Some(answer_message.id));
+    assert_eq!(completed_run.output, Some(typed));
+    assert_eq!(failed.output, None);
     assert_eq!(completed_run.error_code, None);
     assert_eq!(completed_run.finalize_reason, None);
     assert_eq!(store.run(Uuid::new_v4()).await.unwrap(), None);
@@ -204,6 +212,7 @@ pub async fn events_replay_after_a_seq_and_saving_twice_is_harmless(fixture: &Fi
                         ..Usage::default()
                     },
                     should_refresh: false,
+                    output: None,
                 },
             ),
         ],
@@ -364,6 +373,7 @@ pub async fn a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed(fix
     };
     let pause = StepRecord {
         end: Some(RunEnd {
+            output: None,
             status: RunStatus::AwaitingInput,
             answer_message_id: None,
             failure: None,

@@ -101,6 +101,7 @@ async fn round_trip(fixture: &Fixture, n: usize, text: &str) {
         events: events.clone(),
         progress: progress(1, 1, 10),
         end: Some(RunEnd {
+            output: None,
             status: RunStatus::AwaitingInput,
             failure: Some(RunFailure {
                 code: ErrorCode::InternalError,

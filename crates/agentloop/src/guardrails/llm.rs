@@ -57,6 +57,7 @@ impl LlmGuardrail {
             tools: Vec::new(),
             tool_choice: ToolChoice::None,
             purpose: CallPurpose::Guardrail,
+            output: None,
         }
     }
 }

@@ -28,6 +28,7 @@ fn machine() -> RunMachine {
 fn machine_on(catalog: Arc<ToolCatalog>) -> RunMachine {
     let input = RunInput {
         refused: None,
+        output: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "clean up".into(),

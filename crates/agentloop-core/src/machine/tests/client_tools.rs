@@ -13,6 +13,7 @@ fn machine() -> RunMachine {
 fn machine_with_policy(policy: crate::policy::RunPolicy) -> RunMachine {
     let input = RunInput {
         refused: None,
+        output: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "show it".into(),

@@ -35,6 +35,7 @@ fn guided(configure: impl FnOnce(&mut AgentSettings)) -> RunMachine {
     );
     let input = RunInput {
         refused: None,
+        output: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What does Alex say about Q4?".into(),

@@ -34,6 +34,7 @@ fn catalog(names: &[&str]) -> Arc<ToolCatalog> {
 fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
     let input = RunInput {
         refused: None,
+        output: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
@@ -642,6 +643,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
     let settings = AgentSettings::default();
     let input = RunInput {
         refused: None,
+        output: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
@@ -793,3 +795,4 @@ mod hooks;
 mod recovery;
 mod spending;
 mod steering;
+mod typed;

@@ -19,6 +19,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
     let settings = AgentSettings::default();
     let input = RunInput {
         refused: None,
+        output: None,
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "q".into(),
