@@ -67,6 +67,8 @@ pub struct AgentSettings {
     pub review: ReviewSettings,
     /// `[agent.budget]`: what one run may spend.
     pub budget: Budget,
+    /// `[agent.attachments]`: limits on a message's images and files.
+    pub attachments: crate::attachments::AttachmentSettings,
     /// The price table (`[prices."MODEL"]`, loaded by the facade) and the configured model:
     /// what each LLM call of a run costs.
     #[serde(skip)]
@@ -168,6 +170,7 @@ impl Default for AgentSettings {
             planning: PlanningSettings::default(),
             review: ReviewSettings::default(),
             budget: Budget::default(),
+            attachments: Default::default(),
             pricing: crate::cost::Pricing::default(),
         }
     }
@@ -219,6 +222,7 @@ impl AgentSettings {
             ));
         }
         self.budget.validate("agent.budget")?;
+        self.attachments.validate()?;
         if !(self.tools_wait_s.is_finite() && (0.0..=3600.0).contains(&self.tools_wait_s)) {
             return Err(InvalidSetting::new(
                 "agent.tools_wait_s",

@@ -232,6 +232,7 @@ impl Tool for SubAgentTool {
             run_id,
             session_id: context.session_id,
             query: task,
+            attachments: Vec::new(),
             history: Vec::new(),
             system_prompt: self.settings.system_prompt.clone(),
             model: self.spec.model.clone(),

@@ -70,7 +70,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "8 run trace",
             "9 tool costs",
             "11 positions without sequence",
-            "12 superseded messages"
+            "12 superseded messages",
+            "13 attachments"
         ]
     );
     assert!(path.exists());
@@ -329,13 +330,18 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
     fixture
         .execute("DELETE FROM _sqlx_migrations WHERE version >= 11")
         .await;
+    fixture.execute("DROP TABLE attachments").await;
     let positions_before = fixture.count("SELECT SUM(position) FROM messages").await;
 
     let applied = SqlStore::migrate(&fixture.url).await.unwrap();
     // A database from before migration 11 has none of the later ones either.
     assert_eq!(
         applied,
-        ["11 positions without sequence", "12 superseded messages"]
+        [
+            "11 positions without sequence",
+            "12 superseded messages",
+            "13 attachments"
+        ]
     );
     assert_eq!(
         fixture.count("SELECT SUM(position) FROM messages").await,

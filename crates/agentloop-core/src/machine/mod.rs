@@ -87,6 +87,10 @@ pub struct RunInput {
     pub run_id: Uuid,
     pub session_id: Uuid,
     pub query: String,
+    /// The images and files of the question (`[agent.attachments]`); their bytes in memory
+    /// until the question's message is saved, as the message's are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<agentloop_protocol::Attachment>,
     /// Earlier messages of the session, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ChatMessage>,
@@ -325,7 +329,8 @@ impl RunMachine {
     /// run never saved).
     fn ask_question(&mut self) {
         if self.state.turn.is_empty() {
-            let question = ChatMessage::user(self.state.input.query.clone());
+            let question = ChatMessage::user(self.state.input.query.clone())
+                .with_attachments(self.state.input.attachments.clone());
             self.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
         }
     }
@@ -354,11 +359,14 @@ impl RunMachine {
             Arc::new(catalog.with_client_tools(&client_tools))
         };
         let max_chars = settings.tool_output_max_chars;
+        let notes = settings.attachments.model != crate::attachments::ModelAttachments::Native;
         let history_view = state
             .input
             .history
             .iter()
-            .map(|message| view::view_message(&catalog, counter.as_ref(), message, max_chars, true))
+            .map(|message| {
+                view::view_message(&catalog, counter.as_ref(), message, max_chars, true, notes)
+            })
             .collect();
         let turn_view = state
             .turn
@@ -371,6 +379,7 @@ impl RunMachine {
                     &message.message,
                     max_chars,
                     false,
+                    notes,
                 )
             })
             .collect();
@@ -704,6 +713,7 @@ impl RunMachine {
                 &message,
                 self.settings.tool_output_max_chars,
                 false,
+                self.settings.attachments.model != crate::attachments::ModelAttachments::Native,
             );
             self.turn_view.push(viewed);
         }

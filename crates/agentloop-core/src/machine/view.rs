@@ -42,13 +42,15 @@ pub(super) fn is_viewed(kind: MessageKind) -> bool {
 }
 
 /// Prepares one message for the model: provider-safe tool names, tool results bounded to
-/// `max_chars` (or shown as a preview when `earlier`).
+/// `max_chars` (or shown as a preview when `earlier`), attachments as they are or, with
+/// `notes` (a text-only model), as a line of text each.
 pub(super) fn view_message(
     catalog: &ToolCatalog,
     counter: &dyn TokenCounter,
     message: &ChatMessage,
     max_chars: usize,
     earlier: bool,
+    notes: bool,
 ) -> Viewed {
     let content = match (message.role, &message.content) {
         (Role::Tool, Some(content)) if earlier => Some(preview(
@@ -57,6 +59,19 @@ pub(super) fn view_message(
         )),
         (Role::Tool, Some(content)) => Some(text::bound(content, max_chars)),
         (_, content) => content.clone(),
+    };
+    let (content, attachments) = match notes && !message.attachments.is_empty() {
+        true => {
+            let mut text = content.unwrap_or_default();
+            for attachment in &message.attachments {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&attachment.note());
+            }
+            (Some(text), Vec::new())
+        }
+        false => (content, message.attachments.clone()),
     };
     let message = ChatMessage {
         role: message.role,
@@ -71,6 +86,7 @@ pub(super) fn view_message(
             })
             .collect(),
         tool_call_id: message.tool_call_id.clone(),
+        attachments,
     };
     let tokens = message_tokens(counter, &message);
     Viewed {
@@ -264,7 +280,7 @@ mod tests {
 
     fn viewed(message: ChatMessage, earlier: bool) -> Viewed {
         let catalog = ToolCatalog::new(Vec::new(), &BTreeMap::new());
-        view_message(&catalog, &EstimatedTokens, &message, 1_000, earlier)
+        view_message(&catalog, &EstimatedTokens, &message, 1_000, earlier, false)
     }
 
     fn call(id: &str) -> ChatMessage {

@@ -1,0 +1,170 @@
+//! Attachments through the whole loop, over each provider's wire format: an image of the
+//! question reaches the model in the provider's own form, a later run of the session still
+//! sends it (read back from the store by its hash), and a text-only model is shown a note.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use agentloop::core::attachments::{AttachmentSettings, admit_bytes, base64_of};
+use agentloop::{RunRequest, RunStatus, Runtime, Store};
+use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm, Wire};
+use common::config_with_store;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// The smallest PNG: a 1×1 transparent pixel.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
+    0x42, 0x60, 0x82,
+];
+
+macro_rules! per_wire {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn chat_completions() {
+                super::$name(super::Wire::ChatCompletions).await
+            }
+            #[tokio::test]
+            async fn responses() {
+                super::$name(super::Wire::Responses).await
+            }
+            #[tokio::test]
+            async fn anthropic() {
+                super::$name(super::Wire::Anthropic).await
+            }
+        }
+    )*};
+}
+
+per_wire!(an_image_reaches_the_model_in_its_own_form_and_later_runs_of_the_session_see_it);
+
+/// The images of the user messages of a recorded request, each as its provider writes it: the
+/// data URL (OpenAI) or the base64 data (Anthropic).
+fn user_images(request: &Value, wire: Wire) -> Vec<String> {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let items = match wire {
+        Wire::Responses => &request["input"],
+        _ => &request["messages"],
+    };
+    let mut images = Vec::new();
+    for message in items.as_array().unwrap() {
+        if message["role"] != "user" {
+            continue;
+        }
+        for part in message["content"].as_array().into_iter().flatten() {
+            match (wire, part["type"].as_str()) {
+                (Wire::ChatCompletions, Some("image_url")) => {
+                    images.push(text(&part["image_url"]["url"]))
+                }
+                (Wire::Responses, Some("input_image")) => images.push(text(&part["image_url"])),
+                (Wire::Anthropic, Some("image")) => {
+                    assert_eq!(part["source"]["type"], "base64");
+                    assert_eq!(part["source"]["media_type"], "image/png");
+                    images.push(text(&part["source"]["data"]))
+                }
+                _ => {}
+            }
+        }
+    }
+    images
+}
+
+async fn runtime(llm: &ScriptedLlm, store_url: &str, extra: &str) -> Runtime {
+    let config = config_with_store(llm, None, store_url, extra);
+    Runtime::start(&config).await.expect("runtime starts")
+}
+
+async fn an_image_reaches_the_model_in_its_own_form_and_later_runs_of_the_session_see_it(
+    wire: Wire,
+) {
+    let llm = ScriptedLlm::start_wire(
+        wire,
+        vec![Reply::text("A dot."), Reply::text("Still a dot.")],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agentloop.db", dir.path().display());
+    let runtime = runtime(&llm, &url, "").await;
+    let image = admit_bytes(
+        PNG.to_vec(),
+        Some("image/png"),
+        Some("dot.png".into()),
+        &AttachmentSettings::default(),
+    )
+    .unwrap();
+    let session_id = Uuid::now_v7();
+    let first = RunRequest {
+        query: "What is in this picture?".into(),
+        attachments: vec![image.clone()],
+        session_id: Some(session_id),
+        ..RunRequest::default()
+    };
+    let (_, outcome) = runtime.agent().run(first).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let later = RunRequest {
+        query: "And now?".into(),
+        session_id: Some(session_id),
+        ..RunRequest::default()
+    };
+    let (_, outcome) = runtime.agent().run(later).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+
+    let expected = match wire {
+        Wire::Anthropic => base64_of(PNG),
+        _ => format!("data:image/png;base64,{}", base64_of(PNG)),
+    };
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(user_images(&requests[0], wire), std::slice::from_ref(&expected));
+    // The second run read the image from the store: its bytes came back by their hash.
+    assert_eq!(user_images(&requests[1], wire), [expected]);
+    let stored = runtime.store();
+    let hash = image.sha256.as_deref().unwrap();
+    let (media_type, bytes) = stored.attachment(hash).await.unwrap().unwrap();
+    assert_eq!((media_type.as_str(), bytes.as_slice()), ("image/png", PNG));
+    // The session's listing names the image without its bytes.
+    let messages = stored.messages(session_id).await.unwrap();
+    assert_eq!(
+        messages[0].message.attachments[0].sha256.as_deref(),
+        Some(hash)
+    );
+    assert_eq!(messages[0].message.attachments[0].data, None);
+}
+
+#[tokio::test]
+async fn a_text_only_model_is_shown_a_note_in_place_of_the_image() {
+    let llm = ScriptedLlm::start(vec![Reply::text("I cannot see it.")]).await;
+    let runtime = runtime(
+        &llm,
+        "sqlite::memory:",
+        "[agent.attachments]\nmodel = \"note\"",
+    )
+    .await;
+    let image = admit_bytes(
+        PNG.to_vec(),
+        None,
+        Some("dot.png".into()),
+        &AttachmentSettings::default(),
+    )
+    .unwrap();
+    let request = RunRequest {
+        query: "What is this?".into(),
+        attachments: vec![image],
+        ..RunRequest::default()
+    };
+    let (_, outcome) = runtime.agent().run(request).collect().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let sent = &llm.requests()[0]["messages"];
+    let question = sent.as_array().unwrap().last().unwrap();
+    assert_eq!(
+        question["content"],
+        format!(
+            "What is this?\n[attachment: dot.png, image/png, {} bytes]",
+            PNG.len()
+        )
+    );
+}
