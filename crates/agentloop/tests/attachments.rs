@@ -119,7 +119,10 @@ async fn an_image_reaches_the_model_in_its_own_form_and_later_runs_of_the_sessio
     };
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(user_images(&requests[0], wire), std::slice::from_ref(&expected));
+    assert_eq!(
+        user_images(&requests[0], wire),
+        std::slice::from_ref(&expected)
+    );
     // The second run read the image from the store: its bytes came back by their hash.
     assert_eq!(user_images(&requests[1], wire), [expected]);
     let stored = runtime.store();
