@@ -303,6 +303,7 @@ impl Tool for SubAgentTool {
                 structured: Some(summary),
                 usage: Some(outcome.usage),
                 cost_usd: None,
+                images: Vec::new(),
             }),
             (RunStatus::AwaitingInput, _) => Err(ToolError::Failed(format!(
                 "the {} agent stopped because it needs a human's input ({}); ask the user \

@@ -9,7 +9,7 @@ use agentloop::core::attachments::{AttachmentSettings, admit_bytes, base64_of};
 use agentloop::{RunRequest, RunStatus, Runtime, Store};
 use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm, Wire};
 use common::config_with_store;
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The smallest PNG: a 1×1 transparent pixel.
@@ -40,7 +40,10 @@ macro_rules! per_wire {
     )*};
 }
 
-per_wire!(an_image_reaches_the_model_in_its_own_form_and_later_runs_of_the_session_see_it);
+per_wire!(
+    an_image_reaches_the_model_in_its_own_form_and_later_runs_of_the_session_see_it,
+    an_image_a_tool_returns_reaches_the_next_request_in_the_providers_form,
+);
 
 /// The images of the user messages of a recorded request, each as its provider writes it: the
 /// data URL (OpenAI) or the base64 data (Anthropic).
@@ -170,4 +173,108 @@ async fn a_text_only_model_is_shown_a_note_in_place_of_the_image() {
             PNG.len()
         )
     );
+}
+
+/// The images of the tool results of a recorded request, in the form each provider takes for
+/// tool results: Anthropic `image` blocks inside `tool_result`, Responses `input_image` in the
+/// `function_call_output`, Chat Completions (whose tool messages hold text only) a user message
+/// right after the tool messages.
+fn tool_result_images(request: &Value, wire: Wire) -> Vec<String> {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let mut images = Vec::new();
+    match wire {
+        Wire::Anthropic => {
+            for message in request["messages"].as_array().unwrap() {
+                for block in message["content"].as_array().into_iter().flatten() {
+                    if block["type"] != "tool_result" {
+                        continue;
+                    }
+                    for part in block["content"].as_array().into_iter().flatten() {
+                        if part["type"] == "image" {
+                            images.push(text(&part["source"]["data"]));
+                        }
+                    }
+                }
+            }
+        }
+        Wire::Responses => {
+            for item in request["input"].as_array().unwrap() {
+                if item["type"] != "function_call_output" {
+                    continue;
+                }
+                for part in item["output"].as_array().into_iter().flatten() {
+                    if part["type"] == "input_image" {
+                        images.push(text(&part["image_url"]));
+                    }
+                }
+            }
+        }
+        Wire::ChatCompletions => {
+            let messages = request["messages"].as_array().unwrap();
+            for pair in messages.windows(2) {
+                if pair[0]["role"] != "tool" || pair[1]["role"] != "user" {
+                    continue;
+                }
+                for part in pair[1]["content"].as_array().into_iter().flatten() {
+                    if part["type"] == "image_url" {
+                        images.push(text(&part["image_url"]["url"]));
+                    }
+                }
+            }
+        }
+    }
+    images
+}
+
+/// The reference server's `get-tiny-image` answers text, a PNG (the MCP logo) and text.
+async fn an_image_a_tool_returns_reaches_the_next_request_in_the_providers_form(wire: Wire) {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
+    let (command, args) = agentloop_test_support::mcp::reference_server_everything();
+    let llm = ScriptedLlm::start_wire(
+        wire,
+        vec![
+            Reply::tool_call("everything__get-tiny-image", json!({})),
+            Reply::text("It is the MCP logo."),
+        ],
+    )
+    .await;
+    let extra = format!(
+        "[mcp_servers.everything]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n",
+        json!(command),
+        json!(args)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agentloop.db", dir.path().display());
+    let runtime = runtime(&llm, &url, &extra).await;
+    let (_, outcome) = runtime
+        .agent()
+        .run(RunRequest::new("Show me the logo"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let requests = llm.requests();
+    let images = tool_result_images(&requests[1], wire);
+    assert_eq!(images.len(), 1, "{}", requests[1]);
+    let data = images[0]
+        .strip_prefix("data:image/png;base64,")
+        .unwrap_or(&images[0]);
+    assert!(
+        data.starts_with("iVBORw0KGgo") && data.len() > 1000,
+        "{data}"
+    );
+    // The record keeps the text with the image named; the session's tool message carries the
+    // image's reference, and the store its bytes.
+    let record = outcome.records[0].result.as_deref().unwrap();
+    assert!(record.contains("[image: image/png]"), "{record}");
+    let messages = runtime.store().messages(outcome.session_id).await.unwrap();
+    let tool = messages
+        .iter()
+        .find(|message| !message.message.attachments.is_empty())
+        .expect("the tool message carries the image");
+    let hash = tool.message.attachments[0].sha256.as_deref().unwrap();
+    assert!(runtime.store().attachment(hash).await.unwrap().is_some());
+    runtime.shutdown().await;
 }
