@@ -52,8 +52,10 @@ export class SessionList {
  */
 export function storedRuns(details, api) {
   const answers = new Map();
-  // The images tool calls returned, by call id: shown in the call's output.
+  // The images tool calls returned, by call id: shown in the call's output; the attachments of
+  // each run's question, by run id.
   const images = new Map();
+  const attached = new Map();
   for (const shown of details.messages) {
     const message = shown.message ?? shown;
     if (message.kind === "dialogue" && message.role === "assistant" && message.run_id) {
@@ -62,12 +64,20 @@ export function storedRuns(details, api) {
     if (message.role === "tool" && message.attachments?.length) {
       images.set(message.tool_call_id, message.attachments);
     }
+    if (message.kind === "dialogue" && message.role === "user" && message.attachments?.length
+      && message.run_id && !attached.has(message.run_id)) {
+      attached.set(message.run_id, message.attachments);
+    }
   }
   return details.runs.map((shown) => {
     const run = shown.run ?? shown;
     if (!["completed", "failed", "cancelled"].includes(run.status)) return { live: run };
     const trace = traceList(shown.execution_trace ?? [], (callId) => api.toolCall(run.id, callId),
       (callId) => images.has(callId) ? attachmentImages(images.get(callId), api) : null);
-    return { view: RunView.stored(run, answers.get(run.id), trace) };
+    const view = RunView.stored(run, answers.get(run.id), trace);
+    if (attached.has(run.id)) {
+      view.element.querySelector(".question")?.append(attachmentImages(attached.get(run.id), api));
+    }
+    return { view };
   });
 }
