@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use agentloop_protocol::Attachment;
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::settings::InvalidSetting;
+pub use crate::settings::{AttachmentSettings, ModelAttachments};
 
 /// The media types a message may carry: the images and documents the providers read.
 pub const SUPPORTED_TYPES: [&str; 8] = [
@@ -25,68 +24,6 @@ pub const SUPPORTED_TYPES: [&str; 8] = [
     "text/markdown",
     "text/csv",
 ];
-
-/// What the model is given of attachments (`[agent.attachments] model`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModelAttachments {
-    /// The model reads images and files: each goes in the provider's own form.
-    #[default]
-    Native,
-    /// A text-only model: each attachment is a line of text in the message
-    /// (`[attachment: name, type, size]`).
-    Note,
-    /// A text-only model: a request with attachments is refused (400 `attachments_unsupported`).
-    Refuse,
-}
-
-/// `[agent.attachments]`: limits on a message's images and files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AttachmentSettings {
-    /// The most bytes of one attachment.
-    pub max_bytes: u64,
-    /// The most bytes of all the attachments of one message.
-    pub max_total_bytes: u64,
-    /// The most attachments of one message.
-    pub max_count: usize,
-    /// What the model is given of them.
-    pub model: ModelAttachments,
-}
-
-impl Default for AttachmentSettings {
-    fn default() -> Self {
-        Self {
-            max_bytes: 20 * 1024 * 1024,
-            max_total_bytes: 50 * 1024 * 1024,
-            max_count: 10,
-            model: ModelAttachments::Native,
-        }
-    }
-}
-
-impl AttachmentSettings {
-    pub fn validate(&self) -> Result<(), InvalidSetting> {
-        for (key, value) in [
-            ("agent.attachments.max_bytes", self.max_bytes),
-            ("agent.attachments.max_total_bytes", self.max_total_bytes),
-        ] {
-            if value == 0 {
-                return Err(InvalidSetting::new(
-                    key,
-                    format!("{key} must be at least 1"),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Bytes the decoded attachments of one message may reach: what a reader of a request body
-    /// may accept before the rest is checked (base64 makes 4 characters of 3 bytes).
-    pub fn max_encoded_total(&self) -> u64 {
-        self.max_total_bytes.saturating_mul(4) / 3 + 1024
-    }
-}
 
 /// Why an attachment is refused. `is_too_large` ones are 413s, the others 400s.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -358,15 +358,11 @@ impl RunMachine {
                 .collect();
             Arc::new(catalog.with_client_tools(&client_tools))
         };
-        let max_chars = settings.tool_output_max_chars;
-        let notes = settings.attachments.model != crate::attachments::ModelAttachments::Native;
         let history_view = state
             .input
             .history
             .iter()
-            .map(|message| {
-                view::view_message(&catalog, counter.as_ref(), message, max_chars, true, notes)
-            })
+            .map(|message| view::view_message(&catalog, counter.as_ref(), message, &settings, true))
             .collect();
         let turn_view = state
             .turn
@@ -377,9 +373,8 @@ impl RunMachine {
                     &catalog,
                     counter.as_ref(),
                     &message.message,
-                    max_chars,
+                    &settings,
                     false,
-                    notes,
                 )
             })
             .collect();
@@ -711,9 +706,8 @@ impl RunMachine {
                 &self.catalog,
                 self.counter.as_ref(),
                 &message,
-                self.settings.tool_output_max_chars,
+                &self.settings,
                 false,
-                self.settings.attachments.model != crate::attachments::ModelAttachments::Native,
             );
             self.turn_view.push(viewed);
         }

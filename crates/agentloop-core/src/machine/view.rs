@@ -13,6 +13,7 @@ use std::{collections::HashSet, sync::Arc};
 use agentloop_protocol::{ChatMessage, MessageKind, Role, ToolCall};
 
 use super::text;
+use crate::settings::{AgentSettings, ModelAttachments};
 use crate::{catalog::ToolCatalog, tokens::TokenCounter, tokens::message_tokens};
 
 /// Characters of an earlier run's tool result the model sees.
@@ -42,16 +43,18 @@ pub(super) fn is_viewed(kind: MessageKind) -> bool {
 }
 
 /// Prepares one message for the model: provider-safe tool names, tool results bounded to
-/// `max_chars` (or shown as a preview when `earlier`), attachments as they are or, with
-/// `notes` (a text-only model), as a line of text each.
+/// `agent.tool_output_max_chars` (or shown as a preview when `earlier`), attachments as they
+/// are or, for a text-only model (`agent.attachments.model` not `native`), as a line of text
+/// each.
 pub(super) fn view_message(
     catalog: &ToolCatalog,
     counter: &dyn TokenCounter,
     message: &ChatMessage,
-    max_chars: usize,
+    settings: &AgentSettings,
     earlier: bool,
-    notes: bool,
 ) -> Viewed {
+    let max_chars = settings.tool_output_max_chars;
+    let notes = settings.attachments.model != ModelAttachments::Native;
     let content = match (message.role, &message.content) {
         (Role::Tool, Some(content)) if earlier => Some(preview(
             message.tool_call_id.as_deref().unwrap_or("an earlier call"),
@@ -280,7 +283,11 @@ mod tests {
 
     fn viewed(message: ChatMessage, earlier: bool) -> Viewed {
         let catalog = ToolCatalog::new(Vec::new(), &BTreeMap::new());
-        view_message(&catalog, &EstimatedTokens, &message, 1_000, earlier, false)
+        let settings = AgentSettings {
+            tool_output_max_chars: 1_000,
+            ..AgentSettings::default()
+        };
+        view_message(&catalog, &EstimatedTokens, &message, &settings, earlier)
     }
 
     fn call(id: &str) -> ChatMessage {
