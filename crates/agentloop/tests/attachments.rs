@@ -6,7 +6,9 @@
 mod common;
 
 use agentloop::core::attachments::{AttachmentSettings, admit_bytes, base64_of};
+use agentloop::{Config, ConfigOrigin};
 use agentloop::{RunRequest, RunStatus, Runtime, Store};
+use agentloop_test_support::config::TestConfig;
 use agentloop_test_support::scripted_llm::{Reply, ScriptedLlm, Wire};
 use common::config_with_store;
 use serde_json::{Value, json};
@@ -277,4 +279,66 @@ async fn an_image_a_tool_returns_reaches_the_next_request_in_the_providers_form(
     let hash = tool.message.attachments[0].sha256.as_deref().unwrap();
     assert!(runtime.store().attachment(hash).await.unwrap().is_some());
     runtime.shutdown().await;
+}
+
+/// A cassette keeps a request's attachments as references (type, size, hash), never their
+/// bytes: a replay of the same image matches, one of another image is refused at its hash.
+#[tokio::test]
+async fn a_cassette_records_attachments_by_hash_and_a_replay_checks_them() {
+    let llm = ScriptedLlm::start(vec![Reply::text("A dot.")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("run.cassette.json");
+    let start = |line: String| {
+        let text = TestConfig::new(&llm.base_url())
+            .llm(&line)
+            .store("sqlite::memory:")
+            .toml();
+        async move {
+            let config = Config::parse(&text, ConfigOrigin::Defaults).unwrap();
+            Runtime::start(&config).await.unwrap()
+        }
+    };
+    let ask = |data: Vec<u8>| RunRequest {
+        query: "What is this?".into(),
+        attachments: vec![admit_bytes(data, None, None, &AttachmentSettings::default()).unwrap()],
+        ..RunRequest::default()
+    };
+    let path = json!(cassette.display().to_string());
+    let recording = start(format!("record = {path}")).await;
+    let (_, outcome) = recording
+        .agent()
+        .run(ask(PNG.to_vec()))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    recording.shutdown().await;
+    let saved = std::fs::read_to_string(&cassette).unwrap();
+    assert!(saved.contains(&agentloop::core::attachments::sha256_hex(PNG)));
+    assert!(!saved.contains(&base64_of(PNG)), "no bytes in the cassette");
+
+    let replaying = start(format!("replay = {path}")).await;
+    let (_, same) = replaying
+        .agent()
+        .run(ask(PNG.to_vec()))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(same.answer.as_deref(), Some("A dot."));
+    replaying.shutdown().await;
+    // Each replay reads the cassette from its start.
+    let replaying = start(format!("replay = {path}")).await;
+    let (_, other) = replaying
+        .agent()
+        .run(ask(b"another file".to_vec()))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(other.status, RunStatus::Failed);
+    let message = other
+        .failure
+        .map(|failure| failure.message)
+        .unwrap_or_default();
+    assert!(message.contains("attachments"), "{message}");
+    assert_eq!(llm.requests().len(), 1, "a replay asks no model");
 }
