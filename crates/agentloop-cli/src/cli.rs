@@ -136,6 +136,10 @@ pub struct RunArgs {
     /// that differs from the recording fails, naming the first difference.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
+    /// Attach an image or a file to the question (repeatable): PNG, JPEG, GIF, WebP, PDF or
+    /// text, its type read from its content, within [agent.attachments].
+    #[arg(long, value_name = "FILE")]
+    pub attach: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

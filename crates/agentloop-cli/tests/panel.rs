@@ -1,7 +1,8 @@
 //! The web panel in a real browser: `agentloop serve` (the built binary) with a scripted LLM and
 //! the test MCP server, driven by Playwright (`tests/panel/panel.mjs`) in the machine's
 //! Chromium. The script signs in, runs, reloads mid-run, approves and denies, answers a
-//! clarification, stops a run, checks that a second user sees nothing of the first, that model
+//! clarification, stops a run, attaches an image (sent with the question, shown again from the
+//! store when the session is opened), checks that a second user sees nothing of the first, that model
 //! output with `<script>` or `<img onerror>` stays inert and that nothing is logged as an error;
 //! it keeps screenshots of the main states in `target/panel-screenshots/`.
 //!
@@ -22,10 +23,15 @@ use serde_json::{Value, json};
 /// The model of every scenario, chosen by the first words of the session's question.
 fn respond(request: &Value) -> Reply {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let question = messages
+    let first_user = messages
         .iter()
         .find(|message| message["role"] == "user")
-        .and_then(|message| message["content"].as_str())
+        .cloned()
+        .unwrap_or_default();
+    // Its text: the content, or the text part of a question with attachments.
+    let question = first_user["content"]
+        .as_str()
+        .or_else(|| first_user["content"][0]["text"].as_str())
         .unwrap_or_default()
         .to_lowercase();
     let results: Vec<&str> = messages
@@ -87,6 +93,23 @@ fn respond(request: &Value) -> Reply {
             0 => sleep(2000),
             _ => Reply::text(format!("Steered by: {last_user}")),
         };
+    }
+    if question.starts_with("look") {
+        let images: Vec<&str> = first_user["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|part| part["image_url"]["url"].as_str())
+            .map(|url| {
+                let kind = url.split(';').next().unwrap_or_default();
+                kind.strip_prefix("data:").unwrap_or(kind)
+            })
+            .collect();
+        return Reply::text(format!(
+            "I see {} image(s): {}",
+            images.len(),
+            images.join(", ")
+        ));
     }
     if question.starts_with("markup") {
         return Reply::text(

@@ -47,6 +47,9 @@ pub enum AgentError {
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub query: String,
+    /// Images and files of the question, admitted (`attachments::admit_url`, `admit_bytes`,
+    /// `check_message`) by whoever took them in.
+    pub attachments: Vec<agentloop_protocol::Attachment>,
     /// Defaults to a new session id. With a store, the session is created when it does not
     /// exist yet.
     pub session_id: Option<Uuid>,
@@ -98,6 +101,7 @@ impl Default for RunRequest {
     fn default() -> Self {
         Self {
             query: String::new(),
+            attachments: Vec::new(),
             session_id: None,
             existing_session: false,
             session_is_new: false,
@@ -343,6 +347,7 @@ impl Agent {
             run_id: request.run_id.unwrap_or_else(Uuid::now_v7),
             session_id: request.session_id.unwrap_or_else(Uuid::now_v7),
             query: request.query,
+            attachments: request.attachments,
             history: request.history,
             system_prompt: request
                 .system_prompt

@@ -15,6 +15,7 @@
 //! ```
 
 mod agent;
+pub mod attachments;
 mod canonical;
 mod catalog;
 mod client_tool;

@@ -55,6 +55,8 @@ pub struct AgentSettings {
     pub output_mode: Option<crate::output::OutputMode>,
     /// Invalid typed answers sent back to the model before the run fails `output_invalid`.
     pub output_retries: u32,
+    /// `[agent.attachments]`: limits on a message's images and files.
+    pub attachments: AttachmentSettings,
     /// The price table (`[prices."MODEL"]`, loaded by the facade) and the configured model:
     /// what each LLM call of a run costs.
     #[serde(skip)]
@@ -66,6 +68,68 @@ pub struct AgentSettings {
     /// a program with [`crate::guardrail::Guardrails::push`]).
     #[serde(skip)]
     pub guardrails: crate::guardrail::Guardrails,
+}
+
+/// What the model is given of attachments (`[agent.attachments] model`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelAttachments {
+    /// The model reads images and files: each goes in the provider's own form.
+    #[default]
+    Native,
+    /// A text-only model: each attachment is a line of text in the message
+    /// (`[attachment: name, type, size]`).
+    Note,
+    /// A text-only model: a request with attachments is refused (400 `attachments_unsupported`).
+    Refuse,
+}
+
+/// `[agent.attachments]`: limits on a message's images and files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttachmentSettings {
+    /// The most bytes of one attachment.
+    pub max_bytes: u64,
+    /// The most bytes of all the attachments of one message.
+    pub max_total_bytes: u64,
+    /// The most attachments of one message.
+    pub max_count: usize,
+    /// What the model is given of them.
+    pub model: ModelAttachments,
+}
+
+impl Default for AttachmentSettings {
+    fn default() -> Self {
+        Self {
+            max_bytes: 20 * 1024 * 1024,
+            max_total_bytes: 50 * 1024 * 1024,
+            max_count: 10,
+            model: ModelAttachments::Native,
+        }
+    }
+}
+
+impl AttachmentSettings {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        for (key, value) in [
+            ("agent.attachments.max_bytes", self.max_bytes),
+            ("agent.attachments.max_total_bytes", self.max_total_bytes),
+        ] {
+            if value == 0 {
+                return Err(InvalidSetting::new(
+                    key,
+                    format!("{key} must be at least 1"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes the decoded attachments of one message may reach: what a reader of a request body
+    /// may accept before the rest is checked (base64 makes 4 characters of 3 bytes).
+    pub fn max_encoded_total(&self) -> u64 {
+        self.max_total_bytes.saturating_mul(4) / 3 + 1024
+    }
 }
 
 /// What one run may spend (`[agent.budget]`, and a request's `budget`, which may only lower
@@ -168,6 +232,7 @@ impl Default for AgentSettings {
             output_strict: false,
             output_mode: None,
             output_retries: crate::output::DEFAULT_OUTPUT_RETRIES,
+            attachments: Default::default(),
             pricing: crate::cost::Pricing::default(),
             guardrail_mode: Default::default(),
             guardrails: Default::default(),
@@ -271,6 +336,7 @@ impl AgentSettings {
             ));
         }
         self.budget.validate("agent.budget")?;
+        self.attachments.validate()?;
         if !(self.tools_wait_s.is_finite() && (0.0..=3600.0).contains(&self.tools_wait_s)) {
             return Err(InvalidSetting::new(
                 "agent.tools_wait_s",

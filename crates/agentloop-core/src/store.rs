@@ -594,6 +594,14 @@ pub trait Store: Send + Sync {
     /// The events of a run with `seq > after_seq`, in order.
     async fn events(&self, run_id: Uuid, after_seq: u64) -> Result<Vec<Event>, StoreError>;
 
+    /// The media type and bytes of the attachment stored under `sha256` (lowercase hex), kept
+    /// once for every message that carries it; `None` when the store holds no such bytes (a
+    /// store that keeps none).
+    async fn attachment(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        let _ = sha256;
+        Ok(None)
+    }
+
     /// News of runs: the id of a run each time it saved a step (in this process, and with a
     /// shared database in every process on it), so that followers read new events at once.
     /// `None` when the store cannot tell; followers then ask it regularly. News can be missed

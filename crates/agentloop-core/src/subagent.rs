@@ -236,6 +236,7 @@ impl Tool for SubAgentTool {
             run_id,
             session_id: context.session_id,
             query: task,
+            attachments: Vec::new(),
             history: Vec::new(),
             system_prompt: self.settings.system_prompt.clone(),
             model: self.spec.model.clone(),
@@ -306,6 +307,7 @@ impl Tool for SubAgentTool {
                 structured: Some(summary),
                 usage: Some(outcome.usage),
                 cost_usd: None,
+                images: Vec::new(),
             }),
             (RunStatus::AwaitingInput, _) => Err(ToolError::Failed(format!(
                 "the {} agent stopped because it needs a human's input ({}); ask the user \

@@ -26,8 +26,9 @@ impl TokenCounter for EstimatedTokens {
     }
 }
 
-/// Tokens a message takes in a Chat Completions request: its text, its tool calls, and the few
-/// tokens of framing every message costs.
+/// Tokens a message takes in a Chat Completions request: its text, its tool calls, its
+/// attachments (`attachments::estimated_tokens`: a fixed estimate per image), and the few tokens
+/// of framing every message costs.
 pub fn message_tokens(counter: &dyn TokenCounter, message: &ChatMessage) -> usize {
     const FRAMING: usize = 4;
     let calls: usize = message
@@ -35,7 +36,12 @@ pub fn message_tokens(counter: &dyn TokenCounter, message: &ChatMessage) -> usiz
         .iter()
         .map(|call| counter.count(&call.name) + counter.count(&call.arguments) + FRAMING)
         .sum();
-    FRAMING + counter.count(message.text_content()) + calls
+    let attachments: usize = message
+        .attachments
+        .iter()
+        .map(crate::attachments::estimated_tokens)
+        .sum();
+    FRAMING + counter.count(message.text_content()) + calls + attachments
 }
 
 #[cfg(test)]

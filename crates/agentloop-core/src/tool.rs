@@ -82,6 +82,10 @@ pub struct ToolOutput {
     /// `_meta["agentloop/cost_usd"]`); added to the run's cost and shown in the
     /// `<ToolCallHistory>`.
     pub cost_usd: Option<f64>,
+    /// Images the tool returned (an MCP result's `image` content, admitted as a user's
+    /// attachments are): they go to the model with the result, in the form its provider takes
+    /// for tool results, and the store keeps their bytes once by hash. `text` still names them.
+    pub images: Vec<agentloop_protocol::Attachment>,
 }
 
 impl ToolOutput {
@@ -91,6 +95,7 @@ impl ToolOutput {
             structured: None,
             usage: None,
             cost_usd: None,
+            images: Vec::new(),
         }
     }
 
@@ -101,6 +106,7 @@ impl ToolOutput {
             structured: Some(value),
             usage: None,
             cost_usd: None,
+            images: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! (`provider = "scripted"`); [`cassette`] records a session's exchanges and replays them.
 
 mod anthropic;
+mod attachments;
 pub mod cassette;
 mod client;
 mod completion;

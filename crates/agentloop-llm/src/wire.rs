@@ -7,6 +7,8 @@ use agentloop_core::{ModelRequest, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::attachments;
+
 #[derive(Debug, Serialize)]
 pub(crate) struct ChatRequest<'a> {
     pub model: &'a str,
@@ -36,11 +38,19 @@ pub(crate) struct WireMessage<'a> {
     pub role: &'static str,
     /// Always present: `null` only for an assistant turn that is nothing but tool calls, since
     /// some servers reject a missing or null `content` elsewhere.
-    pub content: Option<&'a str>,
+    pub content: Option<WireContent<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<&'a str>,
+}
+
+/// A message's content: text, or content parts (a user message with attachments).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum WireContent<'a> {
+    Text(&'a str),
+    Parts(Vec<Value>),
 }
 
 #[derive(Debug, Serialize)]
@@ -97,11 +107,7 @@ impl<'a> ChatRequest<'a> {
         });
         Self {
             model: request.model.as_deref().unwrap_or(default_model),
-            messages: request
-                .messages
-                .iter()
-                .map(|message| WireMessage::from(message.as_ref()))
-                .collect(),
+            messages: wire_messages(request),
             tools,
             tool_choice,
             stream,
@@ -119,12 +125,53 @@ impl<'a> ChatRequest<'a> {
     }
 }
 
+/// The messages of the request. A tool message holds text only: the images tool results
+/// returned follow the results of their reply as one user message.
+fn wire_messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
+    let mut messages = Vec::with_capacity(request.messages.len());
+    let mut tool_images: Vec<Value> = Vec::new();
+    for message in &request.messages {
+        if message.role != Role::Tool && !tool_images.is_empty() {
+            messages.push(WireMessage::parts(std::mem::take(&mut tool_images)));
+        }
+        if message.role == Role::Tool && !message.attachments.is_empty() {
+            let id = message.tool_call_id.as_deref().unwrap_or_default();
+            tool_images.extend(attachments::chat_parts(
+                &format!("The tool call {id} returned:"),
+                &message.attachments,
+            ));
+        }
+        messages.push(WireMessage::from(message.as_ref()));
+    }
+    if !tool_images.is_empty() {
+        messages.push(WireMessage::parts(tool_images));
+    }
+    messages
+}
+
+impl WireMessage<'_> {
+    fn parts(parts: Vec<Value>) -> Self {
+        Self {
+            role: "user",
+            content: Some(WireContent::Parts(parts)),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
 impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
     fn from(message: &'a ChatMessage) -> Self {
         let content = match (&message.content, message.tool_calls.is_empty()) {
-            (Some(text), _) => Some(text.as_str()),
+            _ if message.role == Role::User && !message.attachments.is_empty() => {
+                Some(WireContent::Parts(attachments::chat_parts(
+                    message.text_content(),
+                    &message.attachments,
+                )))
+            }
+            (Some(text), _) => Some(WireContent::Text(text.as_str())),
             (None, false) => None,
-            (None, true) => Some(""),
+            (None, true) => Some(WireContent::Text("")),
         };
         Self {
             role: message.role.as_str(),

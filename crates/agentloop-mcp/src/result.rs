@@ -1,5 +1,7 @@
 //! From an MCP `tools/call` result to what the loop and the model read.
 
+use agentloop_core::attachments::{self, AttachmentSettings};
+use agentloop_core::protocol::Attachment;
 use agentloop_core::{ToolError, ToolOutput};
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ResourceContents};
 
@@ -26,7 +28,9 @@ pub(crate) fn call_output(response: CallToolResponse) -> Result<ToolOutput, Tool
 pub const COST_META_KEY: &str = "agentloop/cost_usd";
 
 /// Text blocks become the text, other blocks a short placeholder the model can still reason
-/// about; `isError` turns the whole result into a tool failure. A cost in
+/// about; an `image` block the model can read (PNG, JPEG, GIF, WebP, its type matching its
+/// bytes) is also kept as an image of the result, which a multimodal model sees;
+/// `isError` turns the whole result into a tool failure. A cost in
 /// `_meta["agentloop/cost_usd"]` (a finite number, 0 or more) is kept as the call's cost.
 pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolError> {
     let cost_usd = result
@@ -38,10 +42,16 @@ pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolErro
     let structured = result.structured_content.filter(|value| !value.is_null());
     let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
     let mut has_text = false;
+    let mut images = Vec::new();
     for block in &result.content {
         let (part, textual) = render_block(block);
         has_text |= textual;
         parts.push(part);
+        if let ContentBlock::Image(image) = block
+            && let Some(image) = readable_image(&image.data, &image.mime_type)
+        {
+            images.push(image);
+        }
     }
     if !has_text && let Some(value) = &structured {
         parts.push(value.to_string());
@@ -60,7 +70,16 @@ pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolErro
         structured,
         usage: None,
         cost_usd,
+        images,
     })
+}
+
+/// An image block as an attachment of the result, when it is one a model reads (the same
+/// limits as a user's, `[agent.attachments]` defaults); else the placeholder alone stays.
+fn readable_image(data: &str, mime_type: &str) -> Option<Attachment> {
+    let url = format!("data:{mime_type};base64,{data}");
+    let image = attachments::admit_url(&url, None, None, &AttachmentSettings::default()).ok()?;
+    image.is_image().then_some(image)
 }
 
 /// The text of one block, and whether it is real text rather than a placeholder.
@@ -117,6 +136,26 @@ mod tests {
             "[image: image/png]\n[audio: audio/wav]\nfile text\n\
              [resource: file:///a.bin (application/octet-stream)]"
         );
+    }
+
+    #[test]
+    fn an_image_a_model_reads_is_kept_as_an_image_of_the_result() {
+        // A 1×1 PNG, and "hi" claiming to be one.
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("the chart"),
+            ContentBlock::image(png, "image/png"),
+            ContentBlock::image("aGk=", "image/png"),
+        ]);
+        let output = tool_output(result).unwrap();
+        assert_eq!(
+            output.text,
+            "the chart\n[image: image/png]\n[image: image/png]"
+        );
+        assert_eq!(output.images.len(), 1);
+        assert_eq!(output.images[0].media_type, "image/png");
+        assert_eq!(output.images[0].size, 67);
+        assert!(output.images[0].data.is_some());
     }
 
     #[test]

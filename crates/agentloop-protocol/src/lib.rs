@@ -4,6 +4,7 @@
 //! CLI and the web panel: chat messages, tool execution records and the typed run events of
 //! DESIGN §6. No behaviour lives here.
 
+mod attachment;
 mod error_code;
 mod event;
 mod guardrail;
@@ -14,6 +15,7 @@ mod record;
 mod session;
 mod source;
 
+pub use attachment::Attachment;
 pub use error_code::ErrorCode;
 pub use event::{
     Event, EventKind, FinalizeReason, InputAnswer, InputKind, InputRequest, LlmCallPurpose,

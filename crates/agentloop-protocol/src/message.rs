@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::Attachment;
+
 /// Who wrote a message of the conversation.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -44,6 +46,9 @@ pub struct ChatMessage {
     pub tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Images and files of the message: a user's attachments, the images a tool returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl ChatMessage {
@@ -66,6 +71,7 @@ impl ChatMessage {
             content,
             tool_calls,
             tool_call_id: None,
+            attachments: Vec::new(),
         }
     }
 
@@ -75,6 +81,7 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(tool_call_id.into()),
+            attachments: Vec::new(),
         }
     }
 
@@ -84,7 +91,14 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            attachments: Vec::new(),
         }
+    }
+
+    /// The message with these attachments.
+    pub fn with_attachments(mut self, attachments: Vec<Attachment>) -> Self {
+        self.attachments = attachments;
+        self
     }
 
     /// The text of the message, or `""`.

@@ -61,6 +61,11 @@ export class Api {
   deleteSession(id) {
     return this.json("DELETE", "/v1/sessions/" + encodeURIComponent(id));
   }
+  /** The bytes of a stored attachment, as a Blob of its type. */
+  async attachment(sha256) {
+    const response = await this.send("GET", "/v1/attachments/" + encodeURIComponent(sha256));
+    return response.blob();
+  }
   toolCall(runId, callId) {
     return this.json("GET", `/v1/runs/${encodeURIComponent(runId)}/tools/${encodeURIComponent(callId)}`);
   }
@@ -72,9 +77,10 @@ export class Api {
     return this.json("POST", `/v1/runs/${encodeURIComponent(runId)}/messages`, { text });
   }
   /** A new run, streamed: the response is its event stream. */
-  startRun(query, sessionId, signal) {
+  startRun(query, sessionId, signal, attachments = []) {
     const body = { query, stream: true };
     if (sessionId) body.session_id = sessionId;
+    if (attachments.length) body.attachments = attachments;
     return this.send("POST", "/v1/runs", body, { Accept: "text/event-stream" }, signal);
   }
   /** An answer to a paused run; the response streams its further events. */

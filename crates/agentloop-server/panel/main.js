@@ -2,6 +2,7 @@
 // public API (api.js), with the key kept in sessionStorage (never in a URL).
 
 import { Api, ApiError } from "./api.js";
+import { Picker, chips } from "./attach.js";
 import { $, h } from "./dom.js";
 import { Follower } from "./follow.js";
 import { RunView, advice } from "./run-view.js";
@@ -23,6 +24,7 @@ let api = null;
 let session = null;
 /** The run being shown live: {view, follower, runId, paused, events}. */
 let live = null;
+const picker = new Picker($("#attach-input"), $("#attach"), $("#attachments"), ui.message);
 const sessions = new SessionList($("#session-list"), $("#more-sessions"), { open: (id) => openSession(id) });
 
 // ---- sign-in ----
@@ -234,7 +236,9 @@ async function ask(text) {
   const current = live;
   let response;
   try {
-    response = await api.startRun(text, session);
+    const attachments = await picker.take();
+    if (attachments.length) view.element.querySelector(".question")?.append(chips(attachments));
+    response = await api.startRun(text, session, undefined, attachments);
   } catch (error) {
     showError(view, error);
     if (live === current) live = null;

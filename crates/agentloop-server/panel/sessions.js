@@ -1,6 +1,7 @@
 // The sessions of the signed-in user: the list (title, last activity), and a stored session
 // as runs with their traces and answers.
 
+import { images as attachmentImages } from "./attach.js";
 import { h, when } from "./dom.js";
 import { RunView } from "./run-view.js";
 import { traceList } from "./steps.js";
@@ -51,16 +52,32 @@ export class SessionList {
  */
 export function storedRuns(details, api) {
   const answers = new Map();
+  // The images tool calls returned, by call id: shown in the call's output; the attachments of
+  // each run's question, by run id.
+  const images = new Map();
+  const attached = new Map();
   for (const shown of details.messages) {
     const message = shown.message ?? shown;
     if (message.kind === "dialogue" && message.role === "assistant" && message.run_id) {
       answers.set(message.run_id, message.content ?? "");
     }
+    if (message.role === "tool" && message.attachments?.length) {
+      images.set(message.tool_call_id, message.attachments);
+    }
+    if (message.kind === "dialogue" && message.role === "user" && message.attachments?.length
+      && message.run_id && !attached.has(message.run_id)) {
+      attached.set(message.run_id, message.attachments);
+    }
   }
   return details.runs.map((shown) => {
     const run = shown.run ?? shown;
     if (!["completed", "failed", "cancelled", "blocked"].includes(run.status)) return { live: run };
-    const trace = traceList(shown.execution_trace ?? [], (callId) => api.toolCall(run.id, callId));
-    return { view: RunView.stored(run, answers.get(run.id), trace) };
+    const trace = traceList(shown.execution_trace ?? [], (callId) => api.toolCall(run.id, callId),
+      (callId) => images.has(callId) ? attachmentImages(images.get(callId), api) : null);
+    const view = RunView.stored(run, answers.get(run.id), trace);
+    if (attached.has(run.id)) {
+      view.element.querySelector(".question")?.append(attachmentImages(attached.get(run.id), api));
+    }
+    return { view };
   });
 }

@@ -127,8 +127,9 @@ export class StepList {
   }
 }
 
-/** A stored trace (a run of the history): its calls, their results on demand. */
-export function traceList(records, loadWhole) {
+/** A stored trace (a run of the history): its calls, their results on demand, the images a
+ * call returned (`imagesOf`) in its output. */
+export function traceList(records, loadWhole, imagesOf = () => null) {
   const list = h("ol", { class: "steps" });
   const steps = new StepList(list);
   for (const record of records) {
@@ -138,6 +139,8 @@ export function traceList(records, loadWhole) {
     entry.item.dataset.status = record.status;
     if (record.error) entry.body.append(h("p", { class: "call-error", text: record.error }));
     if (record.result !== undefined) entry.body.append(result(record.result));
+    const shown = imagesOf(record.call_id);
+    if (shown) entry.body.append(shown);
     if (record.truncated && record.full_output) {
       const whole = h("button", { type: "button", class: "link", text: "Load the whole output" });
       whole.addEventListener("click", async () => {

@@ -86,6 +86,18 @@ impl FromJsonBody for RunAgentInput {
     fn read(bytes: &[u8]) -> Result<Self, ApiError> {
         read_as(bytes, "AG-UI's RunAgentInput")
     }
+
+    fn carries_attachments() -> bool {
+        true
+    }
+
+    fn attachment_bytes(&self) -> usize {
+        self.messages
+            .iter()
+            .flat_map(files_of)
+            .map(|(url, _, _)| url.len())
+            .sum()
+    }
 }
 
 /// A message of the client's copy of the conversation.
@@ -93,7 +105,8 @@ impl FromJsonBody for RunAgentInput {
 #[serde(rename_all = "camelCase")]
 pub struct AgUiMessage {
     pub role: String,
-    /// Text, or content parts (`{type: "text", text}` are read).
+    /// Text, or content parts: `{type: "text", text}`, and in the last user message its files
+    /// (`binary`, `image`, `document` parts).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub content: Option<Value>,
@@ -239,14 +252,22 @@ async fn start(
     traceparent: Option<String>,
     mapper: AgUiStream,
 ) -> Result<Response, ApiError> {
-    let query = match body.messages.last() {
-        Some(last) if last.role == "user" => text_of(last),
+    let last = body.messages.last().filter(|last| last.role == "user");
+    // Its binary, image and document content, admitted before the run begins: a refusal
+    // stores nothing.
+    let attachments = crate::attachments::admit_all(
+        last.map(files_of).unwrap_or_default().into_iter(),
+        &state.agent.settings().attachments,
+    )?;
+    let query = match last.map(text_of) {
+        Some(Some(text)) => Some(text),
+        Some(None) if !attachments.is_empty() => Some(String::new()),
         _ => None,
     };
     let Some(query) = query else {
         return Err(ApiError::bad_request(
             "invalid_body",
-            "messages: the last message must be the user's, with text",
+            "messages: the last message must be the user's, with text or files",
         ));
     };
     let system_prompt = (!body.context.is_empty()).then(|| {
@@ -259,6 +280,7 @@ async fn start(
     });
     let request = RunRequest {
         query,
+        attachments,
         session_id: Some(session_id),
         run_id: Some(run_id),
         system_prompt,
@@ -393,6 +415,49 @@ fn answer_text(payload: &Value) -> Option<String> {
         _ => return None,
     };
     (!text.trim().is_empty()).then(|| text.to_string())
+}
+
+/// The files of a user message's content, as (url, media type, name): `binary` parts
+/// (`{mimeType, data (base64) | url, filename}`) and the typed parts of the multimodal draft
+/// (`image`, `document`, `audio`, `video` with a `source` of type `data` or `url`). A part that
+/// names an uploaded file by `id` only is given an empty URL, which is refused: agentloop keeps
+/// no uploads of its own.
+fn files_of(message: &AgUiMessage) -> Vec<(String, Option<String>, Option<String>)> {
+    let Some(Value::Array(parts)) = &message.content else {
+        return Vec::new();
+    };
+    let text = |value: &Value| value.as_str().map(str::to_owned);
+    parts
+        .iter()
+        .filter_map(|part| match part["type"].as_str() {
+            Some("binary") => {
+                let media_type = text(&part["mimeType"]);
+                let url = match (text(&part["data"]), text(&part["url"])) {
+                    (Some(data), _) => format!(
+                        "data:{};base64,{data}",
+                        media_type.as_deref().unwrap_or_default()
+                    ),
+                    (None, Some(url)) => url,
+                    (None, None) => String::new(),
+                };
+                Some((url, media_type, text(&part["filename"])))
+            }
+            Some("image" | "document" | "audio" | "video") => {
+                let source = &part["source"];
+                let media_type = text(&source["mimeType"]);
+                let value = text(&source["value"]).unwrap_or_default();
+                let url = match source["type"].as_str() {
+                    Some("data") => format!(
+                        "data:{};base64,{value}",
+                        media_type.as_deref().unwrap_or_default()
+                    ),
+                    _ => value,
+                };
+                Some((url, media_type, text(&part["filename"])))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The text of a message: its content when text, else its `text` parts; none when blank.

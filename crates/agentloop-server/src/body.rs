@@ -52,6 +52,10 @@ pub struct RunBody {
     /// its `done` event). A schema that does not compile is a 400 naming where it is wrong.
     #[serde(default)]
     pub output: Option<agentloop_core::OutputSpec>,
+    /// Images and files of the question (`[agent.attachments]` limits them: 413 with the
+    /// limit named; a type the content does not have, or one the model cannot read, is a 400).
+    #[serde(default)]
+    pub attachments: Vec<crate::attachments::AttachmentBody>,
 }
 
 /// What one run may spend. When its next LLM call would go over it, the run stops calling
@@ -91,6 +95,14 @@ fn yes() -> bool {
 impl FromJsonBody for RunBody {
     fn read(bytes: &[u8]) -> Result<Self, ApiError> {
         RunBody::parse(bytes)
+    }
+
+    fn carries_attachments() -> bool {
+        true
+    }
+
+    fn attachment_bytes(&self) -> usize {
+        self.attachments.iter().map(|body| body.url.len()).sum()
     }
 }
 

@@ -64,10 +64,23 @@ impl FromJsonBody for ChatBody {
     fn read(bytes: &[u8]) -> Result<Self, ApiError> {
         read_as(bytes, "the AI SDK's chat request {id, messages, trigger}")
     }
+
+    fn carries_attachments() -> bool {
+        true
+    }
+
+    fn attachment_bytes(&self) -> usize {
+        self.messages
+            .iter()
+            .flat_map(files_of)
+            .map(|(url, _, _)| url.len())
+            .sum()
+    }
 }
 
-/// A `UIMessage`: `parts` of type `text` make a user's message; tool parts in state
-/// `approval-responded` carry the user's approvals (`approval.id` is the call id).
+/// A `UIMessage`: `parts` of type `text` make a user's message, those of type `file` its
+/// attachments (`[agent.attachments]`); tool parts in state `approval-responded` carry the
+/// user's approvals (`approval.id` is the call id).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChatMessage {
     /// A user's message starts one run: the same message again follows it.
@@ -198,17 +211,24 @@ pub async fn post_chat(
             state.config.keep_alive(),
         ));
     }
+    // Its `file` parts, admitted before the run begins: a refusal stores nothing.
+    let attachments = crate::attachments::admit_all(
+        files_of(last).into_iter(),
+        &state.agent.settings().attachments,
+    )?;
     let query = match (last.role.as_str(), text_of(last)) {
         ("user", Some(text)) => text,
+        ("user", None) if !attachments.is_empty() => String::new(),
         _ => {
             return Err(ApiError::bad_request(
                 "invalid_body",
-                "messages: the last message must be the user's, with text",
+                "messages: the last message must be the user's, with text or files",
             ));
         }
     };
     let request = RunRequest {
         query,
+        attachments,
         session_id: Some(session_id),
         run_id: run_id.map(|(run, _)| run),
         context: RunContext {
@@ -294,6 +314,24 @@ pub async fn chat_stream(
 }
 
 /// The text of a message's `text` parts, when it has any that is not blank.
+/// The `file` parts of a message (`{type: "file", mediaType, filename?, url}`, the URL a data
+/// URL or an `https` one), as (url, media type, name).
+fn files_of(message: &ChatMessage) -> Vec<(String, Option<String>, Option<String>)> {
+    message
+        .parts
+        .iter()
+        .filter(|part| part["type"] == "file")
+        .map(|part| {
+            let text = |key: &str| part[key].as_str().map(str::to_owned);
+            (
+                text("url").unwrap_or_default(),
+                text("mediaType"),
+                text("filename"),
+            )
+        })
+        .collect()
+}
+
 fn text_of(message: &ChatMessage) -> Option<String> {
     let text: Vec<&str> = message
         .parts

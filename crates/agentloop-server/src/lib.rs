@@ -6,6 +6,7 @@
 //! user; another user's sessions and runs answer 404, like ones that do not exist.
 
 mod ag_ui;
+mod attachments;
 mod auth;
 mod body;
 mod chat;

@@ -13,7 +13,7 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{ag_ui, chat, runs, service, sessions, state::AppState, steering};
+use crate::{ag_ui, attachments, chat, runs, service, sessions, state::AppState, steering};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -64,6 +64,7 @@ pub(crate) fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chat::post_chat))
         .routes(routes!(chat::chat_stream))
         .routes(routes!(ag_ui::run_agent))
+        .routes(routes!(attachments::get_attachment))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))

@@ -7,8 +7,9 @@
 //! put in `index.html` as text when the page is served.
 //!
 //! Every answer carries a Content-Security-Policy that allows scripts, styles and connections of
-//! this origin only: even if text from a model or a tool ever reached the page as HTML, it could
-//! not run a script or load anything from elsewhere.
+//! this origin only (and images the page made itself, `blob:`: the attachments it fetched with
+//! the key): even if text from a model or a tool ever reached the page as HTML, it could not run
+//! a script or load anything from elsewhere.
 
 use std::borrow::Cow;
 
@@ -54,11 +55,12 @@ const ASSETS: &[Asset] = &[
     asset!("run-view.js", JS),
     asset!("steps.js", JS),
     asset!("follow.js", JS),
+    asset!("attach.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-                      img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+                      img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
                       frame-ancestors 'none'";
 
 /// The router with the panel's routes added.

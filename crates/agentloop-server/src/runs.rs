@@ -110,7 +110,7 @@ pub struct CancelAnswer {
         (status = 401, description = "Missing or invalid API key", body = ErrorBody),
         (status = 404, description = "No such session of yours", body = ErrorBody),
         (status = 409, description = "The session has a run in progress", body = ErrorBody),
-        (status = 413, description = "Body too large (server.max_body_bytes)", body = ErrorBody),
+        (status = 413, description = "Body too large (server.max_body_bytes), or attachments over their limits (`attachment_too_large`, `too_many_attachments`; `details.limit` names the key)", body = ErrorBody),
         (status = 429, description = "Too many runs in progress (`too_many_runs`), or the user's daily budget is spent (`budget_exceeded`, until midnight UTC); see Retry-After", body = ErrorBody),
     ),
     security(("api_key" = []))
@@ -152,11 +152,17 @@ async fn start(
     state: AppState,
     User(user): User,
     TraceParent(traceparent): TraceParent,
-    JsonBody(body): JsonBody<RunBody>,
+    JsonBody(mut body): JsonBody<RunBody>,
 ) -> Result<Response, ApiError> {
     let stream = body.stream;
+    // Admitted before the run begins: a refused attachment leaves nothing in the store.
+    let attachments = crate::attachments::admit(
+        std::mem::take(&mut body.attachments),
+        &state.agent.settings().attachments,
+    )?;
     let request = RunRequest {
         traceparent,
+        attachments,
         ..body.into_request(&user)
     };
     // Boxed: the run's beginning (the store's transaction) is the largest part of this future,

@@ -7,7 +7,7 @@ use agentloop_core::{MissingSession, RunBegin, RunStart, SessionLock, StoreError
 
 use crate::columns::{millis, now};
 use crate::db::Db;
-use crate::{durable, fresh, locks, messages, runs, sessions, step};
+use crate::{attachments, durable, fresh, locks, messages, runs, sessions, step};
 
 pub(crate) async fn begin(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
     if let Some(step) = fresh::first_step(start) {
@@ -68,7 +68,12 @@ async fn looked_up(db: &Db, start: &RunStart) -> Result<RunBegin, StoreError> {
                     .await?;
             }
             match start.history {
-                Some(limit) => messages::history(db, &mut tx, run.session_id, limit, None).await?,
+                Some(limit) => {
+                    let mut history =
+                        messages::history(db, &mut tx, run.session_id, limit, None).await?;
+                    attachments::fill(db, &mut tx, &mut history).await?;
+                    history
+                }
                 None => Vec::new(),
             }
         }

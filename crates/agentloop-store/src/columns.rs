@@ -104,6 +104,17 @@ impl<'r> Cells<'r> {
             .map(|stored| text::decode(self.backend, stored)))
     }
 
+    /// Bytes (a BLOB, BYTEA).
+    pub(crate) fn blob(&self, column: &str) -> Result<Vec<u8>, StoreError> {
+        match self.get(column)? {
+            None => Err(self.corrupt(column, "is NULL")),
+            Some(Cell::Blob(bytes)) => Ok(bytes.clone()),
+            // SQLite gives bytes that are valid UTF-8 back as text.
+            Some(Cell::Text(text)) => Ok(text.clone().into_bytes()),
+            Some(other) => Err(self.wrong_kind(column, other, "bytes")),
+        }
+    }
+
     pub(crate) fn integer(&self, column: &str) -> Result<i64, StoreError> {
         let value = self.optional_integer(column)?;
         self.required(column, value)

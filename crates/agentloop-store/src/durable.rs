@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::columns::{millis, now, to_json};
 use crate::db::{Db, Tx, changed};
 use crate::sql::Query;
-use crate::{messages, records};
+use crate::{attachments, messages, records};
 
 /// What a checkpoint adds besides its head (which goes with the run's row): the run's input
 /// with its first step, and the messages of a run that does not keep them in a session.
@@ -106,11 +106,12 @@ pub(crate) async fn saved_run(db: &Db, id: Uuid) -> Result<Option<SavedRun>, Sto
         .map_or(0, |seq| u64::try_from(seq).unwrap_or_default());
     let input = cells.optional_json("input")?;
     let traceparent = cells.optional_text("traceparent")?;
-    let turn = if save_chat {
+    let mut turn = if save_chat {
         messages::of_run(db, session_id, id).await?
     } else {
         own_turn(db, id).await?
     };
+    attachments::fill(db, db, &mut turn).await?;
     Ok(Some(SavedRun {
         session_id,
         status,

@@ -17,6 +17,16 @@ pub(crate) enum On<'a, 'd: 'a> {
     Tx(&'a mut Tx<'d>),
 }
 
+impl<'d> On<'_, 'd> {
+    /// The same place, borrowed again: for a second statement on it.
+    pub(crate) fn reborrow(&mut self) -> On<'_, 'd> {
+        match self {
+            On::Db(db) => On::Db(db),
+            On::Tx(tx) => On::Tx(tx),
+        }
+    }
+}
+
 impl<'a, 'd: 'a> From<&'a Db> for On<'a, 'd> {
     fn from(db: &'a Db) -> Self {
         On::Db(db)

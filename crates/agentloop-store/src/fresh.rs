@@ -59,6 +59,7 @@ pub(crate) async fn begin(
     #[cfg(feature = "postgres")]
     if let Engine::Postgres(pool) = &db.engine
         && rows.shared.is_empty()
+        && rows.attachments.is_empty()
         && in_order
         && one_statement::fits(&run_row, session_rows.iter().chain(&rest))
     {
@@ -73,6 +74,7 @@ pub(crate) async fn begin(
     }
     run_row.execute(&mut tx).await?;
     rows.shared.insert(db, &mut tx, &run_id).await?;
+    rows.attachments.insert(db, &mut tx).await?;
     for query in rest {
         query.execute(&mut tx).await?;
     }

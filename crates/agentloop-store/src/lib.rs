@@ -23,6 +23,7 @@
     allow(dead_code, unused_variables, unreachable_code)
 )]
 
+mod attachments;
 mod batch;
 mod begin;
 mod columns;

@@ -9,19 +9,20 @@ use agentloop_core::protocol::{ChatMessage, MessageKind, SessionMessage, ToolCal
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::attachments::StepAttachments;
 use crate::batch::{rows_per_statement, values_sql};
 use crate::columns::{Cells, json_text, millis, to_json};
 use crate::db::Db;
 use crate::outputs::{SharedOutputs, Stored};
 
 const COLUMNS: &str = "id, session_id, run_id, kind, role, content, content_hash, tool_calls, \
-    tool_call_id, metadata, created_at";
-const WIDTH: usize = 11;
+    tool_call_id, metadata, created_at, attachments";
+const WIDTH: usize = 12;
 
 /// The columns of `m` (messages) and the shared text its `content_hash` names, if any.
 const SELECT: &str = "SELECT m.id, m.session_id, m.run_id, m.kind, m.role, m.content, \
     m.content_hash, m.tool_calls, m.tool_call_id, m.metadata, m.created_at, \
-    m.superseded_by_run, o.text AS shared_content \
+    m.superseded_by_run, m.attachments, o.text AS shared_content \
     FROM messages m LEFT JOIN tool_outputs o ON o.run_id = m.run_id AND o.hash = m.content_hash";
 
 /// A message as its row holds it, encoded before the transaction opens.
@@ -38,18 +39,26 @@ pub(crate) struct MessageRow<'m> {
     tool_call_id: Option<Cow<'m, str>>,
     metadata: Option<String>,
     created_at: i64,
+    /// The references of its attachments, as JSON (the bytes go to `attachments`).
+    attachments: Option<String>,
 }
 
 impl<'m> MessageRow<'m> {
     /// The result of a tool call of `run_id` keeps a large content in `shared`; anything else
-    /// keeps it in its row.
+    /// keeps it in its row. The bytes of its attachments go to `blobs`.
     pub(crate) fn encode(
         db: &Db,
         message: &'m SessionMessage,
         run_id: Uuid,
         shared: &mut SharedOutputs<'m>,
+        blobs: &mut StepAttachments<'m>,
     ) -> Result<Self, StoreError> {
         let chat = &message.message;
+        blobs.keep(&chat.attachments);
+        let attachments = match chat.attachments.is_empty() {
+            true => None,
+            false => Some(to_json(&chat.attachments, "the attachments of a message")?),
+        };
         let shareable = message.kind == MessageKind::ToolResult && message.run_id == Some(run_id);
         let (content, content_hash) = match chat.content.as_deref() {
             Some(content) if shareable => match shared.keep(db, content) {
@@ -78,6 +87,7 @@ impl<'m> MessageRow<'m> {
             tool_call_id: db.optional_text(chat.tool_call_id.as_deref()),
             metadata,
             created_at: millis(message.created_at),
+            attachments,
         })
     }
 }
@@ -101,7 +111,8 @@ pub(crate) fn insert_queries<'p>(db: &Db, rows: &'p [MessageRow<'p>]) -> Vec<Que
                     .bind(row.tool_calls.as_deref())
                     .bind(row.tool_call_id.as_deref())
                     .bind(row.metadata.as_deref())
-                    .bind(row.created_at);
+                    .bind(row.created_at)
+                    .bind(row.attachments.as_deref());
             }
             query
         })
@@ -218,6 +229,7 @@ fn decode(db: &Db, row: &Row) -> Result<SessionMessage, StoreError> {
             content: content(&cells)?,
             tool_calls: tool_calls.unwrap_or_default(),
             tool_call_id: cells.optional_free_text("tool_call_id")?,
+            attachments: cells.optional_json("attachments")?.unwrap_or_default(),
         },
         metadata: cells.optional_json("metadata")?.unwrap_or(Value::Null),
         created_at: cells.time("created_at")?,

@@ -27,6 +27,7 @@ where
             Param::Int(value) => arguments.add(value),
             Param::Real(value) => arguments.add(value),
             Param::Text(value) => arguments.add(value.as_deref()),
+            Param::Blob(value) => arguments.add(value.as_deref()),
         }
         .map_err(sqlx::Error::Encode)?;
     }

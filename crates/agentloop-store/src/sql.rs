@@ -13,6 +13,14 @@ pub(crate) enum Param<'a> {
     Int(Option<i64>),
     Real(Option<f64>),
     Text(Option<Cow<'a, str>>),
+    /// Bytes (an attachment's), shared rather than copied.
+    Blob(Option<Arc<[u8]>>),
+}
+
+impl From<Arc<[u8]>> for Param<'_> {
+    fn from(value: Arc<[u8]>) -> Self {
+        Param::Blob(Some(value))
+    }
 }
 
 impl From<i64> for Param<'_> {

@@ -305,6 +305,7 @@ pub(crate) fn run(
             Param::Int(value) => statement.raw_bind_parameter(index, value)?,
             Param::Real(value) => statement.raw_bind_parameter(index, value)?,
             Param::Text(value) => statement.raw_bind_parameter(index, value.as_deref())?,
+            Param::Blob(value) => statement.raw_bind_parameter(index, value.as_deref())?,
         }
     }
     let returns_rows = statement.column_count() > 0;

@@ -6,6 +6,7 @@ use agentloop_core::protocol::Role;
 use agentloop_core::{StepRecord, StoreError};
 use chrono::{DateTime, Utc};
 
+use crate::attachments::StepAttachments;
 use crate::columns::{millis, now};
 #[cfg(feature = "postgres")]
 use crate::db::Engine;
@@ -89,6 +90,7 @@ pub(crate) async fn write<'d>(
     #[cfg(feature = "postgres")]
     if let Engine::Postgres(pool) = &db.engine
         && rows.shared.is_empty()
+        && rows.attachments.is_empty()
         && in_order
         && one_statement::fits(&progress, &rest)
     {
@@ -106,6 +108,7 @@ pub(crate) async fn write<'d>(
         return Err(runs::not_written(db, &mut *tx, &run_id).await);
     }
     rows.shared.insert(db, tx, &run_id).await?;
+    rows.attachments.insert(db, tx).await?;
     for query in rest {
         query.execute(&mut *tx).await?;
     }
@@ -120,6 +123,8 @@ pub(crate) async fn write<'d>(
 /// `outputs`).
 pub(crate) struct StepRows<'s> {
     pub(crate) shared: SharedOutputs<'s>,
+    /// The bytes of the messages' attachments (see `attachments`).
+    pub(crate) attachments: StepAttachments<'s>,
     messages: Vec<MessageRow<'s>>,
     records: Vec<RecordRow<'s>>,
     events: Vec<EventRow>,
@@ -129,14 +134,18 @@ pub(crate) struct StepRows<'s> {
 impl<'s> StepRows<'s> {
     pub(crate) fn encode(db: &Db, step: &'s StepRecord) -> Result<Self, StoreError> {
         let mut shared = SharedOutputs::default();
+        let mut attachments = StepAttachments::default();
         let messages = step
             .messages
             .iter()
-            .map(|message| MessageRow::encode(db, message, step.run_id, &mut shared))
+            .map(|message| {
+                MessageRow::encode(db, message, step.run_id, &mut shared, &mut attachments)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let records = records::encode(db, &step.records, &mut shared)?;
         Ok(Self {
             shared,
+            attachments,
             messages,
             records,
             events: events::encode(&step.events)?,

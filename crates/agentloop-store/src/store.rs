@@ -18,7 +18,8 @@ use crate::connect::IfMissing;
 use crate::db::Db;
 use crate::notices::Notices;
 use crate::{
-    begin, connect, durable, events, keys, locks, messages, records, runs, sessions, step,
+    attachments, begin, connect, durable, events, keys, locks, messages, records, runs, sessions,
+    step,
 };
 
 /// A call the database does not answer at all (a network that drops packets without closing the
@@ -248,15 +249,22 @@ impl Store for SqlStore {
             .await
     }
 
+    async fn attachment(&self, sha256: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        self.bounded(CALL_TIMEOUT, attachments::one(&self.db, sha256))
+            .await
+    }
+
     async fn history(
         &self,
         session_id: Uuid,
         dialogue_messages: usize,
     ) -> Result<Vec<SessionMessage>, StoreError> {
-        self.bounded(
-            CALL_TIMEOUT,
-            messages::history(&self.db, &self.db, session_id, dialogue_messages, None),
-        )
+        self.bounded(CALL_TIMEOUT, async {
+            let mut history =
+                messages::history(&self.db, &self.db, session_id, dialogue_messages, None).await?;
+            attachments::fill(&self.db, &self.db, &mut history).await?;
+            Ok(history)
+        })
         .await
     }
 
@@ -266,16 +274,18 @@ impl Store for SqlStore {
         dialogue_messages: usize,
         run_id: Uuid,
     ) -> Result<Vec<SessionMessage>, StoreError> {
-        self.bounded(
-            CALL_TIMEOUT,
-            messages::history(
+        self.bounded(CALL_TIMEOUT, async {
+            let mut history = messages::history(
                 &self.db,
                 &self.db,
                 session_id,
                 dialogue_messages,
                 Some(run_id),
-            ),
-        )
+            )
+            .await?;
+            attachments::fill(&self.db, &self.db, &mut history).await?;
+            Ok(history)
+        })
         .await
     }
 

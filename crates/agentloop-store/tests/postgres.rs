@@ -50,7 +50,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "9 tool costs",
             "10 notify by trigger",
             "12 superseded messages",
-            "13 run output"
+            "13 run output",
+            "14 attachments"
         ]
     );
     let name = schema.name().to_string();
@@ -62,8 +63,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .await
     .unwrap();
     // users, sessions, messages, runs, tool_executions, tool_outputs, run_events, api_keys,
-    // instances, run_inputs, run_turn, _sqlx_migrations
-    assert_eq!(tables, 12);
+    // instances, run_inputs, run_turn, attachments, _sqlx_migrations
+    assert_eq!(tables, 13);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }

@@ -71,7 +71,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "9 tool costs",
             "11 positions without sequence",
             "12 superseded messages",
-            "13 run output"
+            "13 run output",
+            "14 attachments"
         ]
     );
     assert!(path.exists());
@@ -332,6 +333,7 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
     fixture
         .execute("DELETE FROM _sqlx_migrations WHERE version >= 11")
         .await;
+    fixture.execute("DROP TABLE attachments").await;
     let positions_before = fixture.count("SELECT SUM(position) FROM messages").await;
 
     let applied = SqlStore::migrate(&fixture.url).await.unwrap();
@@ -341,7 +343,8 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
         [
             "11 positions without sequence",
             "12 superseded messages",
-            "13 run output"
+            "13 run output",
+            "14 attachments"
         ]
     );
     assert_eq!(

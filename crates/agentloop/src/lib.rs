@@ -25,8 +25,9 @@ mod side_effects;
 pub mod telemetry;
 
 pub use agentloop_core::protocol::{
-    ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role, RunInfo,
-    RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus, Usage,
+    Attachment, ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role,
+    RunInfo, RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus,
+    Usage,
 };
 pub use agentloop_core::{
     Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, KeyStore, Llm,

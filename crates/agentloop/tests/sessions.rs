@@ -127,6 +127,7 @@ fn wire_messages(request: &Value) -> Vec<agentloop::ChatMessage> {
                 })
                 .collect(),
             tool_call_id: message["tool_call_id"].as_str().map(str::to_string),
+            attachments: Vec::new(),
         })
         .collect()
 }

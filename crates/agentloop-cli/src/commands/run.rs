@@ -67,6 +67,33 @@ pub(crate) fn shell_word(text: &str) -> String {
     }
 }
 
+/// The files of `--attach`, read and admitted under `[agent.attachments]` before anything
+/// starts: a file too large, of a type no model reads, or one too many, stops the command.
+async fn read_attachments(
+    paths: &[std::path::PathBuf],
+    settings: &agentloop::core::attachments::AttachmentSettings,
+) -> anyhow::Result<Vec<agentloop::Attachment>> {
+    use agentloop::core::attachments::{AttachmentError, admit_bytes, check_message};
+    if paths.len() > settings.max_count {
+        anyhow::bail!(AttachmentError::TooMany {
+            count: paths.len(),
+            limit: settings.max_count,
+        });
+    }
+    let mut attachments = Vec::with_capacity(paths.len());
+    for path in paths {
+        let data = tokio::fs::read(path)
+            .await
+            .map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
+        let name = path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned());
+        attachments.push(admit_bytes(data, None, name, settings)?);
+    }
+    check_message(&attachments, settings)?;
+    Ok(attachments)
+}
+
 /// One run of `args.query` with `config`, shown in the terminal (`run`, `demo`);
 /// `continue_with` is the command that continues a session, for the line that ends the run.
 pub async fn run_config(
@@ -74,6 +101,7 @@ pub async fn run_config(
     args: RunArgs,
     continue_with: impl Fn(Uuid) -> String,
 ) -> anyhow::Result<ExitCode> {
+    let attachments = read_attachments(&args.attach, &config.agent.attachments).await?;
     let gone = ReaderGone::watch();
     let view = StepView::new(!args.json);
     view.status("starting MCP servers");
@@ -91,6 +119,7 @@ pub async fn run_config(
     let run_id = Uuid::now_v7();
     let mut request = RunRequest {
         query: args.query.join(" "),
+        attachments,
         run_id: Some(run_id),
         session_id: args.session,
         include_history: !args.no_history,

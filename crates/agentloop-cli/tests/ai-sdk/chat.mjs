@@ -243,6 +243,20 @@ async function sessionMessages(sessionId, query = "") {
   return body.messages.filter((message) => message.kind === "dialogue");
 }
 
+await check("sendMessage with files sends them as file parts, and the model sees the image", async () => {
+  // A 1×1 PNG, as a FileUIPart (what sendMessage makes of a FileList).
+  const png =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
+  const chat = new PlainChat(`files-${Date.now()}`);
+  await chat.sendMessage({
+    text: "look at this",
+    files: [{ type: "file", mediaType: "image/png", filename: "dot.png", url: `data:image/png;base64,${png}` }],
+  });
+  assert.equal(chat.error, undefined, String(chat.error));
+  assert.deepEqual(chat.messages[0].parts.map((part) => part.type), ["file", "text"]);
+  assert.equal(text(chat.messages.at(-1)), "I see 1 image(s): image/png");
+});
+
 await check("regenerate replaces the last exchange: the question once, the new answer", async () => {
   const chat = new PlainChat(`regenerate-${Date.now()}`);
   await chat.sendMessage({ text: "hello there" });

@@ -124,8 +124,17 @@ pub fn npm_package(dir: &str, package: &str) -> Option<PathBuf> {
     agentloop_test_support::requires::npm_packages(&dir, package).then_some(dir)
 }
 
+/// A message's text: its content, or the text of its first text part (a question with
+/// attachments).
 fn content(message: &Value) -> &str {
-    message["content"].as_str().unwrap_or_default()
+    message["content"]
+        .as_str()
+        .or_else(|| {
+            let parts = message["content"].as_array()?;
+            let text = parts.iter().find(|part| part["type"] == "text")?;
+            text["text"].as_str()
+        })
+        .unwrap_or_default()
 }
 
 /// The model of every scenario of the chat frontends' tests (AG-UI, the AI SDK), chosen by the first word of the newest user message; its step
@@ -201,6 +210,27 @@ pub fn respond(request: &Value) -> Reply {
             n => format!("{n} times"),
         };
         return Reply::text(format!("Draft {draft} (asked {times})"));
+    }
+    if question.starts_with("look") {
+        // What the model was given with the question: the types of its images.
+        let images: Vec<String> = messages[last_user]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|part| part["type"] == "image_url")
+            .filter_map(|part| part["image_url"]["url"].as_str())
+            .map(|url| {
+                url.split(';')
+                    .next()
+                    .unwrap_or_default()
+                    .replace("data:", "")
+            })
+            .collect();
+        return Reply::text(format!(
+            "I see {} image(s): {}",
+            images.len(),
+            images.join(", ")
+        ));
     }
     if question.starts_with("slow") {
         return match step {

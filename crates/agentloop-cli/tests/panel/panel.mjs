@@ -180,6 +180,29 @@ try {
     check(await page.evaluate(() => window.__pwned) === undefined, "nothing ran");
   });
 
+  await step("an attached image goes with the question", async () => {
+    await newSession();
+    // A 1×1 PNG picked with the Attach button (its file input).
+    const png = Buffer.from(
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==",
+      "base64");
+    await page.locator("#attach-input").setInputFiles({ name: "dot.png", mimeType: "image/png", buffer: png });
+    await page.locator("#attachments .chip", { hasText: "dot.png" }).waitFor();
+    await ask("look at this");
+    await finished();
+    check((await lastRun().locator(".answer").textContent()).includes("I see 1 image(s): image/png"),
+      "the model was given the image");
+    check(await lastRun().locator(".question .chip", { hasText: "dot.png" }).count() === 1,
+      "the question shows its attachment");
+    check(await page.locator("#attachments").isHidden(), "the chosen files are sent once");
+    // Opened again, the stored question shows the image, fetched by its hash with the key.
+    await page.locator("#session-list button.session", { hasText: "look at this" }).click();
+    const image = lastRun().locator(".question img.attachment");
+    await image.waitFor();
+    await page.waitForFunction(() => document.querySelector("#messages .question img.attachment")?.naturalWidth === 1);
+    check((await image.getAttribute("src")).startsWith("blob:"), "the image is shown from a blob: URL");
+  });
+
   await step("keyboard only, visible focus", async () => {
     await message().focus();
     await page.keyboard.press("Tab");

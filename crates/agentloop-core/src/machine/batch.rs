@@ -132,6 +132,10 @@ pub(crate) struct Slot {
     pub side_effects: Vec<SideEffectNote>,
     /// The answer, when a finalize tool succeeded.
     pub final_answer: Option<String>,
+    /// Images the tool returned: the tool message carries them. The head keeps their
+    /// references; the bytes stay in memory until the message is saved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<agentloop_protocol::Attachment>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

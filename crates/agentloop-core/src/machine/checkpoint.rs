@@ -230,6 +230,7 @@ fn documents(records: &[ToolExecutionRecord]) -> Vec<Value> {
                 structured: record.structured_result.clone(),
                 usage: None,
                 cost_usd: None,
+                images: Vec::new(),
             };
             text::documents(&output)
         })

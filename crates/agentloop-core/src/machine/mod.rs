@@ -90,6 +90,10 @@ pub struct RunInput {
     pub run_id: Uuid,
     pub session_id: Uuid,
     pub query: String,
+    /// The images and files of the question (`[agent.attachments]`); their bytes in memory
+    /// until the question's message is saved, as the message's are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<agentloop_protocol::Attachment>,
     /// Earlier messages of the session, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ChatMessage>,
@@ -341,7 +345,8 @@ impl RunMachine {
     /// run never saved).
     fn ask_question(&mut self) {
         if self.state.turn.is_empty() {
-            let question = ChatMessage::user(self.state.input.query.clone());
+            let question = ChatMessage::user(self.state.input.query.clone())
+                .with_attachments(self.state.input.attachments.clone());
             self.push_message(MessageKind::Dialogue, question, serde_json::Value::Null);
         }
     }
@@ -369,12 +374,11 @@ impl RunMachine {
                 .collect();
             Arc::new(catalog.with_client_tools(&client_tools))
         };
-        let max_chars = settings.tool_output_max_chars;
         let history_view = state
             .input
             .history
             .iter()
-            .map(|message| view::view_message(&catalog, counter.as_ref(), message, max_chars, true))
+            .map(|message| view::view_message(&catalog, counter.as_ref(), message, &settings, true))
             .collect();
         let turn_view = state
             .turn
@@ -385,7 +389,7 @@ impl RunMachine {
                     &catalog,
                     counter.as_ref(),
                     &message.message,
-                    max_chars,
+                    &settings,
                     false,
                 )
             })
@@ -751,7 +755,7 @@ impl RunMachine {
                 &self.catalog,
                 self.counter.as_ref(),
                 &message,
-                self.settings.tool_output_max_chars,
+                &self.settings,
                 false,
             );
             self.turn_view.push(viewed);

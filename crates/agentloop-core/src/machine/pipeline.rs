@@ -25,7 +25,7 @@ use crate::{canonical::canonical_json, catalog::CatalogEntry, policy::RunPolicy}
 impl RunMachine {
     /// Feeds the result of one tool call; returns the next step once every call of the batch
     /// has ended.
-    pub(super) fn on_tool_result(&mut self, result: ToolResult) -> Option<Step> {
+    pub(super) fn on_tool_result(&mut self, mut result: ToolResult) -> Option<Step> {
         if !matches!(self.state.phase, Phase::AwaitingTools { .. }) {
             return Some(self.unexpected("a tool result"));
         }
@@ -82,6 +82,9 @@ impl RunMachine {
                 .or_else(|| output.usage.and_then(|usage| usage.cost_usd)),
             _ => None,
         };
+        if let ToolOutcome::Success(output) = &mut result.outcome {
+            slot.images = std::mem::take(&mut output.images);
+        }
         let (status, output, structured, error, message) = match result.outcome {
             ToolOutcome::Success(output) => (
                 ToolStatus::Success,
@@ -271,6 +274,7 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
+            images: Vec::new(),
         }
     }
 
@@ -501,6 +505,7 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
+            images: Vec::new(),
         }
     }
 
@@ -562,6 +567,7 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
+            images: Vec::new(),
         }
     }
 
@@ -649,6 +655,7 @@ impl RunMachine {
             recorded: false,
             side_effects: Vec::new(),
             final_answer: None,
+            images: Vec::new(),
         }
     }
 

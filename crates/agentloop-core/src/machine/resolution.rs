@@ -66,7 +66,7 @@ impl RunMachine {
     fn resolve_batch(&mut self, batch: Batch) -> Option<String> {
         let max_chars = self.settings.tool_output_max_chars;
         let slots = batch.slots;
-        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool)> =
+        let mut resolved: Vec<(ToolCall, ToolExecutionRecord, String, bool, Vec<_>)> =
             Vec::with_capacity(slots.len());
         let mut notes = Vec::new();
         let mut final_answer = None;
@@ -76,7 +76,7 @@ impl RunMachine {
                     record, message, ..
                 } => (*record, message),
                 SlotState::SameAs { index } => {
-                    let earlier = resolved.get(index).map(|(call, record, _, _)| {
+                    let earlier = resolved.get(index).map(|(call, record, ..)| {
                         (
                             call.id.clone(),
                             record.status,
@@ -123,14 +123,14 @@ impl RunMachine {
             if final_answer.is_none() {
                 final_answer = slot.final_answer.clone();
             }
-            resolved.push((slot.call, record, message, slot.recorded));
+            resolved.push((slot.call, record, message, slot.recorded, slot.images));
         }
-        for (call, record, message, recorded) in resolved {
+        for (call, record, message, recorded, images) in resolved {
             self.count_failure(&record);
             if !recorded {
                 self.new_records.push(record.clone());
             }
-            let message = ChatMessage::tool_result(call.id, message);
+            let message = ChatMessage::tool_result(call.id, message).with_attachments(images);
             self.push_message(MessageKind::ToolResult, message, Value::Null);
             self.record_by_call
                 .insert(record.call_id.clone(), self.state.records.len());

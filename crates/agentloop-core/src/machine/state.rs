@@ -292,6 +292,7 @@ mod tests {
             run_id: Uuid::from_u128(7),
             session_id: Uuid::from_u128(8),
             query: "q".into(),
+            attachments: Vec::new(),
             history: Vec::new(),
             system_prompt: "s".into(),
             model: None,

@@ -13,6 +13,7 @@ use std::{collections::HashSet, sync::Arc};
 use agentloop_protocol::{ChatMessage, MessageKind, Role, ToolCall};
 
 use super::text;
+use crate::settings::{AgentSettings, ModelAttachments};
 use crate::{catalog::ToolCatalog, tokens::TokenCounter, tokens::message_tokens};
 
 /// Characters of an earlier run's tool result the model sees.
@@ -48,14 +49,18 @@ pub(super) fn is_viewed(kind: MessageKind) -> bool {
 }
 
 /// Prepares one message for the model: provider-safe tool names, tool results bounded to
-/// `max_chars` (or shown as a preview when `earlier`).
+/// `agent.tool_output_max_chars` (or shown as a preview when `earlier`), attachments as they
+/// are or, for a text-only model (`agent.attachments.model` not `native`), as a line of text
+/// each.
 pub(super) fn view_message(
     catalog: &ToolCatalog,
     counter: &dyn TokenCounter,
     message: &ChatMessage,
-    max_chars: usize,
+    settings: &AgentSettings,
     earlier: bool,
 ) -> Viewed {
+    let max_chars = settings.tool_output_max_chars;
+    let notes = settings.attachments.model != ModelAttachments::Native;
     let content = match (message.role, &message.content) {
         (Role::Tool, Some(content)) if earlier => Some(preview(
             message.tool_call_id.as_deref().unwrap_or("an earlier call"),
@@ -63,6 +68,19 @@ pub(super) fn view_message(
         )),
         (Role::Tool, Some(content)) => Some(text::bound(content, max_chars)),
         (_, content) => content.clone(),
+    };
+    let (content, attachments) = match notes && !message.attachments.is_empty() {
+        true => {
+            let mut text = content.unwrap_or_default();
+            for attachment in &message.attachments {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&attachment.note());
+            }
+            (Some(text), Vec::new())
+        }
+        false => (content, message.attachments.clone()),
     };
     let message = ChatMessage {
         role: message.role,
@@ -77,6 +95,7 @@ pub(super) fn view_message(
             })
             .collect(),
         tool_call_id: message.tool_call_id.clone(),
+        attachments,
     };
     let tokens = message_tokens(counter, &message);
     Viewed {
@@ -270,7 +289,11 @@ mod tests {
 
     fn viewed(message: ChatMessage, earlier: bool) -> Viewed {
         let catalog = ToolCatalog::new(Vec::new(), &BTreeMap::new());
-        view_message(&catalog, &EstimatedTokens, &message, 1_000, earlier)
+        let settings = AgentSettings {
+            tool_output_max_chars: 1_000,
+            ..AgentSettings::default()
+        };
+        view_message(&catalog, &EstimatedTokens, &message, &settings, earlier)
     }
 
     fn call(id: &str) -> ChatMessage {

@@ -8,7 +8,8 @@
 //!   the system, since Anthropic has no system role in `messages`.
 //! - An assistant turn becomes `text` and `tool_use` blocks; the tool messages after it become
 //!   `tool_result` blocks of one user message, in the order of the calls (`is_error` for results
-//!   the loop wrote as errors).
+//!   the loop wrote as errors), with the images a tool returned as `image` blocks of its result.
+//! - A user's attachments are `image` and `document` blocks after the message's text.
 //! - Messages of one role in a row merge into one message: Anthropic wants the roles to
 //!   alternate, beginning with the user.
 //! - A call offered no tools (a plan, a review) shows earlier tool calls and results as text:
@@ -20,6 +21,8 @@ use agentloop_core::protocol::{ChatMessage, Role, ToolCall};
 use agentloop_core::{ModelRequest, ToolChoice, is_tool_error_message};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+use crate::attachments;
 
 #[derive(Debug, Serialize)]
 pub(crate) struct MessagesRequest<'a> {
@@ -138,10 +141,14 @@ fn text_block(text: &str) -> Value {
 fn convert(message: &ChatMessage, as_blocks: bool) -> Message {
     let text = message.text_content();
     match message.role {
-        Role::User => Message {
-            role: USER,
-            content: non_empty_text(text),
-        },
+        Role::User => {
+            let mut content = non_empty_text(text);
+            content.extend(attachments::anthropic_blocks(&message.attachments));
+            Message {
+                role: USER,
+                content,
+            }
+        }
         Role::System => Message {
             role: USER,
             content: non_empty_text(text)
@@ -170,8 +177,13 @@ fn convert(message: &ChatMessage, as_blocks: bool) -> Message {
             let id = message.tool_call_id.as_deref().unwrap_or_default();
             let block = if as_blocks {
                 let mut block = json!({"type": "tool_result", "tool_use_id": tool_use_id(id)});
-                // Anthropic refuses an empty text; a result without content is allowed.
-                if !text.is_empty() {
+                // Anthropic refuses an empty text; a result without content is allowed. Images
+                // a tool returned are blocks of its result.
+                if !message.attachments.is_empty() {
+                    let mut content = non_empty_text(text);
+                    content.extend(attachments::anthropic_blocks(&message.attachments));
+                    block["content"] = Value::from(content);
+                } else if !text.is_empty() {
                     block["content"] = Value::from(text);
                 }
                 if is_tool_error_message(text) {
@@ -181,9 +193,13 @@ fn convert(message: &ChatMessage, as_blocks: bool) -> Message {
             } else {
                 text_block(&format!("[result of the call {id}]\n{text}"))
             };
+            let mut content = vec![block];
+            if !as_blocks {
+                content.extend(attachments::anthropic_blocks(&message.attachments));
+            }
             Message {
                 role: USER,
-                content: vec![block],
+                content,
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The body of `POST {base_url}/responses`, built from a [`ModelRequest`] of chat messages
 //! written by any provider: system, user and assistant text as `message` items, tool calls as
 //! `function_call` items (after the reasoning items that led to them, when this client saw that
-//! reply), tool results as `function_call_output` items.
+//! reply), tool results as `function_call_output` items. Attachments go as `input_image` and
+//! `input_file` content, in a user message or in a tool's output.
 
 use agentloop_core::protocol::Role;
 use agentloop_core::{ModelRequest, ToolChoice};
@@ -9,6 +10,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::reasoning::ReasoningCache;
+use crate::attachments;
 
 #[derive(Debug, Serialize)]
 pub(crate) struct ResponsesRequest<'a> {
@@ -43,6 +45,13 @@ impl<'a> ResponsesRequest<'a> {
         for message in &request.messages {
             let text = message.text_content();
             match message.role {
+                Role::User if !message.attachments.is_empty() => {
+                    input.push(json!({
+                        "type": "message",
+                        "role": "user",
+                        "content": attachments::responses_parts(text, &message.attachments),
+                    }));
+                }
                 Role::System | Role::User => {
                     input.push(json!({
                         "type": "message",
@@ -70,7 +79,14 @@ impl<'a> ResponsesRequest<'a> {
                 Role::Tool => input.push(json!({
                     "type": "function_call_output",
                     "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
-                    "output": text,
+                    // With images, the output is content: its text, then the images.
+                    "output": match message.attachments.is_empty() {
+                        true => Value::from(text),
+                        false => Value::from(attachments::responses_parts(
+                            text,
+                            &message.attachments,
+                        )),
+                    },
                 })),
             }
         }

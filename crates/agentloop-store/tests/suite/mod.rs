@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of the helpers
 
+mod attachments;
 mod begin;
 mod data;
 mod durable;
@@ -26,6 +27,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
 #[allow(unused_imports)] // the backend-specific tests of some binaries build data too
+pub use attachments::*;
 pub use begin::*;
 pub use data::*;
 pub use durable::*;
@@ -112,6 +114,7 @@ macro_rules! suite_tests {
             a_regenerated_answer_supersedes_the_last_exchange,
             a_regenerated_answer_replaces_the_exchanges_from_the_run_named,
             a_regeneration_refused_at_its_beginning_supersedes_nothing,
+            an_attachment_is_stored_once_and_read_back_for_the_model,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {

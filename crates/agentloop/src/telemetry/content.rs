@@ -34,6 +34,7 @@ pub(super) fn output_messages(reply: &ModelReply) -> String {
         content: reply.content.clone(),
         tool_calls: reply.tool_calls.clone(),
         tool_call_id: None,
+        attachments: Vec::new(),
     };
     let finish = reply.finish_reason.as_deref().unwrap_or("stop");
     Value::Array(vec![message_json(&message, Some(finish))]).to_string()

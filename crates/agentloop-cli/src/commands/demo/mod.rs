@@ -63,6 +63,7 @@ pub async fn execute(global: GlobalArgs, args: DemoArgs) -> anyhow::Result<ExitC
             workflow: None,
             record: None,
             replay: None,
+            attach: Vec::new(),
         };
         let code = crate::commands::run::run_config(&config, run, |session| {
             format!("agentloop demo --session {session}")

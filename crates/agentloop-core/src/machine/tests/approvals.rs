@@ -32,6 +32,7 @@ fn machine_on(catalog: Arc<ToolCatalog>) -> RunMachine {
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "clean up".into(),
+        attachments: Vec::new(),
         history: Vec::new(),
         system_prompt: "S".into(),
         model: None,

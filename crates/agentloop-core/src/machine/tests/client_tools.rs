@@ -17,6 +17,7 @@ fn machine_with_policy(policy: crate::policy::RunPolicy) -> RunMachine {
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "show it".into(),
+        attachments: Vec::new(),
         history: Vec::new(),
         system_prompt: "S".into(),
         model: None,

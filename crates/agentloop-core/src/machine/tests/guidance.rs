@@ -39,6 +39,7 @@ fn guided(configure: impl FnOnce(&mut AgentSettings)) -> RunMachine {
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What does Alex say about Q4?".into(),
+        attachments: Vec::new(),
         history: Vec::new(),
         system_prompt: "SYSTEM".into(),
         model: None,

@@ -38,6 +38,7 @@ fn machine_with(settings: AgentSettings, tools: &[&str]) -> RunMachine {
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
+        attachments: Vec::new(),
         history: Vec::new(),
         system_prompt: "SYSTEM".into(),
         model: None,
@@ -647,6 +648,7 @@ fn history_comes_between_the_system_prompt_and_the_new_question() {
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "What is up?".into(),
+        attachments: Vec::new(),
         history: vec![
             ChatMessage::user("Show me my accounts"),
             ChatMessage::assistant("You have: My Website (123456)"),

@@ -23,6 +23,7 @@ fn machine_with_policy(policy: RunPolicy) -> RunMachine {
         run_id: Uuid::nil(),
         session_id: Uuid::nil(),
         query: "q".into(),
+        attachments: Vec::new(),
         history: Vec::new(),
         system_prompt: "S".into(),
         model: None,
