@@ -271,6 +271,39 @@ async fn tools_lists_each_servers_tools_with_their_classification() {
         names.contains(&"test.add") && names.contains(&"test.crash"),
         "{names:?}"
     );
+
+    // A tool's title, hints and output schema, as the server declared them.
+    let tool = |name: &str| {
+        value["servers"][0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|tool| tool["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let forecast = tool("test.forecast");
+    assert_eq!(forecast["title"], "Weather forecast");
+    assert_eq!(
+        forecast["annotations"],
+        json!({"read_only_hint": true, "open_world_hint": true})
+    );
+    assert_eq!(
+        forecast["output_schema"]["required"],
+        json!(["temperature", "conditions"])
+    );
+    let echo = tool("test.echo");
+    assert_eq!(echo["annotations"], json!({"read_only_hint": true}));
+    assert!(echo.get("title").is_none() && echo.get("output_schema").is_none());
+    // The title shows in the listing for people.
+    let forecast_line = listing
+        .lines()
+        .find(|line| line.contains("test.forecast"))
+        .unwrap_or_default();
+    assert!(
+        forecast_line.contains("Weather forecast: Forecasts the weather"),
+        "{listing}"
+    );
 }
 
 #[tokio::test]

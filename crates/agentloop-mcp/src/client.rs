@@ -3,12 +3,18 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use agentloop_core::ToolProgress;
 use rmcp::{
     ClientHandler, RoleClient,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
+    model::{
+        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
+        ProtocolVersion,
+    },
     service::{NotificationContext, RunningService},
 };
 use tokio::sync::watch;
+
+use crate::notices::{Notices, log_message};
 
 /// A running rmcp client session with one server.
 pub(crate) type Service = RunningService<RoleClient, Client>;
@@ -63,18 +69,19 @@ impl Changes {
     }
 }
 
-/// The rmcp client handler of every session: the handshake's client info, and
-/// `notifications/tools/list_changed` turned into a [`Changes`] bump.
+/// The rmcp client handler of every session: the handshake's client info, and the server's
+/// notifications routed by [`Notices`] (`tools/list_changed` a [`Changes`] bump, progress to
+/// its call, log messages to agentloop's log).
 pub(crate) struct Client {
     server: String,
-    changes: Changes,
+    notices: Notices,
 }
 
 impl Client {
-    pub(crate) fn new(server: &str, changes: Changes) -> Self {
+    pub(crate) fn new(server: &str, notices: Notices) -> Self {
         Self {
             server: server.to_owned(),
-            changes,
+            notices,
         }
     }
 }
@@ -93,6 +100,33 @@ impl ClientHandler for Client {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "MCP server changed its tool list");
-        self.changes.bump();
+        self.notices.tools.bump();
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let progress = ToolProgress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        };
+        self.notices
+            .progress
+            .deliver(&params.progress_token, progress);
+    }
+
+    #[expect(
+        deprecated,
+        reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
+    )]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        log_message(&self.server, &params);
     }
 }

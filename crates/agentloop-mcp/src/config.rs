@@ -62,6 +62,11 @@ pub struct McpServerConfig {
     /// The longest wait between two restarts.
     #[serde(default = "default_restart_backoff_max_s")]
     pub restart_backoff_max_s: f64,
+    /// The longest a call of any of the server's tools may take in all, however often it
+    /// reports progress (each report starts the call's `timeout_s` again); unlimited when
+    /// absent. `[tools."NAME.tool"] max_duration_s` sets it for one tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_s: Option<f64>,
 }
 
 fn default_startup_timeout_s() -> f64 {
@@ -109,6 +114,7 @@ impl McpServerConfig {
             max_restarts: DEFAULT_MAX_RESTARTS,
             restart_backoff_s: DEFAULT_RESTART_BACKOFF_S,
             restart_backoff_max_s: DEFAULT_RESTART_BACKOFF_MAX_S,
+            max_duration_s: None,
         }
     }
 
@@ -138,6 +144,12 @@ impl McpServerConfig {
 
     pub fn with_startup_timeout_s(mut self, seconds: f64) -> Self {
         self.startup_timeout_s = seconds;
+        self
+    }
+
+    /// Caps every call of the server's tools at `seconds` in all.
+    pub fn with_max_duration_s(mut self, seconds: f64) -> Self {
+        self.max_duration_s = Some(seconds);
         self
     }
 
@@ -206,6 +218,13 @@ impl McpServerConfig {
                 "{key} must be a positive number of seconds, got {}",
                 self.restart_backoff_s
             );
+            return Err(InvalidSetting::new(key, message));
+        }
+        if let Some(seconds) = self.max_duration_s
+            && self.max_duration().is_none()
+        {
+            let key = format!("mcp_servers.{name}.max_duration_s");
+            let message = format!("{key} must be a positive number of seconds, got {seconds}");
             return Err(InvalidSetting::new(key, message));
         }
         if self.restart_backoff_max().is_none()
@@ -304,6 +323,11 @@ impl McpServerConfig {
     /// The longest wait between restarts, or `None` when it is not a usable duration.
     pub(crate) fn restart_backoff_max(&self) -> Option<Duration> {
         positive_duration(self.restart_backoff_max_s)
+    }
+
+    /// The cap on a call of the server's tools, when there is a usable one.
+    pub(crate) fn max_duration(&self) -> Option<Duration> {
+        self.max_duration_s.and_then(positive_duration)
     }
 }
 

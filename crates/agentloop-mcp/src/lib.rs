@@ -20,6 +20,7 @@ mod http_limit;
 mod lifeline;
 mod line_limit;
 mod message_limit;
+mod notices;
 mod process;
 mod result;
 mod source;

@@ -8,10 +8,10 @@ use tokio::sync::watch;
 
 use crate::{
     McpError, McpServerConfig,
-    client::Changes,
     config::unusable_startup_timeout,
     connection::{Connection, Link},
     http::HttpLink,
+    notices::Notices,
     stdio::launch,
     supervisor::supervise,
     tool::McpTool,
@@ -92,11 +92,13 @@ async fn connect_stdio(
     config: &McpServerConfig,
     timeout: Duration,
 ) -> Result<McpSource, McpError> {
-    let changes = Changes::new();
+    let notices = Notices::new();
     let started = tokio::time::Instant::now();
-    let link = launch(name, program, config, changes.clone()).await?;
+    let link = launch(name, program, config, notices.clone()).await?;
     let lifeline = link.lifeline().clone();
-    let listed = start(name, Connection::stdio(name, changes, link));
+    let connection =
+        Connection::stdio(name, notices, link).with_max_duration(config.max_duration());
+    let listed = start(name, connection);
     match tokio::time::timeout(timeout.saturating_sub(started.elapsed()), listed).await {
         Ok(listed) => listed,
         Err(_elapsed) => Err(McpError::StartupTimeout {
@@ -113,12 +115,13 @@ async fn connect_http(
     config: &McpServerConfig,
     timeout: Duration,
 ) -> Result<McpSource, McpError> {
-    let changes = Changes::new();
+    let notices = Notices::new();
     let started = async {
-        let link = HttpLink::connect(name, url, config, timeout, changes.clone()).await?;
+        let link = HttpLink::connect(name, url, config, timeout, notices.clone()).await?;
         start(
             name,
-            Connection::new(name, changes, Link::Http(Box::new(link))),
+            Connection::new(name, notices, Link::Http(Box::new(link)))
+                .with_max_duration(config.max_duration()),
         )
         .await
     };

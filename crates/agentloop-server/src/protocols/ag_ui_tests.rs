@@ -595,3 +595,32 @@ fn the_result_of_a_frontend_tool_the_request_brought_is_not_sent_back() {
     assert_eq!(results.len(), 1);
     assert_eq!(results[0]["toolCallId"], call("s1"));
 }
+
+#[test]
+fn a_calls_progress_is_a_custom_event_naming_its_tool_call() {
+    let mut stream = stream();
+    let events = events(
+        &mut stream,
+        vec![EventKind::ToolProgress {
+            call_id: "c1".into(),
+            tool: "test.progress".into(),
+            progress: 3.0,
+            total: None,
+            message: None,
+        }],
+    );
+    let progress = events
+        .iter()
+        .find(|event| event["name"] == "agentloop.tool_progress")
+        .expect("a tool_progress event");
+    assert_eq!(
+        progress["value"],
+        json!({
+            "toolCallId": call("c1"),
+            "tool": "test.progress",
+            "progress": 3.0,
+            "total": null,
+            "message": null,
+        })
+    );
+}

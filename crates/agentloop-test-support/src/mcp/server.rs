@@ -5,6 +5,8 @@
 //!
 //! Besides its fixed tools, the server offers the tools `add_tool` created: they are shared by
 //! every session of the process and announced with `notifications/tools/list_changed`.
+// rmcp marks logging deprecated (SEP-2577); servers still send it, and the `progress` tool does.
+#![allow(deprecated)]
 
 use std::{
     collections::BTreeSet,
@@ -20,7 +22,8 @@ use rmcp::{
     handler::server::{tool::ToolCallContext, wrapper::Parameters},
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        JsonObject, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
+        JsonObject, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+        PaginatedRequestParams, ProgressNotificationParam, RequestMetaObject, ServerCapabilities,
         ServerConfig, Tool,
     },
     schemars,
@@ -88,6 +91,36 @@ pub struct SlowRecordArgs {
     pub note: String,
     /// How long the call takes after it logged its start, in milliseconds.
     pub ms: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ForecastArgs {
+    /// The city to forecast.
+    pub city: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgressArgs {
+    /// How many steps to take, each reported with `notifications/progress`.
+    pub steps: u32,
+    /// How long each step takes, in milliseconds.
+    pub ms: u64,
+}
+
+/// The `outputSchema` of `forecast` and `bad_forecast`.
+pub fn forecast_schema() -> Arc<JsonObject> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "temperature": {"type": "number"},
+            "conditions": {"type": "string"}
+        },
+        "required": ["temperature", "conditions"]
+    });
+    Arc::new(match schema {
+        Value::Object(schema) => schema,
+        _ => JsonObject::new(),
+    })
 }
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -297,6 +330,77 @@ impl TestMcpServer {
     }
 
     #[tool(
+        title = "Weather forecast",
+        description = "Forecasts the weather of a city, as a structured result",
+        output_schema = forecast_schema(),
+        annotations(read_only_hint = true, open_world_hint = true)
+    )]
+    async fn forecast(&self, Parameters(args): Parameters<ForecastArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("forecast", &args) {
+            return log_failure(error);
+        }
+        let mut result =
+            CallToolResult::structured(json!({"temperature": 21.5, "conditions": "Sunny"}));
+        result.content = vec![ContentBlock::text(format!(
+            "21.5 and sunny in {}",
+            args.city
+        ))];
+        result
+    }
+
+    #[tool(
+        description = "Declares the output schema of forecast but answers with a structured \
+                       result that does not fit it",
+        output_schema = forecast_schema(),
+        annotations(read_only_hint = true)
+    )]
+    async fn bad_forecast(&self, Parameters(args): Parameters<ForecastArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("bad_forecast", &args) {
+            return log_failure(error);
+        }
+        CallToolResult::structured(json!({"temperature": "hot"}))
+    }
+
+    #[tool(
+        description = "Takes the given steps, each of the given milliseconds, reporting each \
+                       with notifications/progress; logs its start and end with \
+                       notifications/message (info, then warning)",
+        annotations(read_only_hint = true)
+    )]
+    async fn progress(
+        &self,
+        Parameters(args): Parameters<ProgressArgs>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> CallToolResult {
+        if let Err(error) = self.log_call("progress", &args) {
+            return log_failure(error);
+        }
+        let log = |level, text: String| {
+            let mut message = LoggingMessageNotificationParam::new(level, json!(text));
+            message.logger = Some("progress".to_owned());
+            peer.notify_logging_message(message)
+        };
+        // A client that cannot take notifications gets its result all the same.
+        let _ = log(LoggingLevel::Info, format!("starting {} steps", args.steps)).await;
+        let token = meta.get_progress_token();
+        for step in 1..=args.steps {
+            tokio::time::sleep(Duration::from_millis(args.ms)).await;
+            if let Some(token) = &token {
+                let progress = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(f64::from(args.steps))
+                    .with_message(format!("step {step}"));
+                let _ = peer.notify_progress(progress).await;
+            }
+        }
+        let _ = log(LoggingLevel::Warning, format!("took {} steps", args.steps)).await;
+        CallToolResult::success(vec![ContentBlock::text(format!(
+            "took {} steps",
+            args.steps
+        ))])
+    }
+
+    #[tool(
         description = "Makes the server offer an extra tool of the given name from now on, and \
                        tells the client its tools changed",
         annotations(read_only_hint = false, destructive_hint = false)
@@ -328,6 +432,7 @@ impl ServerHandler for TestMcpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new(

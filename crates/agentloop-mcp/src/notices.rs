@@ -1,0 +1,118 @@
+//! What a server tells agentloop without being asked, routed to whoever waits for it: changes
+//! of its lists, the progress of a call, its log messages.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use agentloop_core::ToolProgress;
+#[expect(
+    deprecated,
+    reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
+)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressToken};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::client::Changes;
+
+/// Shared by a server's source, its connection and the rmcp handler of each of its sessions
+/// (a restart or a new HTTP session keeps them).
+#[derive(Debug, Clone)]
+pub(crate) struct Notices {
+    /// `notifications/tools/list_changed`, and new sessions.
+    pub(crate) tools: Changes,
+    pub(crate) progress: ProgressRoutes,
+}
+
+impl Notices {
+    pub(crate) fn new() -> Self {
+        Self {
+            tools: Changes::new(),
+            progress: ProgressRoutes::default(),
+        }
+    }
+
+    /// Nothing waits for anything any more: the source shut down.
+    pub(crate) fn close(&self) {
+        self.tools.close();
+    }
+}
+
+/// Where the progress of each call in flight goes, by the progress token of its request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProgressRoutes {
+    routes: Arc<Mutex<HashMap<ProgressToken, UnboundedSender<ToolProgress>>>>,
+}
+
+impl ProgressRoutes {
+    /// Routes the progress of the request with `token` to `sender` until the guard is dropped.
+    pub(crate) fn route(
+        &self,
+        token: ProgressToken,
+        sender: UnboundedSender<ToolProgress>,
+    ) -> ProgressRoute {
+        self.lock().insert(token.clone(), sender);
+        ProgressRoute {
+            routes: self.clone(),
+            token,
+        }
+    }
+
+    /// Hands a report to its call; a report of a call that ended is dropped.
+    pub(crate) fn deliver(&self, token: &ProgressToken, progress: ToolProgress) {
+        if let Some(sender) = self.lock().get(token) {
+            let _ = sender.send(progress);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<ProgressToken, UnboundedSender<ToolProgress>>> {
+        // Only whole entries are inserted and removed: a poisoned lock holds nothing broken.
+        self.routes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Removes its route when dropped: with the call's answer, or the call itself.
+pub(crate) struct ProgressRoute {
+    routes: ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        self.routes.lock().remove(&self.token);
+    }
+}
+
+/// A server's `notifications/message` in agentloop's log, at the matching level: debug at
+/// debug, info and notice at info, warning at warn, error and above at error.
+#[expect(
+    deprecated,
+    reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
+)]
+pub(crate) fn log_message(server: &str, message: &LoggingMessageNotificationParam) {
+    let logger = message.logger.as_deref().unwrap_or_default();
+    let data = match &message.data {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match message.level {
+        LoggingLevel::Debug => {
+            tracing::debug!(target: "agentloop_mcp::server_log", server, logger, "{data}")
+        }
+        LoggingLevel::Info | LoggingLevel::Notice => {
+            tracing::info!(target: "agentloop_mcp::server_log", server, logger, "{data}")
+        }
+        LoggingLevel::Warning => {
+            tracing::warn!(target: "agentloop_mcp::server_log", server, logger, "{data}")
+        }
+        LoggingLevel::Error
+        | LoggingLevel::Critical
+        | LoggingLevel::Alert
+        | LoggingLevel::Emergency => {
+            tracing::error!(target: "agentloop_mcp::server_log", server, logger, "{data}")
+        }
+    }
+}
