@@ -307,6 +307,51 @@ async fn tools_lists_each_servers_tools_with_their_classification() {
 }
 
 #[tokio::test]
+async fn resources_and_prompts_list_what_each_server_offers() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "http://127.0.0.1:9/v1", "");
+
+    let output = agentloop(dir.path(), &["resources"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert!(
+        listing.contains("test (2 resources, 1 template)"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("note://greeting  greeting  A greeting, text/plain"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("note://{name}  note  A note of the given name"),
+        "{listing}"
+    );
+
+    let output = agentloop(dir.path(), &["resources", "--json"]).await;
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["servers"][0]["server"], "test");
+    assert_eq!(value["servers"][0]["resources"][1]["uri"], "blob://logo");
+    assert_eq!(
+        value["servers"][0]["templates"][0]["uri_template"],
+        "note://{name}"
+    );
+
+    let output = agentloop(dir.path(), &["prompts"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert!(
+        listing.contains("summarize(topic)  Asks for a summary of a topic"),
+        "{listing}"
+    );
+    let output = agentloop(dir.path(), &["prompts", "--json"]).await;
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        value["servers"][0]["prompts"][0]["arguments"],
+        json!([{"name": "topic", "description": "What to summarize", "required": true}])
+    );
+}
+
+#[tokio::test]
 async fn a_server_that_cannot_start_is_reported_and_the_run_goes_on() {
     let llm = ScriptedLlm::start(vec![Reply::text("I can still answer.")]).await;
     let dir = tempfile::tempdir().unwrap();

@@ -103,6 +103,25 @@ impl ClientHandler for Client {
         self.notices.tools.bump();
     }
 
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "MCP server changed its resource list");
+        self.notices.resources.bump();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        tracing::debug!(server = %self.server, uri = %params.uri, "MCP server updated a resource");
+        self.notices.resources.bump();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "MCP server changed its prompt list");
+        self.notices.prompts.bump();
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,

@@ -384,6 +384,15 @@ fn validate_server_name(name: &str) -> Result<(), InvalidSetting> {
             "mcp_servers: a server name must not be empty",
         ));
     }
+    if name == crate::READ_RESOURCE_SOURCE {
+        return Err(InvalidSetting::new(
+            format!("mcp_servers.{name}"),
+            format!(
+                "mcp_servers.{name}: the name {name} is agentloop's own (its tool \
+                 {name}.read_resource reads the servers' resources); give the server another name"
+            ),
+        ));
+    }
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')

@@ -1,6 +1,6 @@
 //! A connected server, whichever way it is reached: what its tools and its source share.
 
-use std::time::Duration;
+use std::{future::Future, time::Duration};
 
 use agentloop_core::{
     ToolError, ToolOutput, ToolProgress,
@@ -152,6 +152,20 @@ impl Connection {
             Link::Http(link) => link.run(request).await,
         };
         call_output(response.map_err(|error| self.explain(error))?)
+    }
+
+    /// Runs `request` on the server's current session, with what agentloop does about a server
+    /// that cannot be reached added to its error.
+    pub(crate) async fn request<T, F, Fut>(&self, request: F) -> Result<T, ToolError>
+    where
+        F: Fn(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let answer = match &self.link {
+            Link::Stdio(slot) => slot.current().run(request).await,
+            Link::Http(link) => link.run(request).await,
+        };
+        answer.map_err(|error| self.explain(error))
     }
 
     pub(crate) async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, ToolError> {

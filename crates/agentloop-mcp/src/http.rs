@@ -259,7 +259,7 @@ impl HttpLink {
                 drop(session);
                 self.unreachable.send_replace(None);
                 // The new session may offer other tools than the one it replaces.
-                self.notices.tools.bump();
+                self.notices.new_session();
                 tracing::info!(server = %self.server, "opened a new MCP session");
                 return Ok(peer);
             }

@@ -22,6 +22,10 @@ use crate::client::Changes;
 pub(crate) struct Notices {
     /// `notifications/tools/list_changed`, and new sessions.
     pub(crate) tools: Changes,
+    /// `notifications/resources/list_changed` and `resources/updated`, and new sessions.
+    pub(crate) resources: Changes,
+    /// `notifications/prompts/list_changed`, and new sessions.
+    pub(crate) prompts: Changes,
     pub(crate) progress: ProgressRoutes,
 }
 
@@ -29,13 +33,24 @@ impl Notices {
     pub(crate) fn new() -> Self {
         Self {
             tools: Changes::new(),
+            resources: Changes::new(),
+            prompts: Changes::new(),
             progress: ProgressRoutes::default(),
         }
+    }
+
+    /// A new session may offer other lists than the one it replaces.
+    pub(crate) fn new_session(&self) {
+        self.tools.bump();
+        self.resources.bump();
+        self.prompts.bump();
     }
 
     /// Nothing waits for anything any more: the source shut down.
     pub(crate) fn close(&self) {
         self.tools.close();
+        self.resources.close();
+        self.prompts.close();
     }
 }
 

@@ -63,6 +63,11 @@ pub(crate) fn tool_output(result: CallToolResult) -> Result<ToolOutput, ToolErro
     })
 }
 
+/// The text of one block: its text, or a short placeholder.
+pub(crate) fn block_text(block: &ContentBlock) -> String {
+    render_block(block).0
+}
+
 /// The text of one block, and whether it is real text rather than a placeholder.
 fn render_block(block: &ContentBlock) -> (String, bool) {
     match block {

@@ -12,6 +12,9 @@ use crate::{
     connection::{Connection, Link},
     http::HttpLink,
     notices::Notices,
+    resources::{
+        self, McpPrompt, McpPromptMessage, McpResource, McpResourceContent, McpResourceTemplate,
+    },
     stdio::launch,
     supervisor::supervise,
     tool::McpTool,
@@ -68,6 +71,57 @@ impl McpSource {
     /// from now on.
     pub async fn shutdown(&self) {
         self.connection.shutdown().await;
+    }
+
+    /// Whether the server offers resources (its `initialize` answer has the capability).
+    pub async fn offers_resources(&self) -> bool {
+        resources::offers(&self.connection).await.resources
+    }
+
+    /// Whether the server offers prompts.
+    pub async fn offers_prompts(&self) -> bool {
+        resources::offers(&self.connection).await.prompts
+    }
+
+    /// The resources the server lists now (`resources/list`, every page).
+    pub async fn resources(&self) -> Result<Vec<McpResource>, ToolError> {
+        resources::list_resources(&self.connection).await
+    }
+
+    /// The resource templates the server lists now (`resources/templates/list`).
+    pub async fn resource_templates(&self) -> Result<Vec<McpResourceTemplate>, ToolError> {
+        resources::list_resource_templates(&self.connection).await
+    }
+
+    /// Reads the resource `uri` (`resources/read`): each of its contents.
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<McpResourceContent>, ToolError> {
+        resources::read_resource(&self.connection, uri).await
+    }
+
+    /// The prompts the server lists now (`prompts/list`).
+    pub async fn prompts(&self) -> Result<Vec<McpPrompt>, ToolError> {
+        resources::list_prompts(&self.connection).await
+    }
+
+    /// The messages of the prompt `name` with `arguments` (`prompts/get`).
+    pub async fn prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<McpPromptMessage>, ToolError> {
+        resources::get_prompt(&self.connection, name, arguments).await
+    }
+
+    /// A counter that moves when the server's resources change (`resources/list_changed`,
+    /// `resources/updated`, a new session); closed once the source shuts down.
+    pub fn resource_changes(&self) -> watch::Receiver<u64> {
+        self.connection.notices().resources.subscribe()
+    }
+
+    /// A counter that moves when the server's prompts change (`prompts/list_changed`, a new
+    /// session); closed once the source shuts down.
+    pub fn prompt_changes(&self) -> watch::Receiver<u64> {
+        self.connection.notices().prompts.subscribe()
     }
 
     /// Lists the tools and keeps them with the value of the change counter read before asking,

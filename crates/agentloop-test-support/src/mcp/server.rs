@@ -21,10 +21,14 @@ use rmcp::{
     ErrorData, Peer, RoleServer, ServerHandler,
     handler::server::{tool::ToolCallContext, wrapper::Parameters},
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        JsonObject, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-        PaginatedRequestParams, ProgressNotificationParam, RequestMetaObject, ServerCapabilities,
-        ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+        ProgressNotificationParam, Prompt, PromptArgument, PromptMessage,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
+        Resource, ResourceContents, ResourceTemplate, Role as PromptMessageRole,
+        ServerCapabilities, ServerConfig, Tool,
     },
     schemars,
     service::RequestContext,
@@ -39,6 +43,12 @@ pub const LOG_ENV: &str = "AGENTLOOP_TEST_MCP_LOG";
 /// The `_meta` key under which agentloop sends a call's idempotency key (the same as
 /// `agentloop_mcp::IDEMPOTENCY_KEY_META`; written out so that the server needs no agentloop).
 pub const IDEMPOTENCY_KEY_META: &str = "agentloop/idempotency-key";
+
+/// The URI of the test server's text resource, and its text.
+pub const GREETING_URI: &str = "note://greeting";
+pub const GREETING_TEXT: &str = "hello from a resource";
+/// The URI of the test server's binary resource (four bytes of PNG).
+pub const LOGO_URI: &str = "blob://logo";
 
 /// The exit status of the server after a `crash` call.
 pub const CRASH_EXIT_STATUS: i32 = 3;
@@ -433,6 +443,9 @@ impl ServerHandler for TestMcpServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_prompts()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -461,6 +474,96 @@ impl ServerHandler for TestMcpServer {
         }
         let call = ToolCallContext::new(self, request, context);
         Self::tool_router().call(call).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut greeting = Resource::new(GREETING_URI, "greeting");
+        greeting.title = Some("A greeting".to_owned());
+        greeting.mime_type = Some("text/plain".to_owned());
+        let mut logo = Resource::new(LOGO_URI, "logo");
+        logo.mime_type = Some("image/png".to_owned());
+        Ok(ListResourcesResult::with_all_items(vec![greeting, logo]))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut note = ResourceTemplate::new("note://{name}", "note");
+        note.description = Some("A note of the given name".to_owned());
+        Ok(ListResourceTemplatesResult::with_all_items(vec![note]))
+    }
+
+    /// `note://greeting` is text, `blob://logo` four bytes of PNG, `note://NAME` the text
+    /// `note NAME`; anything else is not found.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let contents = if uri == GREETING_URI {
+            ResourceContents::text(GREETING_TEXT, &uri).with_mime_type("text/plain")
+        } else if uri == LOGO_URI {
+            ResourceContents::blob("iVBORw==", &uri).with_mime_type("image/png")
+        } else if let Some(name) = uri.strip_prefix("note://") {
+            ResourceContents::text(format!("note {name}"), &uri)
+        } else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {uri}"),
+                None,
+            ));
+        };
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![contents],
+        )))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let topic = PromptArgument::new("topic")
+            .with_description("What to summarize")
+            .with_required(true);
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            "summarize",
+            Some("Asks for a summary of a topic"),
+            Some(vec![topic]),
+        )]))
+    }
+
+    /// `summarize {topic}`: an assistant's offer, then the user's request.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != "summarize" {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", request.name),
+                None,
+            ));
+        }
+        let topic = request
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get("topic"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| ErrorData::invalid_params("the argument topic is required", None))?;
+        Ok(GetPromptResponse::Complete(GetPromptResult::new(vec![
+            PromptMessage::new_text(PromptMessageRole::Assistant, "What shall I summarize?"),
+            PromptMessage::new_text(
+                PromptMessageRole::User,
+                format!("Summarize what you know about {topic}."),
+            ),
+        ])))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
