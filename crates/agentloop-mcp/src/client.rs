@@ -1,8 +1,6 @@
 //! agentloop's side of an MCP session: what it tells the server about itself, and what it does
 //! with the server's notifications.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-
 use agentloop_core::ToolProgress;
 use rmcp::{
     ClientHandler, RoleClient,
@@ -12,65 +10,14 @@ use rmcp::{
     },
     service::{NotificationContext, RunningService},
 };
-use tokio::sync::watch;
 
 use crate::notices::{Notices, log_message};
 
 /// A running rmcp client session with one server.
 pub(crate) type Service = RunningService<RoleClient, Client>;
 
-/// Counts the changes of a server's tool list; [`crate::McpSource::changes`] hands out
-/// receivers, [`crate::McpSource::tools`] lists again when it moved. Closed when the source
-/// shuts down, which ends whatever waits for changes.
-#[derive(Debug, Clone)]
-pub(crate) struct Changes {
-    /// `None` once closed.
-    sender: Arc<Mutex<Option<watch::Sender<u64>>>>,
-    /// Reads the count after closing too.
-    count: watch::Receiver<u64>,
-}
-
-impl Changes {
-    pub(crate) fn new() -> Self {
-        let (sender, count) = watch::channel(0);
-        Self {
-            sender: Arc::new(Mutex::new(Some(sender))),
-            count,
-        }
-    }
-
-    pub(crate) fn bump(&self) {
-        if let Some(sender) = &*self.lock() {
-            sender.send_modify(|count| *count = count.wrapping_add(1));
-        }
-    }
-
-    pub(crate) fn current(&self) -> u64 {
-        *self.count.borrow()
-    }
-
-    /// A receiver that has seen the current count.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
-        match &*self.lock() {
-            Some(sender) => sender.subscribe(),
-            None => self.count.clone(),
-        }
-    }
-
-    pub(crate) fn close(&self) {
-        drop(self.lock().take());
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<watch::Sender<u64>>> {
-        // The sender is only ever taken whole, so a poisoned lock holds nothing broken.
-        self.sender
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
 /// The rmcp client handler of every session: the handshake's client info, and the server's
-/// notifications routed by [`Notices`] (`tools/list_changed` a [`Changes`] bump, progress to
+/// notifications routed by [`Notices`] (a list changed: a counter bumped, progress to
 /// its call, log messages to agentloop's log).
 pub(crate) struct Client {
     server: String,

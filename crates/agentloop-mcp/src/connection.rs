@@ -18,9 +18,8 @@ use rmcp::{
 use tokio::sync::{mpsc::UnboundedSender, watch};
 
 use crate::{
-    client::Changes,
     http::HttpLink,
-    notices::{Notices, ProgressRoutes},
+    notices::{Changes, Notices, ProgressRoutes},
     result::call_output,
     stdio::{StdioLink, StdioSlot},
 };

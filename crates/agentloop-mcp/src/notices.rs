@@ -12,9 +12,7 @@ use agentloop_core::ToolProgress;
     reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
 )]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressToken};
-use tokio::sync::mpsc::UnboundedSender;
-
-use crate::client::Changes;
+use tokio::sync::{mpsc::UnboundedSender, watch};
 
 /// Shared by a server's source, its connection and the rmcp handler of each of its sessions
 /// (a restart or a new HTTP session keeps them).
@@ -51,6 +49,56 @@ impl Notices {
         self.tools.close();
         self.resources.close();
         self.prompts.close();
+    }
+}
+
+/// Counts the changes of one of a server's lists (its tools, resources or prompts); [`crate::McpSource::changes`] hands out
+/// receivers, [`crate::McpSource::tools`] lists again when it moved. Closed when the source
+/// shuts down, which ends whatever waits for changes.
+#[derive(Debug, Clone)]
+pub(crate) struct Changes {
+    /// `None` once closed.
+    sender: Arc<Mutex<Option<watch::Sender<u64>>>>,
+    /// Reads the count after closing too.
+    count: watch::Receiver<u64>,
+}
+
+impl Changes {
+    pub(crate) fn new() -> Self {
+        let (sender, count) = watch::channel(0);
+        Self {
+            sender: Arc::new(Mutex::new(Some(sender))),
+            count,
+        }
+    }
+
+    pub(crate) fn bump(&self) {
+        if let Some(sender) = &*self.lock() {
+            sender.send_modify(|count| *count = count.wrapping_add(1));
+        }
+    }
+
+    pub(crate) fn current(&self) -> u64 {
+        *self.count.borrow()
+    }
+
+    /// A receiver that has seen the current count.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        match &*self.lock() {
+            Some(sender) => sender.subscribe(),
+            None => self.count.clone(),
+        }
+    }
+
+    pub(crate) fn close(&self) {
+        drop(self.lock().take());
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<watch::Sender<u64>>> {
+        // The sender is only ever taken whole, so a poisoned lock holds nothing broken.
+        self.sender
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
