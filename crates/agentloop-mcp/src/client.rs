@@ -1,14 +1,21 @@
 //! agentloop's side of an MCP session: what it tells the server about itself, and what it does
 //! with the server's notifications.
 
+use std::sync::Arc;
+
 use agentloop_core::ToolProgress;
+#[expect(
+    deprecated,
+    reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
+)]
+use rmcp::model::{ListRootsResult, Root};
 use rmcp::{
-    ClientHandler, RoleClient,
+    ClientHandler, ErrorData, RoleClient,
     model::{
         ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
-        ProtocolVersion,
+        ProtocolVersion, RootsCapabilities,
     },
-    service::{NotificationContext, RunningService},
+    service::{NotificationContext, RequestContext, RunningService},
 };
 
 use crate::notices::{Notices, log_message};
@@ -22,27 +29,51 @@ pub(crate) type Service = RunningService<RoleClient, Client>;
 pub(crate) struct Client {
     server: String,
     notices: Notices,
+    /// `[mcp_servers.NAME] roots`, as URIs: the roots capability is declared only with some.
+    roots: Arc<[String]>,
 }
 
 impl Client {
-    pub(crate) fn new(server: &str, notices: Notices) -> Self {
+    pub(crate) fn new(server: &str, notices: Notices, roots: Arc<[String]>) -> Self {
         Self {
             server: server.to_owned(),
             notices,
+            roots,
         }
     }
 }
 
 impl ClientHandler for Client {
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if !self.roots.is_empty() {
+            // Fixed for the life of the process: no `roots/list_changed` is ever sent.
+            capabilities.roots = Some(RootsCapabilities::default());
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
         )
         // The legacy `initialize` handshake is what every server speaks today, over stdio and
         // over HTTP (where it also opens the session); it must name a version that still has
         // one.
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
+    )]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(
+            self.roots
+                .iter()
+                .map(|uri| Root::new(uri.as_str()))
+                .collect(),
+        ))
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

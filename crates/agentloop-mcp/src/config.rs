@@ -67,6 +67,11 @@ pub struct McpServerConfig {
     /// absent. `[tools."NAME.tool"] max_duration_s` sets it for one tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_duration_s: Option<f64>,
+    /// The directories (or `file://` URIs) the server may work in, advertised as its MCP roots
+    /// (`roots/list`); a relative path is relative to the configuration file. Without any, the
+    /// roots capability is not declared. Fixed for the life of the process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
 }
 
 fn default_startup_timeout_s() -> f64 {
@@ -115,6 +120,7 @@ impl McpServerConfig {
             restart_backoff_s: DEFAULT_RESTART_BACKOFF_S,
             restart_backoff_max_s: DEFAULT_RESTART_BACKOFF_MAX_S,
             max_duration_s: None,
+            roots: Vec::new(),
         }
     }
 
@@ -147,6 +153,35 @@ impl McpServerConfig {
         self
     }
 
+    /// Advertises `roots` (directories or `file://` URIs) to the server.
+    pub fn with_roots<I, S>(mut self, roots: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.roots = roots.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The roots as URIs: a URI as it is, a path as a `file://` URI (a relative one, which
+    /// [`McpServerConfig::resolve_cwd`] did not make absolute, against agentloop's own working
+    /// directory).
+    pub(crate) fn root_uris(&self) -> Vec<String> {
+        self.roots
+            .iter()
+            .map(|root| {
+                if root.contains("://") {
+                    return root.clone();
+                }
+                let path = std::path::absolute(root).unwrap_or_else(|_| PathBuf::from(root));
+                match reqwest::Url::from_file_path(&path) {
+                    Ok(url) => url.to_string(),
+                    Err(()) => format!("file://{}", path.display()),
+                }
+            })
+            .collect()
+    }
+
     /// Caps every call of the server's tools at `seconds` in all.
     pub fn with_max_duration_s(mut self, seconds: f64) -> Self {
         self.max_duration_s = Some(seconds);
@@ -171,6 +206,11 @@ impl McpServerConfig {
     /// starts a server without `cwd` in `base`. Servers reached over HTTP have no working
     /// directory and are left alone.
     pub fn resolve_cwd(&mut self, base: &Path) {
+        for root in &mut self.roots {
+            if !root.contains("://") && Path::new(root.as_str()).is_relative() {
+                *root = base.join(root.as_str()).to_string_lossy().into_owned();
+            }
+        }
         if self.is_http() {
             return;
         }

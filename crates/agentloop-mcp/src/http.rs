@@ -42,6 +42,7 @@ pub(crate) struct HttpLink {
     /// Bounds a new handshake after the server forgot the session, like the first one.
     handshake_timeout: Duration,
     notices: Notices,
+    roots: Arc<[String]>,
     session: Mutex<Session>,
     /// Held while a new session is opened, so that calls failing together open one.
     reopening: tokio::sync::Mutex<()>,
@@ -99,6 +100,7 @@ impl HttpLink {
             headers,
             handshake_timeout: timeout,
             notices,
+            roots: config.root_uris().into(),
             session: Mutex::new(Session {
                 service: None,
                 generation: 0,
@@ -133,7 +135,7 @@ impl HttpLink {
             },
             config,
         );
-        Client::new(&self.server, self.notices.clone())
+        Client::new(&self.server, self.notices.clone(), self.roots.clone())
             .serve(transport)
             .await
     }

@@ -84,8 +84,9 @@ impl StdioLink {
         transport: ChildTransport,
         lifeline: Arc<Lifeline>,
         notices: Notices,
+        roots: Arc<[String]>,
     ) -> Result<StdioLink, McpError> {
-        match Client::new(server, notices).serve(transport).await {
+        match Client::new(server, notices, roots).serve(transport).await {
             Ok(service) => Ok(StdioLink {
                 server: server.to_owned(),
                 peer: service.peer().clone(),
@@ -181,7 +182,13 @@ pub(crate) async fn launch(
         return Err(unusable_startup_timeout(name).into());
     };
     let (transport, lifeline) = process::spawn(name, program, config)?;
-    let handshake = StdioLink::handshake(name, transport, lifeline.clone(), notices);
+    let handshake = StdioLink::handshake(
+        name,
+        transport,
+        lifeline.clone(),
+        notices,
+        config.root_uris().into(),
+    );
     match tokio::time::timeout(timeout, handshake).await {
         Ok(handshake) => handshake,
         Err(_elapsed) => Err(McpError::StartupTimeout {

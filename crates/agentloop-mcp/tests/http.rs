@@ -63,6 +63,7 @@ async fn tools_are_listed_and_called_over_http() {
             "web.forecast",
             "web.progress",
             "web.record",
+            "web.roots",
             "web.rpc_error",
             "web.sleep",
             "web.slow_record"

@@ -149,3 +149,58 @@ async fn server_everything_over_streamable_http() {
     source.shutdown().await;
     drop(server);
 }
+
+/// server-filesystem works in the roots the client lists (`roots/list`), not in the directory
+/// of its command line, once the client declares the roots capability.
+#[tokio::test]
+async fn server_filesystem_is_restricted_to_the_configured_roots() {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
+    let (argument, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(root.path().join("inside.txt"), "in the root").unwrap();
+    std::fs::write(argument.path().join("outside.txt"), "in the argument").unwrap();
+    let (command, args) = agentloop_test_support::mcp::reference_server_filesystem(argument.path());
+    let root_path = root.path().canonicalize().unwrap();
+    let config = McpServerConfig::new(command)
+        .with_args(args)
+        .with_roots([root_path.to_string_lossy().into_owned()]);
+    let source = McpSource::connect("files", &config).await.unwrap();
+
+    // The server asks for the roots once initialized; its answer replaces its directories.
+    let allowed = agentloop_test_support::wait::eventually(
+        "server-filesystem to take the roots",
+        PATIENCE,
+        || async {
+            let listed = call(&source, "files.list_allowed_directories", json!({})).await;
+            listed
+                .text
+                .contains(&*root_path.to_string_lossy())
+                .then_some(listed.text)
+        },
+    )
+    .await;
+    let argument_path = argument.path().canonicalize().unwrap();
+    assert!(
+        !allowed.contains(&*argument_path.to_string_lossy()),
+        "{allowed}"
+    );
+
+    let inside = root_path.join("inside.txt");
+    let read = call(
+        &source,
+        "files.read_text_file",
+        json!({"path": inside.to_string_lossy()}),
+    )
+    .await;
+    assert_eq!(read.text, "in the root");
+    let outside = tool(&source, "files.read_text_file").await;
+    let refused = outside
+        .call(
+            json!({"path": argument_path.join("outside.txt").to_string_lossy()}),
+            ToolContext::default(),
+        )
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    source.shutdown().await;
+}

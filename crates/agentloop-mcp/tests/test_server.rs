@@ -64,6 +64,7 @@ async fn tools_are_listed_in_the_server_namespace_with_schemas_and_hints() {
             "test.forecast",
             "test.progress",
             "test.record",
+            "test.roots",
             "test.rpc_error",
             "test.sleep",
             "test.slow_record"
@@ -403,5 +404,29 @@ async fn progress_reports_reach_the_call_that_asked() {
     let silent = call(&progress, json!({"steps": 2, "ms": 1})).await.unwrap();
     assert_eq!(silent.text, "took 2 steps");
 
+    source.shutdown().await;
+}
+
+#[tokio::test]
+async fn configured_roots_are_advertised_and_listed_to_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(None).with_roots([
+        dir.path().to_string_lossy().into_owned(),
+        "file:///srv/shared".to_owned(),
+    ]);
+    let source = McpSource::connect("test", &config).await.unwrap();
+    let roots = tool(&source, "test.roots").await;
+    let listed = call(&roots, json!({})).await.unwrap().text;
+    let expected = format!("file://{}\nfile:///srv/shared", dir.path().display());
+    assert_eq!(listed, expected);
+    source.shutdown().await;
+
+    // Without roots, the capability is not declared.
+    let source = connect(None).await;
+    let roots = tool(&source, "test.roots").await;
+    assert_eq!(
+        call(&roots, json!({})).await.unwrap().text,
+        "no roots capability"
+    );
     source.shutdown().await;
 }

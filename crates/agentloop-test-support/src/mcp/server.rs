@@ -411,6 +411,32 @@ impl TestMcpServer {
     }
 
     #[tool(
+        description = "Lists the client's roots (roots/list), one URI per line, or says that \
+                       the client declared no roots capability",
+        annotations(read_only_hint = true)
+    )]
+    async fn roots(&self, peer: Peer<RoleServer>) -> CallToolResult {
+        if let Err(error) = self.log_call("roots", &json!({})) {
+            return log_failure(error);
+        }
+        let declared = peer
+            .peer_info()
+            .is_some_and(|client| client.capabilities.roots.is_some());
+        if !declared {
+            return CallToolResult::success(vec![ContentBlock::text("no roots capability")]);
+        }
+        match peer.list_roots().await {
+            Ok(listed) => {
+                let uris: Vec<String> = listed.roots.into_iter().map(|root| root.uri).collect();
+                CallToolResult::success(vec![ContentBlock::text(uris.join("\n"))])
+            }
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "roots/list failed: {error}"
+            ))]),
+        }
+    }
+
+    #[tool(
         description = "Makes the server offer an extra tool of the given name from now on, and \
                        tells the client its tools changed",
         annotations(read_only_hint = false, destructive_hint = false)
