@@ -152,8 +152,10 @@ async fn start(
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Response, ApiError> {
     let stream = body.stream;
+    let query = crate::mcp_context::opening(state.mcp.as_deref(), &body).await?;
     let request = RunRequest {
         traceparent,
+        query,
         ..body.into_request(&user)
     };
     // Boxed: the run's beginning (the store's transaction) is the largest part of this future,

@@ -19,6 +19,8 @@
 //! ```
 
 mod config;
+#[cfg(feature = "server")]
+mod mcp_context;
 mod runtime;
 mod side_effects;
 pub mod telemetry;

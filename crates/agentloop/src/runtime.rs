@@ -199,6 +199,13 @@ impl Runtime {
             .clone()
     }
 
+    /// The MCP servers as the HTTP server reads resources and prompts from them
+    /// (`AppState::mcp`).
+    #[cfg(feature = "server")]
+    pub fn mcp_context(&self) -> Arc<dyn agentloop_server::McpContext> {
+        Arc::new(crate::mcp_context::Servers(self.servers.clone()))
+    }
+
     /// The source of `mcp.read_resource`.
     pub fn read_resource(&self) -> &Arc<ReadResource> {
         &self.read_resource
