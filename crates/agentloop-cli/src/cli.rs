@@ -80,6 +80,12 @@ pub enum Command {
     /// List the tools each configured MCP server offers.
     #[command(after_help = environment!(env_log))]
     Tools(ToolsArgs),
+    /// List the resources and resource templates each configured MCP server offers.
+    #[command(after_help = environment!(env_log))]
+    Resources(ToolsArgs),
+    /// List the prompts each configured MCP server offers, with their arguments.
+    #[command(after_help = environment!(env_log))]
+    Prompts(ToolsArgs),
     /// List sessions, or show one with its messages and the trace of each run.
     #[command(subcommand, after_help = environment!(env_store, env_log))]
     Sessions(SessionsCommand),
@@ -263,7 +269,7 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
-    /// Print the tools as JSON.
+    /// Print the listing as JSON.
     #[arg(long)]
     pub json: bool,
 }

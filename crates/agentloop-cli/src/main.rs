@@ -42,6 +42,13 @@ fn main() -> ExitCode {
             Command::Cancel(args) => commands::cancel::execute(cli.global, args).await,
             Command::Serve(args) => commands::serve::execute(cli.global, args).await,
             Command::Tools(args) => commands::tools::execute(cli.global, args).await,
+            Command::Resources(args) => {
+                commands::offers::execute(cli.global, args, commands::offers::Offer::Resources)
+                    .await
+            }
+            Command::Prompts(args) => {
+                commands::offers::execute(cli.global, args, commands::offers::Offer::Prompts).await
+            }
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
             Command::Keys(command) => commands::keys::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,

@@ -105,6 +105,24 @@ impl StepView {
             EventKind::SideEffect { tool, note, .. } => {
                 self.line(&format!("    ↳ {tool}: {note}"));
             }
+            // On the spinner: progress passes, it does not stay.
+            EventKind::ToolProgress {
+                tool,
+                progress,
+                total,
+                message,
+                ..
+            } => {
+                let done = match total {
+                    Some(total) if *total > 0.0 => format!("{:.0}%", progress / total * 100.0),
+                    _ => format!("{progress}"),
+                };
+                let message = message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default();
+                self.status(&format!("{tool} {done}{message}"));
+            }
             EventKind::InputRequired {
                 calls, question, ..
             } => {

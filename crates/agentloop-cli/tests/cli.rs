@@ -271,6 +271,84 @@ async fn tools_lists_each_servers_tools_with_their_classification() {
         names.contains(&"test.add") && names.contains(&"test.crash"),
         "{names:?}"
     );
+
+    // A tool's title, hints and output schema, as the server declared them.
+    let tool = |name: &str| {
+        value["servers"][0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|tool| tool["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let forecast = tool("test.forecast");
+    assert_eq!(forecast["title"], "Weather forecast");
+    assert_eq!(
+        forecast["annotations"],
+        json!({"read_only_hint": true, "open_world_hint": true})
+    );
+    assert_eq!(
+        forecast["output_schema"]["required"],
+        json!(["temperature", "conditions"])
+    );
+    let echo = tool("test.echo");
+    assert_eq!(echo["annotations"], json!({"read_only_hint": true}));
+    assert!(echo.get("title").is_none() && echo.get("output_schema").is_none());
+    // The title shows in the listing for people.
+    let forecast_line = listing
+        .lines()
+        .find(|line| line.contains("test.forecast"))
+        .unwrap_or_default();
+    assert!(
+        forecast_line.contains("Weather forecast: Forecasts the weather"),
+        "{listing}"
+    );
+}
+
+#[tokio::test]
+async fn resources_and_prompts_list_what_each_server_offers() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "http://127.0.0.1:9/v1", "");
+
+    let output = agentloop(dir.path(), &["resources"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert!(
+        listing.contains("test (2 resources, 1 template)"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("note://greeting  greeting  A greeting, text/plain"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("note://{name}  note  A note of the given name"),
+        "{listing}"
+    );
+
+    let output = agentloop(dir.path(), &["resources", "--json"]).await;
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["servers"][0]["server"], "test");
+    assert_eq!(value["servers"][0]["resources"][1]["uri"], "blob://logo");
+    assert_eq!(
+        value["servers"][0]["templates"][0]["uri_template"],
+        "note://{name}"
+    );
+
+    let output = agentloop(dir.path(), &["prompts"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert!(
+        listing.contains("summarize(topic)  Asks for a summary of a topic"),
+        "{listing}"
+    );
+    let output = agentloop(dir.path(), &["prompts", "--json"]).await;
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        value["servers"][0]["prompts"][0]["arguments"],
+        json!([{"name": "topic", "description": "What to summarize", "required": true}])
+    );
 }
 
 #[tokio::test]

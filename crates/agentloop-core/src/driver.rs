@@ -2,6 +2,7 @@
 //! the tools, feeds the results back, saves each step, then emits its events.
 
 mod calls;
+mod deadline;
 mod guardrails;
 
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
@@ -33,7 +34,7 @@ use crate::{
     store::StoreError,
     telemetry::{LlmCallReport, Telemetry},
     tokens::TokenCounter,
-    tool::ToolContext,
+    tool::{ToolContext, ToolProgress},
     trace::{RunTrace, ToolAbout, ToolKind, Tracer},
 };
 
@@ -453,6 +454,7 @@ async fn run_tools(
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
+    let (progress_sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
     let input = machine.input();
     let policy = Arc::new(input.policy.clone());
     let mut running: Running<_> = invocations
@@ -472,13 +474,21 @@ async fn run_tools(
                 read_only: input.context.read_only,
                 events: Some(nested_sender.clone()),
                 traceparent: span.as_ref().and_then(|span| span.traceparent()),
+                // Each call's own, set where it runs.
+                progress: None,
             };
             let tool = CallTool {
                 catalog: machine.catalog().clone(),
                 policy: policy.clone(),
                 hooks: services.hooks.clone(),
             };
-            let call = execute(invocation, tool, context, permits.clone(), gate.clone());
+            let call = execute(
+                invocation,
+                tool,
+                context,
+                (permits.clone(), gate.clone()),
+                progress_sender.clone(),
+            );
             async move {
                 let result = call.await;
                 if let Some(span) = span {
@@ -498,6 +508,10 @@ async fn run_tools(
                 relay(emitter, writer, event);
                 continue;
             }
+            Some(kind) = progress.recv() => {
+                live(emitter, writer, kind);
+                continue;
+            }
             // Kept for the LLM call after the batch.
             letter = inbox.recv() => {
                 steer(machine, services, letter);
@@ -506,9 +520,12 @@ async fn run_tools(
             result = running.next() => result,
         };
         let Some(result) = result else { break };
-        // A sub-agent's last events come before its result.
+        // A sub-agent's last events, and the calls' last reports, come before its result.
         while let Ok(event) = nested.try_recv() {
             relay(emitter, writer, event);
+        }
+        while let Ok(kind) = progress.try_recv() {
+            live(emitter, writer, kind);
         }
         match feed(machine, services.inputs.as_ref(), Input::ToolResult(result)) {
             Handled::Next(step) => return step,
@@ -558,6 +575,13 @@ fn relay(emitter: &mut Emitter, writer: &mut StepWriter, event: Event) {
     emitter.send(event);
 }
 
+/// Sends a live event of the run (a call's progress) at once; it is saved with the next step.
+fn live(emitter: &mut Emitter, writer: &mut StepWriter, kind: EventKind) {
+    let event = emitter.number(kind);
+    writer.keep_delta(&event);
+    emitter.send(event);
+}
+
 /// What a call needs of its run: the tools and the rules it started with, and the hooks.
 struct CallTool {
     catalog: Arc<ToolCatalog>,
@@ -568,9 +592,9 @@ struct CallTool {
 async fn execute(
     invocation: ToolInvocation,
     call: CallTool,
-    context: ToolContext,
-    permits: Arc<Semaphore>,
-    gate: Arc<RwLock<()>>,
+    mut context: ToolContext,
+    (permits, gate): (Arc<Semaphore>, Arc<RwLock<()>>),
+    progress: tokio::sync::mpsc::UnboundedSender<EventKind>,
 ) -> ToolResult {
     let ToolInvocation {
         call_id,
@@ -636,12 +660,28 @@ async fn execute(
     // In the run's own task, not one of its own (a spawn, a wake of another worker and a join
     // per call): a tool that panics still fails its call, not the run, and a run that is dropped
     // or a call that times out leaves nothing running behind (the call is dropped with it).
+    let (reports, reported) = tokio::sync::mpsc::unbounded_channel();
+    context.progress = Some(reports);
     let call = AssertUnwindSafe(tool.call(arguments.clone(), context.clone())).catch_unwind();
-    let outcome = match tokio::time::timeout(timeout, call).await {
+    let max_duration = entry
+        .settings
+        .max_duration_s
+        .map(std::time::Duration::from_secs_f64);
+    let on_progress = |report: ToolProgress| {
+        // The run's task is gone only when the run is.
+        let _ = progress.send(EventKind::ToolProgress {
+            call_id: call_id.clone(),
+            tool: name.clone(),
+            progress: report.progress,
+            total: report.total,
+            message: report.message,
+        });
+    };
+    let outcome = match deadline::within(call, timeout, max_duration, reported, on_progress).await {
         Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
         Ok(Ok(Err(error))) => ToolOutcome::Failed(error),
         Ok(Err(panic)) => ToolOutcome::Crashed(panic_message(panic.as_ref())),
-        Err(_) => ToolOutcome::TimedOut(timeout),
+        Err(limit) => ToolOutcome::TimedOut(limit),
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut side_effects = Vec::new();

@@ -100,6 +100,8 @@ pub use store::{
 pub use subagent::{AGENT_TOOL_PREFIX, SubAgentSettings};
 pub use telemetry::{LlmCallReport, NoTelemetry, Telemetry};
 pub use tokens::{EstimatedTokens, TokenCounter, message_tokens};
-pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolSource};
+pub use tool::{
+    FnTool, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, ToolProgress, ToolSource,
+};
 pub use trace::{NoTracer, RunTrace, Tracer};
 pub use typed_run::{TypedRunError, TypedRunHandle, output_spec_for, typed_value};

@@ -382,8 +382,12 @@ pub enum UnknownOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolSettings {
-    /// Time limit of a call of this tool, in seconds.
+    /// Time limit of a call of this tool, in seconds: since the call began, or since it last
+    /// reported progress (MCP `notifications/progress`).
     pub timeout_s: Option<f64>,
+    /// The longest a call of this tool may take in all, however often it reports progress;
+    /// unlimited when absent (`timeout_s` alone then bounds a call that reports nothing).
+    pub max_duration_s: Option<f64>,
     /// Whether the tool changes data; default: from its MCP annotations (`readOnlyHint`).
     pub mutating: Option<bool>,
     /// Whether a second call with the same arguments has no further effect, so that a call a
@@ -410,6 +414,9 @@ impl ToolSettings {
     pub fn validate(&self, tool: &str) -> Result<(), InvalidSetting> {
         if let Some(seconds) = self.timeout_s {
             check_timeout(&format!("tools.\"{tool}\".timeout_s"), seconds)?;
+        }
+        if let Some(seconds) = self.max_duration_s {
+            check_timeout(&format!("tools.\"{tool}\".max_duration_s"), seconds)?;
         }
         if let Some(url) = &self.side_effect_webhook
             && !(url.starts_with("http://") || url.starts_with("https://"))

@@ -21,6 +21,13 @@ pub struct ToolInfo {
     pub destructive_hint: Option<bool>,
     /// MCP `idempotentHint`: calling it again with the same arguments has no further effect.
     pub idempotent_hint: Option<bool>,
+    /// MCP `openWorldHint`: the tool reaches outside entities (the web, other systems).
+    pub open_world_hint: Option<bool>,
+    /// A human-readable name (MCP `title`, or its annotations' `title`), for people only: the
+    /// model reads `name` and `description`.
+    pub title: Option<String>,
+    /// JSON Schema of the tool's structured result (MCP `outputSchema`), when it declares one.
+    pub output_schema: Option<Value>,
 }
 
 impl ToolInfo {
@@ -36,6 +43,9 @@ impl ToolInfo {
             read_only_hint: None,
             destructive_hint: None,
             idempotent_hint: None,
+            open_world_hint: None,
+            title: None,
+            output_schema: None,
         }
     }
 
@@ -142,6 +152,19 @@ pub struct ToolContext {
     /// The call's span as a W3C `traceparent` (with a tracer): sent on to MCP servers over
     /// HTTP, and the parent of a sub-agent's run.
     pub traceparent: Option<String>,
+    /// Where the call reports how far it has come ([`ToolContext::report_progress`]).
+    pub progress: Option<tokio::sync::mpsc::UnboundedSender<ToolProgress>>,
+}
+
+/// How far a running call has come (MCP `notifications/progress`). Each report becomes a
+/// `tool_progress` event and starts the call's time limit (`timeout_s`) again; `max_duration_s`
+/// still caps the whole call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// Grows with every report, even when the total is not known.
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
 }
 
 impl ToolContext {
@@ -150,6 +173,14 @@ impl ToolContext {
     /// webhooks as `Idempotency-Key`, so that a tool that can deduplicate does.
     pub fn idempotency_key(&self) -> String {
         format!("{}:{}", self.run_id, self.call_id)
+    }
+
+    /// Tells the run how far the call has come; nothing when the call runs outside a run.
+    pub fn report_progress(&self, progress: ToolProgress) {
+        if let Some(sender) = &self.progress {
+            // A run that stopped listening no longer waits for the call either.
+            let _ = sender.send(progress);
+        }
     }
 }
 

@@ -1,88 +1,57 @@
 //! agentloop's side of an MCP session: what it tells the server about itself, and what it does
 //! with the server's notifications.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
+use agentloop_core::ToolProgress;
+#[expect(
+    deprecated,
+    reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
+)]
+use rmcp::model::{ListRootsResult, Root};
 use rmcp::{
-    ClientHandler, RoleClient,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
-    service::{NotificationContext, RunningService},
+    ClientHandler, ErrorData, RoleClient,
+    model::{
+        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
+        ProtocolVersion, RootsCapabilities,
+    },
+    service::{NotificationContext, RequestContext, RunningService},
 };
-use tokio::sync::watch;
+
+use crate::notices::{Notices, log_message};
 
 /// A running rmcp client session with one server.
 pub(crate) type Service = RunningService<RoleClient, Client>;
 
-/// Counts the changes of a server's tool list; [`crate::McpSource::changes`] hands out
-/// receivers, [`crate::McpSource::tools`] lists again when it moved. Closed when the source
-/// shuts down, which ends whatever waits for changes.
-#[derive(Debug, Clone)]
-pub(crate) struct Changes {
-    /// `None` once closed.
-    sender: Arc<Mutex<Option<watch::Sender<u64>>>>,
-    /// Reads the count after closing too.
-    count: watch::Receiver<u64>,
-}
-
-impl Changes {
-    pub(crate) fn new() -> Self {
-        let (sender, count) = watch::channel(0);
-        Self {
-            sender: Arc::new(Mutex::new(Some(sender))),
-            count,
-        }
-    }
-
-    pub(crate) fn bump(&self) {
-        if let Some(sender) = &*self.lock() {
-            sender.send_modify(|count| *count = count.wrapping_add(1));
-        }
-    }
-
-    pub(crate) fn current(&self) -> u64 {
-        *self.count.borrow()
-    }
-
-    /// A receiver that has seen the current count.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
-        match &*self.lock() {
-            Some(sender) => sender.subscribe(),
-            None => self.count.clone(),
-        }
-    }
-
-    pub(crate) fn close(&self) {
-        drop(self.lock().take());
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<watch::Sender<u64>>> {
-        // The sender is only ever taken whole, so a poisoned lock holds nothing broken.
-        self.sender
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The rmcp client handler of every session: the handshake's client info, and
-/// `notifications/tools/list_changed` turned into a [`Changes`] bump.
+/// The rmcp client handler of every session: the handshake's client info, and the server's
+/// notifications routed by [`Notices`] (a list changed: a counter bumped, progress to
+/// its call, log messages to agentloop's log).
 pub(crate) struct Client {
     server: String,
-    changes: Changes,
+    notices: Notices,
+    /// `[mcp_servers.NAME] roots`, as URIs: the roots capability is declared only with some.
+    roots: Arc<[String]>,
 }
 
 impl Client {
-    pub(crate) fn new(server: &str, changes: Changes) -> Self {
+    pub(crate) fn new(server: &str, notices: Notices, roots: Arc<[String]>) -> Self {
         Self {
             server: server.to_owned(),
-            changes,
+            notices,
+            roots,
         }
     }
 }
 
 impl ClientHandler for Client {
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if !self.roots.is_empty() {
+            // Fixed for the life of the process: no `roots/list_changed` is ever sent.
+            capabilities.roots = Some(RootsCapabilities::default());
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
         )
         // The legacy `initialize` handshake is what every server speaks today, over stdio and
@@ -91,8 +60,70 @@ impl ClientHandler for Client {
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
+    #[expect(
+        deprecated,
+        reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
+    )]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(
+            self.roots
+                .iter()
+                .map(|uri| Root::new(uri.as_str()))
+                .collect(),
+        ))
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "MCP server changed its tool list");
-        self.changes.bump();
+        self.notices.tools.bump();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "MCP server changed its resource list");
+        self.notices.resources.bump();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        tracing::debug!(server = %self.server, uri = %params.uri, "MCP server updated a resource");
+        self.notices.resources.bump();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "MCP server changed its prompt list");
+        self.notices.prompts.bump();
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let progress = ToolProgress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        };
+        self.notices
+            .progress
+            .deliver(&params.progress_token, progress);
+    }
+
+    #[expect(
+        deprecated,
+        reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
+    )]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        log_message(&self.server, &params);
     }
 }

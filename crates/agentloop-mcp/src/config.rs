@@ -62,6 +62,16 @@ pub struct McpServerConfig {
     /// The longest wait between two restarts.
     #[serde(default = "default_restart_backoff_max_s")]
     pub restart_backoff_max_s: f64,
+    /// The longest a call of any of the server's tools may take in all, however often it
+    /// reports progress (each report starts the call's `timeout_s` again); unlimited when
+    /// absent. `[tools."NAME.tool"] max_duration_s` sets it for one tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_s: Option<f64>,
+    /// The directories (or `file://` URIs) the server may work in, advertised as its MCP roots
+    /// (`roots/list`); a relative path is relative to the configuration file. Without any, the
+    /// roots capability is not declared. Fixed for the life of the process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
 }
 
 fn default_startup_timeout_s() -> f64 {
@@ -109,6 +119,8 @@ impl McpServerConfig {
             max_restarts: DEFAULT_MAX_RESTARTS,
             restart_backoff_s: DEFAULT_RESTART_BACKOFF_S,
             restart_backoff_max_s: DEFAULT_RESTART_BACKOFF_MAX_S,
+            max_duration_s: None,
+            roots: Vec::new(),
         }
     }
 
@@ -141,6 +153,41 @@ impl McpServerConfig {
         self
     }
 
+    /// Advertises `roots` (directories or `file://` URIs) to the server.
+    pub fn with_roots<I, S>(mut self, roots: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.roots = roots.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The roots as URIs: a URI as it is, a path as a `file://` URI (a relative one, which
+    /// [`McpServerConfig::resolve_cwd`] did not make absolute, against agentloop's own working
+    /// directory).
+    pub(crate) fn root_uris(&self) -> Vec<String> {
+        self.roots
+            .iter()
+            .map(|root| {
+                if root.contains("://") {
+                    return root.clone();
+                }
+                let path = std::path::absolute(root).unwrap_or_else(|_| PathBuf::from(root));
+                match reqwest::Url::from_file_path(&path) {
+                    Ok(url) => url.to_string(),
+                    Err(()) => format!("file://{}", path.display()),
+                }
+            })
+            .collect()
+    }
+
+    /// Caps every call of the server's tools at `seconds` in all.
+    pub fn with_max_duration_s(mut self, seconds: f64) -> Self {
+        self.max_duration_s = Some(seconds);
+        self
+    }
+
     /// Restarts a server that stopped at most `max_restarts` times in a row, waiting
     /// `backoff_s` before the first and doubling up to `backoff_max_s`.
     pub fn with_restarts(mut self, max_restarts: u32, backoff_s: f64, backoff_max_s: f64) -> Self {
@@ -159,6 +206,11 @@ impl McpServerConfig {
     /// starts a server without `cwd` in `base`. Servers reached over HTTP have no working
     /// directory and are left alone.
     pub fn resolve_cwd(&mut self, base: &Path) {
+        for root in &mut self.roots {
+            if !root.contains("://") && Path::new(root.as_str()).is_relative() {
+                *root = base.join(root.as_str()).to_string_lossy().into_owned();
+            }
+        }
         if self.is_http() {
             return;
         }
@@ -206,6 +258,13 @@ impl McpServerConfig {
                 "{key} must be a positive number of seconds, got {}",
                 self.restart_backoff_s
             );
+            return Err(InvalidSetting::new(key, message));
+        }
+        if let Some(seconds) = self.max_duration_s
+            && self.max_duration().is_none()
+        {
+            let key = format!("mcp_servers.{name}.max_duration_s");
+            let message = format!("{key} must be a positive number of seconds, got {seconds}");
             return Err(InvalidSetting::new(key, message));
         }
         if self.restart_backoff_max().is_none()
@@ -305,6 +364,11 @@ impl McpServerConfig {
     pub(crate) fn restart_backoff_max(&self) -> Option<Duration> {
         positive_duration(self.restart_backoff_max_s)
     }
+
+    /// The cap on a call of the server's tools, when there is a usable one.
+    pub(crate) fn max_duration(&self) -> Option<Duration> {
+        self.max_duration_s.and_then(positive_duration)
+    }
 }
 
 fn positive_duration(seconds: f64) -> Option<Duration> {
@@ -358,6 +422,15 @@ fn validate_server_name(name: &str) -> Result<(), InvalidSetting> {
         return Err(InvalidSetting::new(
             "mcp_servers",
             "mcp_servers: a server name must not be empty",
+        ));
+    }
+    if name == crate::READ_RESOURCE_SOURCE {
+        return Err(InvalidSetting::new(
+            format!("mcp_servers.{name}"),
+            format!(
+                "mcp_servers.{name}: the name {name} is agentloop's own (its tool \
+                 {name}.read_resource reads the servers' resources); give the server another name"
+            ),
         ));
     }
     if !name

@@ -22,10 +22,11 @@ use tokio::sync::watch;
 
 use crate::{
     McpError, McpServerConfig,
-    client::{Changes, Client, Service},
+    client::{Client, Service},
     config::parse_header,
     http_client::HttpClient,
     http_failure::HttpFailure,
+    notices::Notices,
 };
 
 /// How often a broken event stream is resumed before its requests fail: a server that died must
@@ -40,7 +41,8 @@ pub(crate) struct HttpLink {
     headers: HashMap<HeaderName, HeaderValue>,
     /// Bounds a new handshake after the server forgot the session, like the first one.
     handshake_timeout: Duration,
-    changes: Changes,
+    notices: Notices,
+    roots: Arc<[String]>,
     session: Mutex<Session>,
     /// Held while a new session is opened, so that calls failing together open one.
     reopening: tokio::sync::Mutex<()>,
@@ -74,7 +76,7 @@ impl HttpLink {
         url: &str,
         config: &McpServerConfig,
         timeout: Duration,
-        changes: Changes,
+        notices: Notices,
     ) -> Result<HttpLink, McpError> {
         let connect_error = |reason: String| McpError::Connect {
             server: server.to_owned(),
@@ -97,7 +99,8 @@ impl HttpLink {
             client,
             headers,
             handshake_timeout: timeout,
-            changes,
+            notices,
+            roots: config.root_uris().into(),
             session: Mutex::new(Session {
                 service: None,
                 generation: 0,
@@ -132,7 +135,7 @@ impl HttpLink {
             },
             config,
         );
-        Client::new(&self.server, self.changes.clone())
+        Client::new(&self.server, self.notices.clone(), self.roots.clone())
             .serve(transport)
             .await
     }
@@ -258,7 +261,7 @@ impl HttpLink {
                 drop(session);
                 self.unreachable.send_replace(None);
                 // The new session may offer other tools than the one it replaces.
-                self.changes.bump();
+                self.notices.new_session();
                 tracing::info!(server = %self.server, "opened a new MCP session");
                 return Ok(peer);
             }

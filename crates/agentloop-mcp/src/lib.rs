@@ -20,7 +20,10 @@ mod http_limit;
 mod lifeline;
 mod line_limit;
 mod message_limit;
+mod notices;
 mod process;
+mod read_resource;
+mod resources;
 mod result;
 mod source;
 mod stderr;
@@ -32,6 +35,11 @@ mod top_level;
 pub use config::McpServerConfig;
 pub use error::McpError;
 pub use message_limit::MAX_MESSAGE_BYTES;
+pub use read_resource::{READ_RESOURCE_SOURCE, ReadResource};
+pub use resources::{
+    McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptRole, McpResource, McpResourceContent,
+    McpResourceTemplate,
+};
 pub use result::COST_META_KEY;
 pub use source::{McpSource, connect_all};
 pub use tool::{IDEMPOTENCY_KEY_META, TRACEPARENT_META};

@@ -82,6 +82,11 @@ fn readable_image(data: &str, mime_type: &str) -> Option<Attachment> {
     image.is_image().then_some(image)
 }
 
+/// The text of one block: its text, or a short placeholder.
+pub(crate) fn block_text(block: &ContentBlock) -> String {
+    render_block(block).0
+}
+
 /// The text of one block, and whether it is real text rather than a placeholder.
 fn render_block(block: &ContentBlock) -> (String, bool) {
     match block {

@@ -8,10 +8,13 @@ use tokio::sync::watch;
 
 use crate::{
     McpError, McpServerConfig,
-    client::Changes,
     config::unusable_startup_timeout,
     connection::{Connection, Link},
     http::HttpLink,
+    notices::Notices,
+    resources::{
+        self, McpPrompt, McpPromptMessage, McpResource, McpResourceContent, McpResourceTemplate,
+    },
     stdio::launch,
     supervisor::supervise,
     tool::McpTool,
@@ -70,6 +73,57 @@ impl McpSource {
         self.connection.shutdown().await;
     }
 
+    /// Whether the server offers resources (its `initialize` answer has the capability).
+    pub async fn offers_resources(&self) -> bool {
+        resources::offers(&self.connection).await.resources
+    }
+
+    /// Whether the server offers prompts.
+    pub async fn offers_prompts(&self) -> bool {
+        resources::offers(&self.connection).await.prompts
+    }
+
+    /// The resources the server lists now (`resources/list`, every page).
+    pub async fn resources(&self) -> Result<Vec<McpResource>, ToolError> {
+        resources::list_resources(&self.connection).await
+    }
+
+    /// The resource templates the server lists now (`resources/templates/list`).
+    pub async fn resource_templates(&self) -> Result<Vec<McpResourceTemplate>, ToolError> {
+        resources::list_resource_templates(&self.connection).await
+    }
+
+    /// Reads the resource `uri` (`resources/read`): each of its contents.
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<McpResourceContent>, ToolError> {
+        resources::read_resource(&self.connection, uri).await
+    }
+
+    /// The prompts the server lists now (`prompts/list`).
+    pub async fn prompts(&self) -> Result<Vec<McpPrompt>, ToolError> {
+        resources::list_prompts(&self.connection).await
+    }
+
+    /// The messages of the prompt `name` with `arguments` (`prompts/get`).
+    pub async fn prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<McpPromptMessage>, ToolError> {
+        resources::get_prompt(&self.connection, name, arguments).await
+    }
+
+    /// A counter that moves when the server's resources change (`resources/list_changed`,
+    /// `resources/updated`, a new session); closed once the source shuts down.
+    pub fn resource_changes(&self) -> watch::Receiver<u64> {
+        self.connection.notices().resources.subscribe()
+    }
+
+    /// A counter that moves when the server's prompts change (`prompts/list_changed`, a new
+    /// session); closed once the source shuts down.
+    pub fn prompt_changes(&self) -> watch::Receiver<u64> {
+        self.connection.notices().prompts.subscribe()
+    }
+
     /// Lists the tools and keeps them with the value of the change counter read before asking,
     /// so that a change arriving during the listing is listed again next time.
     async fn list(&self, listed: &mut Listed) -> Result<(), ToolError> {
@@ -92,11 +146,13 @@ async fn connect_stdio(
     config: &McpServerConfig,
     timeout: Duration,
 ) -> Result<McpSource, McpError> {
-    let changes = Changes::new();
+    let notices = Notices::new();
     let started = tokio::time::Instant::now();
-    let link = launch(name, program, config, changes.clone()).await?;
+    let link = launch(name, program, config, notices.clone()).await?;
     let lifeline = link.lifeline().clone();
-    let listed = start(name, Connection::stdio(name, changes, link));
+    let connection =
+        Connection::stdio(name, notices, link).with_max_duration(config.max_duration());
+    let listed = start(name, connection);
     match tokio::time::timeout(timeout.saturating_sub(started.elapsed()), listed).await {
         Ok(listed) => listed,
         Err(_elapsed) => Err(McpError::StartupTimeout {
@@ -113,12 +169,13 @@ async fn connect_http(
     config: &McpServerConfig,
     timeout: Duration,
 ) -> Result<McpSource, McpError> {
-    let changes = Changes::new();
+    let notices = Notices::new();
     let started = async {
-        let link = HttpLink::connect(name, url, config, timeout, changes.clone()).await?;
+        let link = HttpLink::connect(name, url, config, timeout, notices.clone()).await?;
         start(
             name,
-            Connection::new(name, changes, Link::Http(Box::new(link))),
+            Connection::new(name, notices, Link::Http(Box::new(link)))
+                .with_max_duration(config.max_duration()),
         )
         .await
     };

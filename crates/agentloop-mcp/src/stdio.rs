@@ -11,9 +11,10 @@ use rmcp::{Peer, RoleClient, ServiceError, ServiceExt, service::ClientInitialize
 
 use crate::{
     McpError, McpServerConfig,
-    client::{Changes, Client, Service},
+    client::{Client, Service},
     config::unusable_startup_timeout,
     lifeline::Lifeline,
+    notices::Notices,
     process::{self, ChildTransport},
 };
 
@@ -82,9 +83,10 @@ impl StdioLink {
         server: &str,
         transport: ChildTransport,
         lifeline: Arc<Lifeline>,
-        changes: Changes,
+        notices: Notices,
+        roots: Arc<[String]>,
     ) -> Result<StdioLink, McpError> {
-        match Client::new(server, changes).serve(transport).await {
+        match Client::new(server, notices, roots).serve(transport).await {
             Ok(service) => Ok(StdioLink {
                 server: server.to_owned(),
                 peer: service.peer().clone(),
@@ -174,13 +176,19 @@ pub(crate) async fn launch(
     name: &str,
     program: &str,
     config: &McpServerConfig,
-    changes: Changes,
+    notices: Notices,
 ) -> Result<StdioLink, McpError> {
     let Some(timeout) = config.startup_timeout() else {
         return Err(unusable_startup_timeout(name).into());
     };
     let (transport, lifeline) = process::spawn(name, program, config)?;
-    let handshake = StdioLink::handshake(name, transport, lifeline.clone(), changes);
+    let handshake = StdioLink::handshake(
+        name,
+        transport,
+        lifeline.clone(),
+        notices,
+        config.root_uris().into(),
+    );
     match tokio::time::timeout(timeout, handshake).await {
         Ok(handshake) => handshake,
         Err(_elapsed) => Err(McpError::StartupTimeout {

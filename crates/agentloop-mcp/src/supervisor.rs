@@ -179,7 +179,7 @@ async fn restart_stdio(
     let Some(program) = config.command.as_deref() else {
         return Err(RestartFailure::NoCommand(server.to_owned()));
     };
-    let link = crate::stdio::launch(server, program, config, connection.changes().clone()).await?;
+    let link = crate::stdio::launch(server, program, config, connection.notices().clone()).await?;
     let Some(timeout) = config.startup_timeout() else {
         return Err(unusable_startup_timeout(server).into());
     };

@@ -21,6 +21,9 @@ pub(crate) struct McpTool {
     info: ToolInfo,
     /// The name the server knows the tool by, without the `server.` namespace.
     remote_name: String,
+    /// The tool's `outputSchema`, compiled: a structured result that does not fit it fails the
+    /// call. `None` without one, or when it does not compile (said once, in the log).
+    output: Option<jsonschema::Validator>,
     /// Shared with the source and the server's other tools: after a new HTTP session, tools
     /// listed before it still reach the server.
     connection: Arc<Connection>,
@@ -28,16 +31,58 @@ pub(crate) struct McpTool {
 
 impl McpTool {
     pub(crate) fn new(tool: &rmcp::model::Tool, connection: Arc<Connection>) -> Self {
+        let info = tool_info(connection.server(), tool);
+        let output = info.output_schema.as_ref().and_then(|schema| {
+            jsonschema::validator_for(schema)
+                .inspect_err(|error| {
+                    tracing::warn!(tool = %info.name, %error,
+                        "the output schema of the MCP tool does not compile; its structured \
+                         results are not checked");
+                })
+                .ok()
+        });
         Self {
-            info: tool_info(connection.server(), tool),
+            info,
             remote_name: tool.name.to_string(),
+            output,
             connection,
         }
+    }
+
+    /// A structured result that does not fit the tool's `outputSchema` is a tool error the model
+    /// reads (MCP: clients should validate it). A result without one is left as it is: its
+    /// text still says what happened.
+    fn check_output(&self, output: ToolOutput) -> Result<ToolOutput, ToolError> {
+        let (Some(validator), Some(structured)) = (&self.output, &output.structured) else {
+            return Ok(output);
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(structured)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                if path.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("at {path}: {error}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(output);
+        }
+        Err(ToolError::Failed(format!(
+            "the tool's structured result does not match its output schema: {}",
+            problems.join("; ")
+        )))
     }
 }
 
 fn tool_info(server: &str, tool: &rmcp::model::Tool) -> ToolInfo {
     let annotations = tool.annotations.as_ref();
+    let title = tool
+        .title
+        .clone()
+        .or_else(|| annotations.and_then(|annotations| annotations.title.clone()));
     let description = tool
         .description
         .as_deref()
@@ -52,6 +97,12 @@ fn tool_info(server: &str, tool: &rmcp::model::Tool) -> ToolInfo {
         read_only_hint: annotations.and_then(|annotations| annotations.read_only_hint),
         destructive_hint: annotations.and_then(|annotations| annotations.destructive_hint),
         idempotent_hint: annotations.and_then(|annotations| annotations.idempotent_hint),
+        open_world_hint: annotations.and_then(|annotations| annotations.open_world_hint),
+        title,
+        output_schema: tool
+            .output_schema
+            .as_ref()
+            .map(|schema| Value::Object(schema.as_ref().clone())),
     }
 }
 
@@ -87,8 +138,21 @@ impl Tool for McpTool {
         if let Some(traceparent) = context.traceparent {
             meta.insert(TRACEPARENT_META.to_owned(), Value::String(traceparent));
         }
-        self.connection
-            .call_tool(&self.remote_name, arguments, Some(meta))
-            .await
+        let call =
+            self.connection
+                .call_tool(&self.remote_name, arguments, Some(meta), context.progress);
+        let output = match self.connection.max_duration() {
+            // Dropped at the limit, the call tells the server it is cancelled.
+            Some(limit) => tokio::time::timeout(limit, call).await.map_err(|_| {
+                ToolError::Failed(format!(
+                    "the call took longer than mcp_servers.{server}.max_duration_s ({} s) \
+                     allows; agentloop cancelled it",
+                    limit.as_secs_f64(),
+                    server = self.connection.server(),
+                ))
+            })?,
+            None => call.await,
+        }?;
+        self.check_output(output)
     }
 }

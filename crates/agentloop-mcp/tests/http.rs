@@ -55,11 +55,15 @@ async fn tools_are_listed_and_called_over_http() {
         [
             "web.add",
             "web.add_tool",
+            "web.bad_forecast",
             "web.big",
             "web.crash",
             "web.echo",
             "web.fail",
+            "web.forecast",
+            "web.progress",
             "web.record",
+            "web.roots",
             "web.rpc_error",
             "web.sleep",
             "web.slow_record"
@@ -408,5 +412,49 @@ async fn the_config_table_of_test_support_reaches_the_http_server() {
         call(&echo, json!({"text": "via toml"})).await,
         Ok(ToolOutput::text("via toml"))
     );
+    source.shutdown().await;
+}
+
+#[tokio::test]
+async fn progress_structured_results_resources_and_prompts_over_http() {
+    let server = test_mcp_server_http(None);
+    let source = connect("web", &McpServerConfig::http(server.url()))
+        .await
+        .unwrap();
+
+    // Progress, on the request's own SSE stream.
+    let progress = tool(&source, "web.progress").await;
+    let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let context = ToolContext {
+        progress: Some(sender),
+        ..ToolContext::default()
+    };
+    let output = tokio::time::timeout(
+        PATIENCE,
+        progress.call(json!({"steps": 2, "ms": 1}), context),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(output.text, "took 2 steps");
+    let mut seen = Vec::new();
+    while let Some(report) = reports.recv().await {
+        seen.push((report.progress, report.total));
+    }
+    assert_eq!(seen, [(1.0, Some(2.0)), (2.0, Some(2.0))]);
+
+    // A structured result that does not fit the output schema.
+    let bad = tool(&source, "web.bad_forecast").await;
+    let failed = call(&bad, json!({"city": "Oslo"})).await;
+    assert!(
+        matches!(&failed, Err(ToolError::Failed(message)) if message.contains("output schema")),
+        "{failed:?}"
+    );
+
+    // Resources and prompts.
+    assert!(source.offers_resources().await && source.offers_prompts().await);
+    let read = source.read_resource("note://greeting").await.unwrap();
+    assert_eq!(read[0].as_text(), "hello from a resource");
+    assert_eq!(source.prompts().await.unwrap()[0].name, "summarize");
     source.shutdown().await;
 }

@@ -1,5 +1,6 @@
-//! The official reference server `@modelcontextprotocol/server-everything`, installed from npm
-//! into `test-servers/`, over stdio and over streamable HTTP.
+//! The official reference servers `@modelcontextprotocol/server-everything` (over stdio and
+//! over streamable HTTP: tools, progress, resources, prompts) and `server-filesystem` (roots),
+//! installed from npm into `test-servers/`.
 
 // Test helpers outside `#[test]` functions fail loudly too.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
@@ -148,4 +149,114 @@ async fn server_everything_over_streamable_http() {
 
     source.shutdown().await;
     drop(server);
+}
+
+/// server-filesystem works in the roots the client lists (`roots/list`), not in the directory
+/// of its command line, once the client declares the roots capability.
+#[tokio::test]
+async fn server_filesystem_is_restricted_to_the_configured_roots() {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
+    let (argument, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(root.path().join("inside.txt"), "in the root").unwrap();
+    std::fs::write(argument.path().join("outside.txt"), "in the argument").unwrap();
+    let (command, args) = agentloop_test_support::mcp::reference_server_filesystem(argument.path());
+    let root_path = root.path().canonicalize().unwrap();
+    let config = McpServerConfig::new(command)
+        .with_args(args)
+        .with_roots([root_path.to_string_lossy().into_owned()]);
+    let source = McpSource::connect("files", &config).await.unwrap();
+
+    // The server asks for the roots once initialized; its answer replaces its directories.
+    let allowed = agentloop_test_support::wait::eventually(
+        "server-filesystem to take the roots",
+        PATIENCE,
+        || async {
+            let listed = call(&source, "files.list_allowed_directories", json!({})).await;
+            listed
+                .text
+                .contains(&*root_path.to_string_lossy())
+                .then_some(listed.text)
+        },
+    )
+    .await;
+    let argument_path = argument.path().canonicalize().unwrap();
+    assert!(
+        !allowed.contains(&*argument_path.to_string_lossy()),
+        "{allowed}"
+    );
+
+    let inside = root_path.join("inside.txt");
+    let read = call(
+        &source,
+        "files.read_text_file",
+        json!({"path": inside.to_string_lossy()}),
+    )
+    .await;
+    assert_eq!(read.text, "in the root");
+    let outside = tool(&source, "files.read_text_file").await;
+    let refused = outside
+        .call(
+            json!({"path": argument_path.join("outside.txt").to_string_lossy()}),
+            ToolContext::default(),
+        )
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    source.shutdown().await;
+}
+
+/// server-everything's long-running operation reports each step with `notifications/progress`;
+/// its resources (files and templates) are listed and read, its prompts listed.
+#[tokio::test]
+async fn server_everything_progress_resources_and_prompts() {
+    if !agentloop_test_support::requires::mcp_reference_servers() {
+        return;
+    }
+    let (command, args) = reference_server_everything();
+    let config = McpServerConfig::new(command).with_args(args);
+    let source = McpSource::connect("everything", &config).await.unwrap();
+
+    let operation = tool(&source, "everything.trigger-long-running-operation").await;
+    let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let context = ToolContext {
+        progress: Some(sender),
+        ..ToolContext::default()
+    };
+    let done = tokio::time::timeout(
+        PATIENCE,
+        operation.call(json!({"duration": 0.3, "steps": 3}), context),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(done.text.contains("Steps: 3"), "{}", done.text);
+    let mut seen = Vec::new();
+    while let Some(report) = reports.recv().await {
+        seen.push((report.progress, report.total));
+    }
+    assert_eq!(seen, [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]);
+
+    assert!(source.offers_resources().await);
+    let resources = source.resources().await.unwrap();
+    let doc = resources
+        .iter()
+        .find(|resource| resource.uri.starts_with("demo://resource/static/document/"))
+        .unwrap_or_else(|| panic!("no doc among {resources:?}"));
+    let read = source.read_resource(&doc.uri).await.unwrap();
+    assert!(read[0].text.as_deref().is_some_and(|text| !text.is_empty()));
+    let templates = source.resource_templates().await.unwrap();
+    assert!(
+        templates
+            .iter()
+            .any(|template| template.uri_template.ends_with("/text/{resourceId}")),
+        "{templates:?}"
+    );
+    assert!(source.offers_prompts().await);
+    let prompts = source.prompts().await.unwrap();
+    assert!(
+        prompts.iter().any(|prompt| prompt.name == "simple-prompt"),
+        "{prompts:?}"
+    );
+    source.shutdown().await;
 }

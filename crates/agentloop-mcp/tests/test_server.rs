@@ -5,7 +5,9 @@
 
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 
-use agentloop_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, protocol::SourceState};
+use agentloop_core::{
+    Tool, ToolContext, ToolError, ToolOutput, ToolProgress, ToolSource, protocol::SourceState,
+};
 use agentloop_mcp::{McpServerConfig, McpSource};
 use agentloop_test_support::mcp::{
     LOG_ENV, read_test_mcp_log, test_mcp_server_config_toml, test_mcp_server_path,
@@ -54,11 +56,15 @@ async fn tools_are_listed_in_the_server_namespace_with_schemas_and_hints() {
         [
             "test.add",
             "test.add_tool",
+            "test.bad_forecast",
             "test.big",
             "test.crash",
             "test.echo",
             "test.fail",
+            "test.forecast",
+            "test.progress",
             "test.record",
+            "test.roots",
             "test.rpc_error",
             "test.sleep",
             "test.slow_record"
@@ -300,6 +306,127 @@ async fn the_config_table_of_test_support_starts_a_logging_server() {
     assert_eq!(
         read_test_mcp_log(&log),
         [json!({"tool": "echo", "arguments": {"text": "via toml"}})]
+    );
+    source.shutdown().await;
+}
+
+#[tokio::test]
+async fn titles_hints_and_output_schemas_are_listed() {
+    let source = connect(None).await;
+
+    let forecast = tool(&source, "test.forecast").await;
+    let info = forecast.info();
+    assert_eq!(info.title.as_deref(), Some("Weather forecast"));
+    assert_eq!(info.read_only_hint, Some(true));
+    assert_eq!(info.open_world_hint, Some(true));
+    let schema = info
+        .output_schema
+        .as_ref()
+        .expect("forecast has an output schema");
+    assert_eq!(schema["required"], json!(["temperature", "conditions"]));
+
+    let echo = tool(&source, "test.echo").await;
+    assert_eq!(echo.info().title, None);
+    assert_eq!(echo.info().output_schema, None);
+    assert_eq!(echo.info().open_world_hint, None);
+
+    source.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_structured_result_is_checked_against_the_output_schema() {
+    let source = connect(None).await;
+
+    let forecast = tool(&source, "test.forecast").await;
+    let output = call(&forecast, json!({"city": "Lyon"})).await.unwrap();
+    assert_eq!(output.text, "21.5 and sunny in Lyon");
+    assert_eq!(
+        output.structured,
+        Some(json!({"temperature": 21.5, "conditions": "Sunny"}))
+    );
+
+    let bad = tool(&source, "test.bad_forecast").await;
+    match call(&bad, json!({"city": "Lyon"})).await {
+        Err(ToolError::Failed(message)) => {
+            assert!(
+                message
+                    .starts_with("the tool's structured result does not match its output schema"),
+                "{message}"
+            );
+            // Both problems, where they are: the model can tell the server is at fault.
+            assert!(
+                message.contains("\"conditions\" is a required property"),
+                "{message}"
+            );
+            assert!(message.contains("at /temperature"), "{message}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+
+    source.shutdown().await;
+}
+
+#[tokio::test]
+async fn progress_reports_reach_the_call_that_asked() {
+    let source = connect(None).await;
+    let progress = tool(&source, "test.progress").await;
+
+    let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let context = ToolContext {
+        progress: Some(sender),
+        ..ToolContext::default()
+    };
+    let output = tokio::time::timeout(
+        PATIENCE,
+        progress.call(json!({"steps": 3, "ms": 1}), context),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(output.text, "took 3 steps");
+
+    // Every sender is gone once the call ended: its context, and the route of its reports.
+    let mut seen = Vec::new();
+    while let Some(report) = reports.recv().await {
+        seen.push(report);
+    }
+    let expected: Vec<ToolProgress> = (1..=3)
+        .map(|step| ToolProgress {
+            progress: f64::from(step),
+            total: Some(3.0),
+            message: Some(format!("step {step}")),
+        })
+        .collect();
+    assert_eq!(seen, expected);
+
+    // Another call's reports are its own: a call without a listener gets none, and breaks
+    // nothing.
+    let silent = call(&progress, json!({"steps": 2, "ms": 1})).await.unwrap();
+    assert_eq!(silent.text, "took 2 steps");
+
+    source.shutdown().await;
+}
+
+#[tokio::test]
+async fn configured_roots_are_advertised_and_listed_to_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(None).with_roots([
+        dir.path().to_string_lossy().into_owned(),
+        "file:///srv/shared".to_owned(),
+    ]);
+    let source = McpSource::connect("test", &config).await.unwrap();
+    let roots = tool(&source, "test.roots").await;
+    let listed = call(&roots, json!({})).await.unwrap().text;
+    let expected = format!("file://{}\nfile:///srv/shared", dir.path().display());
+    assert_eq!(listed, expected);
+    source.shutdown().await;
+
+    // Without roots, the capability is not declared.
+    let source = connect(None).await;
+    let roots = tool(&source, "test.roots").await;
+    assert_eq!(
+        call(&roots, json!({})).await.unwrap().text,
+        "no roots capability"
     );
     source.shutdown().await;
 }

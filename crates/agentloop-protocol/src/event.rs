@@ -62,6 +62,18 @@ pub enum EventKind {
         tool: String,
         note: String,
     },
+    /// How far a running call has come, as its tool reported it (MCP
+    /// `notifications/progress`): live, before the call's `tool_executed`. `progress` grows
+    /// with each report; `total` when the tool knows it.
+    ToolProgress {
+        call_id: String,
+        tool: String,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     DuplicateDetected {
         call_id: String,
         tool: String,
@@ -170,6 +182,7 @@ impl EventKind {
             EventKind::ToolSelected { .. } => "tool_selected",
             EventKind::ToolExecuted { .. } => "tool_executed",
             EventKind::SideEffect { .. } => "side_effect",
+            EventKind::ToolProgress { .. } => "tool_progress",
             EventKind::DuplicateDetected { .. } => "duplicate_detected",
             EventKind::ForcedFinalize { .. } => "forced_finalize",
             EventKind::LlmCall { .. } => "llm_call",

@@ -1,6 +1,7 @@
 // The steps of a run (or of a sub-agent's run): tool calls as they are selected and as they
-// end, with a bounded result that expands, and the notes of the loop (duplicates, side
-// effects, forced summaries, resumptions, the model's text between calls).
+// end (a progress bar while one reports how far it has come), with a bounded result that
+// expands, and the notes of the loop (duplicates, side effects, forced summaries, resumptions,
+// the model's text between calls).
 
 import { h, pretty, brief, duration } from "./dom.js";
 
@@ -84,8 +85,26 @@ export class StepList {
         entry.state.className = "state " + event.status;
         entry.state.textContent = `${event.status} · ${duration(event.duration_ms)}`;
         entry.item.dataset.status = event.status;
+        if (entry.progress) entry.progress.remove();
         if (event.error) entry.body.append(h("p", { class: "call-error", text: event.error }));
         if (event.result !== undefined) entry.body.append(result(event.result));
+        return true;
+      }
+      case "tool_progress": {
+        // A bar on the running call: determinate with a total, else the count and message.
+        const entry = this.call(event.call_id, event.tool);
+        if (entry.item.dataset.status) return true;
+        if (!entry.progress) {
+          entry.progress = h("progress", { class: "call-progress" });
+          entry.state.after(" ", entry.progress);
+        }
+        if (event.total > 0) {
+          entry.progress.max = event.total;
+          entry.progress.value = Math.min(event.progress, event.total);
+        }
+        const done = event.total > 0 ? `${event.progress} of ${event.total}` : `${event.progress}`;
+        entry.progress.title = event.message ? `${done}: ${event.message}` : done;
+        entry.state.textContent = event.message ? `running… ${event.message}` : `running… ${done}`;
         return true;
       }
       case "duplicate_detected":

@@ -14,8 +14,8 @@ use crate::json_body::FromJsonBody;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
-    /// The question or task (not blank).
-    #[schema(min_length = 1, pattern = r"\S")]
+    /// The question or task (not blank, unless `prompt` opens the run).
+    #[serde(default)]
     pub query: String,
     /// Continue this session of yours (404 when it is not yours or does not exist); default:
     /// a new session.
@@ -56,7 +56,37 @@ pub struct RunBody {
     /// limit named; a type the content does not have, or one the model cannot read, is a 400).
     #[serde(default)]
     pub attachments: Vec<crate::attachments::AttachmentBody>,
+    /// Resources of the MCP servers, read and added to the question (each in a
+    /// `<resource server uri>` block; a binary one as a short note). At most 16.
+    #[serde(default)]
+    pub resources: Vec<RunBodyResource>,
+    /// A prompt of an MCP server whose messages open the run (before `query`, which may then
+    /// be empty).
+    #[serde(default)]
+    pub prompt: Option<RunBodyPrompt>,
 }
+
+/// A resource of an MCP server, by its URI.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBodyResource {
+    /// The `[mcp_servers.NAME]` that has it.
+    pub server: String,
+    pub uri: String,
+}
+
+/// A prompt of an MCP server, with its arguments.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBodyPrompt {
+    pub server: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// Resources one request may attach.
+const MAX_RESOURCES: usize = 16;
 
 /// What one run may spend. When its next LLM call would go over it, the run stops calling
 /// tools and answers from what it has (`forced_finalize` with reason `budget`).
@@ -125,8 +155,14 @@ impl RunBody {
             ApiError::bad_request("invalid_body", format!("{field}: {message}"))
                 .with_details(json!({ "field": field }))
         };
-        if self.query.trim().is_empty() {
+        if self.query.trim().is_empty() && self.prompt.is_none() {
             return Err(invalid("query", "must not be empty"));
+        }
+        if self.resources.len() > MAX_RESOURCES {
+            return Err(invalid(
+                "resources",
+                &format!("at most {MAX_RESOURCES} resources may be attached"),
+            ));
         }
         if self.max_iterations == Some(0) {
             return Err(invalid("max_iterations", "must be at least 1"));

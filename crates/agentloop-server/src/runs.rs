@@ -160,8 +160,10 @@ async fn start(
         std::mem::take(&mut body.attachments),
         &state.agent.settings().attachments,
     )?;
+    let query = crate::mcp_context::opening(state.mcp.as_deref(), &body).await?;
     let request = RunRequest {
         traceparent,
+        query,
         attachments,
         ..body.into_request(&user)
     };

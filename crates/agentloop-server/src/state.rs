@@ -23,6 +23,9 @@ pub struct AppState {
     /// serves knows better than the general hint (`agentloop demo --serve`: the key it
     /// printed). Plain text; never a key.
     pub key_hint: Option<Arc<str>>,
+    /// The MCP servers, for the resources and prompts a request brings into its run; `None`:
+    /// such requests are refused.
+    pub mcp: Option<Arc<dyn crate::McpContext>>,
 }
 
 impl AppState {
@@ -49,6 +52,7 @@ impl AppState {
             health: Arc::default(),
             resume_reason: ResumeReason::Adopted,
             key_hint: None,
+            mcp: None,
         }
     }
 }

@@ -181,10 +181,19 @@ async fn readiness_reports_the_store_and_each_tool_source() {
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["store"]["status"], "ok", "{body}");
         let sources = body["tool_sources"].as_array().unwrap();
-        assert_eq!(sources.len(), 1, "{body}");
-        assert_eq!(sources[0]["name"], "test");
-        assert_eq!(sources[0]["state"], "up");
-        assert!(sources[0]["tools"].as_u64().unwrap() > 0, "{body}");
+        let names: Vec<&str> = sources
+            .iter()
+            .filter_map(|source| source["name"].as_str())
+            .collect();
+        // agentloop's own `mcp.read_resource` (the test server offers resources), and the test
+        // MCP server.
+        assert_eq!(names, ["mcp", "test"], "{body}");
+        for source in sources {
+            assert_eq!(source["state"], "up", "{body}");
+        }
+        assert_eq!(sources[0]["transport"], "other");
+        assert_eq!(sources[0]["tools"], 1);
+        assert!(sources[1]["tools"].as_u64().unwrap() > 0, "{body}");
     }
     let live = server
         .client

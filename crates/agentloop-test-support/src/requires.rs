@@ -318,6 +318,50 @@ pub fn chromium() -> Option<PathBuf> {
     met("Chromium", found.clone())
 }
 
+/// The variable naming the Python whose `mcp` package (the official Python SDK) runs the
+/// Python MCP test servers.
+pub const MCP_PYTHON_ENV: &str = "AGENTLOOP_MCP_PYTHON";
+
+const GET_MCP_PYTHON: &str = "make a venv with the official MCP Python SDK: `python3 -m venv \
+     ~/.cache/agentloop-ci/mcp-python && ~/.cache/agentloop-ci/mcp-python/bin/pip install \
+     mcp==2.3.0` (as .ci/run does), or name a Python that has it in AGENTLOOP_MCP_PYTHON";
+
+/// A Python with the official MCP SDK (`mcp` 2.x, `mcp.server.mcpserver`): the one named by
+/// [`MCP_PYTHON_ENV`], else `~/.cache/agentloop-ci/mcp-python/bin/python`. Looked for once.
+pub fn mcp_python() -> Option<PathBuf> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let python = match std::env::var_os(MCP_PYTHON_ENV) {
+            Some(python) => PathBuf::from(python),
+            None => {
+                let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
+                let cache = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| Path::new(&home).join(".cache"));
+                cache.join("agentloop-ci/mcp-python/bin/python")
+            }
+        };
+        let output = Command::new(&python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .output()
+            .map_err(|error| {
+                format!(
+                    "{} does not run ({error}): {GET_MCP_PYTHON}",
+                    python.display()
+                )
+            })?;
+        if output.status.success() {
+            Ok(python)
+        } else {
+            Err(format!(
+                "{} cannot import mcp.server.mcpserver: {GET_MCP_PYTHON}",
+                python.display()
+            ))
+        }
+    });
+    met("the MCP Python SDK", found.clone())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -20,6 +20,8 @@
 
 mod config;
 pub mod guardrails;
+#[cfg(feature = "server")]
+mod mcp_context;
 mod runtime;
 mod side_effects;
 pub mod telemetry;

@@ -11,7 +11,7 @@ use agentloop_core::{
     protocol::{SourceHealth, SourceState, SourceTransport},
 };
 use agentloop_llm::{client_for_with_origin, token_counter};
-use agentloop_mcp::{McpError, McpSource};
+use agentloop_mcp::{McpError, McpSource, ReadResource};
 use agentloop_store::SqlStore;
 use tokio::task::JoinHandle;
 
@@ -51,6 +51,8 @@ pub struct Runtime {
     store: Arc<SqlStore>,
     /// Including the ones that joined after the start.
     servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
+    /// `mcp.read_resource`: held here, as the agent's registry holds its sources weakly.
+    read_resource: Arc<ReadResource>,
     warnings: Vec<String>,
     /// Where spans go, when traces are exported.
     traces: Option<Traces>,
@@ -139,6 +141,10 @@ impl Runtime {
         for server in &servers {
             builder = builder.source(server.clone() as Arc<dyn agentloop_core::ToolSource>);
         }
+        let servers = Arc::new(Mutex::new(servers));
+        // `mcp.read_resource`, offered while a server offers resources.
+        let read_resource = Arc::new(ReadResource::new(servers.clone()));
+        builder = builder.source(read_resource.clone() as Arc<dyn agentloop_core::ToolSource>);
         let agent = customize(builder).build().await?;
         warnings.extend(agent.warnings().iter().cloned());
         // Servers that are not (yet) in the agent's tools are reported too (`/healthz`).
@@ -150,20 +156,25 @@ impl Runtime {
             let state = SourceState::Down { reason };
             note_source(&agent, &name, transport(&name), state);
         }
-        let servers = Arc::new(Mutex::new(servers));
         for (name, task) in late {
             let transport = transport(&name);
             note_source(&agent, &name, transport, SourceState::Starting);
             warnings.push(format!(
                 "MCP server {name} is still starting; its tools join when it is ready"
             ));
-            let joining = join_later(name, transport, task, agent.clone(), servers.clone());
+            let joined = Joined {
+                agent: agent.clone(),
+                servers: servers.clone(),
+                read_resource: read_resource.clone(),
+            };
+            let joining = join_later(name, transport, task, joined);
             tokio::spawn(joining);
         }
         Ok(Runtime {
             agent,
             store,
             servers,
+            read_resource,
             warnings,
             traces,
         })
@@ -181,6 +192,27 @@ impl Runtime {
     /// Where sessions and runs are kept.
     pub fn store(&self) -> &Arc<SqlStore> {
         &self.store
+    }
+
+    /// The MCP servers that are up (joined), for what they offer besides tools (resources,
+    /// prompts).
+    pub fn mcp_servers(&self) -> Vec<Arc<McpSource>> {
+        self.servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The MCP servers as the HTTP server reads resources and prompts from them
+    /// (`AppState::mcp`).
+    #[cfg(feature = "server")]
+    pub fn mcp_context(&self) -> Arc<dyn agentloop_server::McpContext> {
+        Arc::new(crate::mcp_context::Servers(self.servers.clone()))
+    }
+
+    /// The source of `mcp.read_resource`.
+    pub fn read_resource(&self) -> &Arc<ReadResource> {
+        &self.read_resource
     }
 
     /// Problems that did not stop the agent: servers left out, schemas that do not compile.
@@ -256,14 +288,25 @@ fn note_source(agent: &Agent, name: &str, transport: SourceTransport, state: Sou
     );
 }
 
+/// What a server that joins late joins.
+struct Joined {
+    agent: Agent,
+    servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
+    read_resource: Arc<ReadResource>,
+}
+
 /// Adds the tools of a server that became ready after the start.
 async fn join_later(
     name: String,
     transport: SourceTransport,
     task: JoinHandle<Result<McpSource, McpError>>,
-    agent: Agent,
-    servers: Arc<Mutex<Vec<Arc<McpSource>>>>,
+    joined: Joined,
 ) {
+    let Joined {
+        agent,
+        servers,
+        read_resource,
+    } = joined;
     let reason = match task.await {
         Ok(Ok(source)) => Ok(Arc::new(source)),
         Ok(Err(error)) => Err(error.to_string()),
@@ -280,6 +323,7 @@ async fn join_later(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(source.clone());
+    read_resource.joined();
     match agent.add_source(source).await {
         Ok(()) => tracing::info!(server = %name, "MCP server joined"),
         Err(error) => tracing::warn!(server = %name, %error, "MCP server left out"),

@@ -4,6 +4,7 @@ pub mod cancel;
 pub mod demo;
 pub mod keys;
 pub mod migrate;
+pub mod offers;
 pub mod run;
 pub mod serve;
 pub mod sessions;

@@ -127,6 +127,7 @@ pub async fn serve_config(
         state.resume_reason = agentloop::core::protocol::ResumeReason::Restarted;
     }
     state.key_hint = key_hint.map(Into::into);
+    state.mcp = Some(runtime.mcp_context());
     let finished = serve(listener, state, shutdown_signal()).await?;
     runtime.shutdown().await;
     if finished {

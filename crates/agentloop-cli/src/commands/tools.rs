@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::collections::BTreeMap;
 
 use agentloop::{
-    McpServerConfig, McpSource, ToolCatalog, ToolSettings, ToolSource,
+    McpServerConfig, McpSource, ToolCatalog, ToolInfo, ToolSettings, ToolSource,
     core::protocol::{SourceHealth, SourceState, SourceTransport},
 };
 use serde_json::json;
@@ -114,16 +114,40 @@ async fn describe(
         .iter()
         .map(|entry| {
             let info = entry.tool.info();
-            json!({
+            let mut tool = json!({
                 "name": info.name,
                 "classification": if entry.is_mutating() { "mutating" } else { "read-only" },
                 "description": info.description,
                 "input_schema": info.input_schema,
-            })
+                "annotations": annotations(info),
+            });
+            if let Some(title) = &info.title {
+                tool["title"] = json!(title);
+            }
+            if let Some(schema) = &info.output_schema {
+                tool["output_schema"] = schema.clone();
+            }
+            tool
         })
         .collect();
     described["tools"] = json!(tools);
     described
+}
+
+/// The MCP annotations (hints) the tool declared, by their names in agentloop's JSON; absent
+/// ones left out.
+fn annotations(info: &ToolInfo) -> serde_json::Value {
+    let hints = [
+        ("read_only_hint", info.read_only_hint),
+        ("destructive_hint", info.destructive_hint),
+        ("idempotent_hint", info.idempotent_hint),
+        ("open_world_hint", info.open_world_hint),
+    ];
+    hints
+        .into_iter()
+        .filter_map(|(name, hint)| hint.map(|hint| (name.to_owned(), json!(hint))))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 /// `transport`, `state` (with `reason` when it is not up: what the server printed, for the
@@ -164,6 +188,11 @@ fn print_server(server: &serde_json::Value) -> std::io::Result<()> {
     for tool in tools {
         let description = tool["description"].as_str().unwrap_or_default();
         let first_line = description.lines().next().unwrap_or_default();
+        // The title is for people: shown before the description when it says something else.
+        let first_line = match tool["title"].as_str() {
+            Some(title) if title != first_line => format!("{title}: {first_line}"),
+            _ => first_line.to_owned(),
+        };
         outln!(
             "  {:width$}  {:9}  {}",
             tool["name"].as_str().unwrap_or_default(),

@@ -191,7 +191,8 @@ pub fn tool_crashed(why: &str) -> String {
 /// What the model reads when a call ran out of time, with what the operator can change.
 pub fn tool_timed_out(name: &str, limit: std::time::Duration) -> String {
     format!(
-        "timed out after {} s (set [tools.\"{name}\"] timeout_s to allow longer)",
+        "timed out after {} s (set [tools.\"{name}\"] timeout_s, or max_duration_s for a \
+         call that reports progress, to allow longer)",
         limit.as_secs_f64()
     )
 }

@@ -15,6 +15,7 @@
 //! | `tool_executed` | `TOOL_CALL_RESULT` (`content`: the result, or the error; `metadata.agentloop.status`); none for the result of a frontend tool the request brought |
 //! | `plan_updated` | `STATE_SNAPSHOT`: the client's state with `plan` set |
 //! | `input_required` | `CUSTOM agentloop.input_required`; a question is also the assistant's text |
+//! | `tool_progress` | `CUSTOM agentloop.tool_progress` (`toolCallId` as in `TOOL_CALL_*`, `tool`, `progress`, `total`, `message`) |
 //! | `side_effect`, `duplicate_detected`, `forced_finalize`, `user_message`, `run_resumed` | `CUSTOM agentloop.side_effect`, `.duplicate`, `.forced_finalize`, `.user_message`, `.run_resumed` (agentloop's fields) |
 //! | a sub-agent's events | `CUSTOM agentloop.subagent` (the event as agentloop sends it) |
 //! | `error` | `RUN_ERROR` (`code`, `message`: the plain sentence of `crate::disclosure` with the request's id), last |
@@ -212,6 +213,22 @@ impl AgUiStream {
             } => out.push(custom(
                 "side_effect",
                 json!({ "callId": call_id, "tool": tool, "note": note }),
+            )),
+            EventKind::ToolProgress {
+                call_id,
+                tool,
+                progress,
+                total,
+                message,
+            } => out.push(custom(
+                "tool_progress",
+                json!({
+                    "toolCallId": tool_call_id(event.run_id, call_id),
+                    "tool": tool,
+                    "progress": progress,
+                    "total": total,
+                    "message": message,
+                }),
             )),
             EventKind::DuplicateDetected {
                 call_id,

@@ -629,3 +629,32 @@ fn a_blocked_run_ends_with_run_error_naming_the_guardrail() {
         "{last}"
     );
 }
+
+#[test]
+fn a_calls_progress_is_a_custom_event_naming_its_tool_call() {
+    let mut stream = stream();
+    let events = events(
+        &mut stream,
+        vec![EventKind::ToolProgress {
+            call_id: "c1".into(),
+            tool: "test.progress".into(),
+            progress: 3.0,
+            total: None,
+            message: None,
+        }],
+    );
+    let progress = events
+        .iter()
+        .find(|event| event["name"] == "agentloop.tool_progress")
+        .expect("a tool_progress event");
+    assert_eq!(
+        progress["value"],
+        json!({
+            "toolCallId": call("c1"),
+            "tool": "test.progress",
+            "progress": 3.0,
+            "total": null,
+            "message": null,
+        })
+    );
+}

@@ -191,6 +191,25 @@ impl UiMessageStream {
                 "side-effect",
                 json!({ "callId": call_id, "tool": tool, "note": note }),
             )),
+            // One part per call, its latest report: the client replaces a data part of the same
+            // id.
+            EventKind::ToolProgress {
+                call_id,
+                tool,
+                progress,
+                total,
+                message,
+            } => parts.push(json!({
+                "type": "data-tool-progress",
+                "id": call_id,
+                "data": {
+                    "callId": call_id,
+                    "tool": tool,
+                    "progress": progress,
+                    "total": total,
+                    "message": message,
+                },
+            })),
             EventKind::DuplicateDetected {
                 call_id,
                 tool,

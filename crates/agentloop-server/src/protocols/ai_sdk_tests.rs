@@ -550,3 +550,32 @@ fn a_blocked_run_sends_the_guardrail_parts_an_error_naming_it_and_finishes_conte
     );
     assert_eq!(parts.last().unwrap()["finishReason"], "content-filter");
 }
+
+#[test]
+fn a_calls_progress_is_one_data_part_per_call_replaced_by_each_report() {
+    let mut stream = UiMessageStream::new();
+    let report = |progress: f64| EventKind::ToolProgress {
+        call_id: "c1".into(),
+        tool: "test.progress".into(),
+        progress,
+        total: Some(2.0),
+        message: Some(format!("step {progress}")),
+    };
+    let parts = parts(&mut stream, vec![report(1.0), report(2.0)]);
+    // After the message's `start`.
+    assert_eq!(
+        parts[1..],
+        [1.0, 2.0].map(|progress| json!({
+            "type": "data-tool-progress",
+            // The same id: the client keeps the latest.
+            "id": "c1",
+            "data": {
+                "callId": "c1",
+                "tool": "test.progress",
+                "progress": progress,
+                "total": 2.0,
+                "message": format!("step {progress}"),
+            },
+        }))
+    );
+}

@@ -114,13 +114,14 @@ impl TestServer {
             .await
             .unwrap();
         let store = runtime.store().clone();
-        let state = AppState::new(
+        let mut state = AppState::new(
             runtime.agent().clone(),
             store.clone() as Arc<dyn Store>,
             store.clone() as Arc<dyn KeyStore>,
             metrics,
             config.server.clone(),
         );
+        state.mcp = Some(runtime.mcp_context());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();

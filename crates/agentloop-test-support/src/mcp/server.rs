@@ -5,6 +5,8 @@
 //!
 //! Besides its fixed tools, the server offers the tools `add_tool` created: they are shared by
 //! every session of the process and announced with `notifications/tools/list_changed`.
+// rmcp marks logging deprecated (SEP-2577); servers still send it, and the `progress` tool does.
+#![allow(deprecated)]
 
 use std::{
     collections::BTreeSet,
@@ -19,9 +21,14 @@ use rmcp::{
     ErrorData, Peer, RoleServer, ServerHandler,
     handler::server::{tool::ToolCallContext, wrapper::Parameters},
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        JsonObject, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
-        ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+        ProgressNotificationParam, Prompt, PromptArgument, PromptMessage,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
+        Resource, ResourceContents, ResourceTemplate, Role as PromptMessageRole,
+        ServerCapabilities, ServerConfig, Tool,
     },
     schemars,
     service::RequestContext,
@@ -36,6 +43,12 @@ pub const LOG_ENV: &str = "AGENTLOOP_TEST_MCP_LOG";
 /// The `_meta` key under which agentloop sends a call's idempotency key (the same as
 /// `agentloop_mcp::IDEMPOTENCY_KEY_META`; written out so that the server needs no agentloop).
 pub const IDEMPOTENCY_KEY_META: &str = "agentloop/idempotency-key";
+
+/// The URI of the test server's text resource, and its text.
+pub const GREETING_URI: &str = "note://greeting";
+pub const GREETING_TEXT: &str = "hello from a resource";
+/// The URI of the test server's binary resource (four bytes of PNG).
+pub const LOGO_URI: &str = "blob://logo";
 
 /// The exit status of the server after a `crash` call.
 pub const CRASH_EXIT_STATUS: i32 = 3;
@@ -88,6 +101,36 @@ pub struct SlowRecordArgs {
     pub note: String,
     /// How long the call takes after it logged its start, in milliseconds.
     pub ms: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ForecastArgs {
+    /// The city to forecast.
+    pub city: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgressArgs {
+    /// How many steps to take, each reported with `notifications/progress`.
+    pub steps: u32,
+    /// How long each step takes, in milliseconds.
+    pub ms: u64,
+}
+
+/// The `outputSchema` of `forecast` and `bad_forecast`.
+pub fn forecast_schema() -> Arc<JsonObject> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "temperature": {"type": "number"},
+            "conditions": {"type": "string"}
+        },
+        "required": ["temperature", "conditions"]
+    });
+    Arc::new(match schema {
+        Value::Object(schema) => schema,
+        _ => JsonObject::new(),
+    })
 }
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -297,6 +340,103 @@ impl TestMcpServer {
     }
 
     #[tool(
+        title = "Weather forecast",
+        description = "Forecasts the weather of a city, as a structured result",
+        output_schema = forecast_schema(),
+        annotations(read_only_hint = true, open_world_hint = true)
+    )]
+    async fn forecast(&self, Parameters(args): Parameters<ForecastArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("forecast", &args) {
+            return log_failure(error);
+        }
+        let mut result =
+            CallToolResult::structured(json!({"temperature": 21.5, "conditions": "Sunny"}));
+        result.content = vec![ContentBlock::text(format!(
+            "21.5 and sunny in {}",
+            args.city
+        ))];
+        result
+    }
+
+    #[tool(
+        description = "Declares the output schema of forecast but answers with a structured \
+                       result that does not fit it",
+        output_schema = forecast_schema(),
+        annotations(read_only_hint = true)
+    )]
+    async fn bad_forecast(&self, Parameters(args): Parameters<ForecastArgs>) -> CallToolResult {
+        if let Err(error) = self.log_call("bad_forecast", &args) {
+            return log_failure(error);
+        }
+        CallToolResult::structured(json!({"temperature": "hot"}))
+    }
+
+    #[tool(
+        description = "Takes the given steps, each of the given milliseconds, reporting each \
+                       with notifications/progress; logs its start and end with \
+                       notifications/message (info, then warning)",
+        annotations(read_only_hint = true)
+    )]
+    async fn progress(
+        &self,
+        Parameters(args): Parameters<ProgressArgs>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> CallToolResult {
+        if let Err(error) = self.log_call("progress", &args) {
+            return log_failure(error);
+        }
+        let log = |level, text: String| {
+            let mut message = LoggingMessageNotificationParam::new(level, json!(text));
+            message.logger = Some("progress".to_owned());
+            peer.notify_logging_message(message)
+        };
+        // A client that cannot take notifications gets its result all the same.
+        let _ = log(LoggingLevel::Info, format!("starting {} steps", args.steps)).await;
+        let token = meta.get_progress_token();
+        for step in 1..=args.steps {
+            tokio::time::sleep(Duration::from_millis(args.ms)).await;
+            if let Some(token) = &token {
+                let progress = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(f64::from(args.steps))
+                    .with_message(format!("step {step}"));
+                let _ = peer.notify_progress(progress).await;
+            }
+        }
+        let _ = log(LoggingLevel::Warning, format!("took {} steps", args.steps)).await;
+        CallToolResult::success(vec![ContentBlock::text(format!(
+            "took {} steps",
+            args.steps
+        ))])
+    }
+
+    #[tool(
+        description = "Lists the client's roots (roots/list), one URI per line, or says that \
+                       the client declared no roots capability",
+        annotations(read_only_hint = true)
+    )]
+    async fn roots(&self, peer: Peer<RoleServer>) -> CallToolResult {
+        if let Err(error) = self.log_call("roots", &json!({})) {
+            return log_failure(error);
+        }
+        let declared = peer
+            .peer_info()
+            .is_some_and(|client| client.capabilities.roots.is_some());
+        if !declared {
+            return CallToolResult::success(vec![ContentBlock::text("no roots capability")]);
+        }
+        match peer.list_roots().await {
+            Ok(listed) => {
+                let uris: Vec<String> = listed.roots.into_iter().map(|root| root.uri).collect();
+                CallToolResult::success(vec![ContentBlock::text(uris.join("\n"))])
+            }
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "roots/list failed: {error}"
+            ))]),
+        }
+    }
+
+    #[tool(
         description = "Makes the server offer an extra tool of the given name from now on, and \
                        tells the client its tools changed",
         annotations(read_only_hint = false, destructive_hint = false)
@@ -328,6 +468,10 @@ impl ServerHandler for TestMcpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_prompts()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -356,6 +500,96 @@ impl ServerHandler for TestMcpServer {
         }
         let call = ToolCallContext::new(self, request, context);
         Self::tool_router().call(call).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut greeting = Resource::new(GREETING_URI, "greeting");
+        greeting.title = Some("A greeting".to_owned());
+        greeting.mime_type = Some("text/plain".to_owned());
+        let mut logo = Resource::new(LOGO_URI, "logo");
+        logo.mime_type = Some("image/png".to_owned());
+        Ok(ListResourcesResult::with_all_items(vec![greeting, logo]))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut note = ResourceTemplate::new("note://{name}", "note");
+        note.description = Some("A note of the given name".to_owned());
+        Ok(ListResourceTemplatesResult::with_all_items(vec![note]))
+    }
+
+    /// `note://greeting` is text, `blob://logo` four bytes of PNG, `note://NAME` the text
+    /// `note NAME`; anything else is not found.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let contents = if uri == GREETING_URI {
+            ResourceContents::text(GREETING_TEXT, &uri).with_mime_type("text/plain")
+        } else if uri == LOGO_URI {
+            ResourceContents::blob("iVBORw==", &uri).with_mime_type("image/png")
+        } else if let Some(name) = uri.strip_prefix("note://") {
+            ResourceContents::text(format!("note {name}"), &uri)
+        } else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {uri}"),
+                None,
+            ));
+        };
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![contents],
+        )))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let topic = PromptArgument::new("topic")
+            .with_description("What to summarize")
+            .with_required(true);
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            "summarize",
+            Some("Asks for a summary of a topic"),
+            Some(vec![topic]),
+        )]))
+    }
+
+    /// `summarize {topic}`: an assistant's offer, then the user's request.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != "summarize" {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", request.name),
+                None,
+            ));
+        }
+        let topic = request
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get("topic"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| ErrorData::invalid_params("the argument topic is required", None))?;
+        Ok(GetPromptResponse::Complete(GetPromptResult::new(vec![
+            PromptMessage::new_text(PromptMessageRole::Assistant, "What shall I summarize?"),
+            PromptMessage::new_text(
+                PromptMessageRole::User,
+                format!("Summarize what you know about {topic}."),
+            ),
+        ])))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
