@@ -22,6 +22,7 @@ mod health;
 mod json_body;
 mod live;
 mod metrics;
+mod openai;
 mod openapi;
 mod owned;
 mod panel;
@@ -49,9 +50,10 @@ use axum::{
 use tokio::net::{TcpListener, TcpSocket};
 
 pub use body::{InputBody, RunBody, RunBodyContext};
-pub use config::ServerConfig;
+pub use config::{OpenAiSettings, ServerConfig};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::Metrics;
+pub use openai::PublicAgent;
 pub use runs::{AgentMetadata, RunDetails, RunResult};
 pub use state::AppState;
 

@@ -23,6 +23,9 @@ pub struct AppState {
     /// serves knows better than the general hint (`agentloop demo --serve`: the key it
     /// printed). Plain text; never a key.
     pub key_hint: Option<Arc<str>>,
+    /// Sub-agents offered as models of the OpenAI-compatible API (`[agents.NAME] public`),
+    /// beside the main agent.
+    pub public_agents: Arc<[crate::openai::PublicAgent]>,
 }
 
 impl AppState {
@@ -49,6 +52,7 @@ impl AppState {
             health: Arc::default(),
             resume_reason: ResumeReason::Adopted,
             key_hint: None,
+            public_agents: Arc::new([]),
         }
     }
 }

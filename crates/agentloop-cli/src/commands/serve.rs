@@ -127,6 +127,7 @@ pub async fn serve_config(
         state.resume_reason = agentloop::core::protocol::ResumeReason::Restarted;
     }
     state.key_hint = key_hint.map(Into::into);
+    state.public_agents = config.public_agents().into();
     let finished = serve(listener, state, shutdown_signal()).await?;
     runtime.shutdown().await;
     if finished {
