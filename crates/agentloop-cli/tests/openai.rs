@@ -76,7 +76,11 @@ async fn get(address: &str, key: &str, path: &str) -> Value {
         .send()
         .await
         .unwrap();
-    assert!(response.status().is_success(), "{path}: {}", response.status());
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
     response.json().await.unwrap()
 }
 
@@ -99,9 +103,13 @@ async fn the_openai_sdk_works_against_agentloop_serve_and_a_background_response_
     let address = first.address.clone();
     let interpreter_main = interpreter.clone();
     let out = tokio::task::spawn_blocking({
-        let keys: Vec<(String, String)> = keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let keys: Vec<(String, String)> = keys
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move || {
-            let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let keys: Vec<(&str, &str)> =
+                keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             python(&interpreter_main, "main", &address, &keys)
         }
     })
@@ -116,7 +124,12 @@ async fn the_openai_sdk_works_against_agentloop_serve_and_a_background_response_
         .as_array()
         .unwrap()
         .iter()
-        .find(|session| session["title"].as_str().unwrap().starts_with("chain two echoes"))
+        .find(|session| {
+            session["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("chain two echoes")
+        })
         .expect("the chat's session")
         .clone();
     let details = get(
@@ -132,7 +145,11 @@ async fn the_openai_sdk_works_against_agentloop_serve_and_a_background_response_
         .filter(|message| message["role"] == "user")
         .filter_map(|message| message["content"].as_str())
         .collect();
-    assert_eq!(questions, ["chain two echoes", "again: what did I ask?"], "{details}");
+    assert_eq!(
+        questions,
+        ["chain two echoes", "again: what did I ask?"],
+        "{details}"
+    );
     // The sub-agent ran with its own prompt.
     assert!(llm.requests().iter().any(|request| {
         let seen = request.to_string();
@@ -140,20 +157,28 @@ async fn the_openai_sdk_works_against_agentloop_serve_and_a_background_response_
     }));
 
     // Killed while the model thinks about the background job; the restart adopts the run.
-    eventually("the background job to reach the model", Duration::from_secs(20), || async {
-        llm.requests()
-            .iter()
-            .any(|request| request.to_string().contains("background job"))
-            .then_some(())
-    })
+    eventually(
+        "the background job to reach the model",
+        Duration::from_secs(20),
+        || async {
+            llm.requests()
+                .iter()
+                .any(|request| request.to_string().contains("background job"))
+                .then_some(())
+        },
+    )
     .await;
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     let second = common::Served::start(dir.path());
     let address = second.address.clone();
-    let keys: Vec<(String, String)> = keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let keys: Vec<(String, String)> = keys
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     tokio::task::spawn_blocking(move || {
-        let mut keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut keys: Vec<(&str, &str)> =
+            keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         keys.push(("RESPONSE_ID", response_id.as_str()));
         python(&interpreter, "after", &address, &keys)
     })

@@ -53,9 +53,8 @@ pub use body::{InputBody, RunBody, RunBodyContext};
 pub use config::{OpenAiSettings, ServerConfig};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::Metrics;
-pub use openai::PublicAgent;
 pub use runs::{AgentMetadata, RunDetails, RunResult};
-pub use state::AppState;
+pub use state::{AppState, PublicAgent};
 
 /// The application: every route, and the OpenAPI document generated from the handlers.
 pub fn router(state: AppState) -> Router {

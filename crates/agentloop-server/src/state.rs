@@ -25,7 +25,7 @@ pub struct AppState {
     pub key_hint: Option<Arc<str>>,
     /// Sub-agents offered as models of the OpenAI-compatible API (`[agents.NAME] public`),
     /// beside the main agent.
-    pub public_agents: Arc<[crate::openai::PublicAgent]>,
+    pub public_agents: Arc<[PublicAgent]>,
 }
 
 impl AppState {
@@ -55,4 +55,17 @@ impl AppState {
             public_agents: Arc::new([]),
         }
     }
+}
+
+/// A sub-agent offered as a model of its own (`[agents.NAME] public = true`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublicAgent {
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    pub model: Option<String>,
+    pub max_iterations: Option<u32>,
+    /// The workflow that holds its tools (`agent.NAME`, made by the facade), when it names
+    /// some; none: every tool of the main agent.
+    pub workflow: Option<String>,
 }

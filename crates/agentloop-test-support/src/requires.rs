@@ -235,7 +235,9 @@ pub const PYTHON_ENV: &str = "AGENTLOOP_PYTHON";
 /// official `openai` SDK). Looked for once per module and process.
 pub fn python_with(module: &str) -> Option<PathBuf> {
     static FOUND: Mutex<Option<HashMap<String, Result<PathBuf, String>>>> = Mutex::new(None);
-    let mut found = FOUND.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut found = FOUND
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let result = found
         .get_or_insert_with(HashMap::new)
         .entry(module.to_string())
@@ -268,7 +270,10 @@ fn python_importing(module: &str) -> Result<PathBuf, String> {
     if output.status.success() {
         Ok(python)
     } else {
-        Err(format!("{} cannot import {module}: {get}", python.display()))
+        Err(format!(
+            "{} cannot import {module}: {get}",
+            python.display()
+        ))
     }
 }
 

@@ -153,10 +153,12 @@ pub async fn chat_completions(
             }
         }
         None => match split.started {
-            Some(started) => match continued(&state, &user, started, split.answer.as_deref()).await? {
-                Some(run) => (Some(run.session_id), Some(run)),
-                None => (None, None),
-            },
+            Some(started) => {
+                match continued(&state, &user, started, split.answer.as_deref()).await? {
+                    Some(run) => (Some(run.session_id), Some(run)),
+                    None => (None, None),
+                }
+            }
             None => (None, None),
         },
     };
@@ -430,10 +432,12 @@ async fn respond(
         }
         return match (mapper.is_finished(), mapper.error()) {
             (true, None) => Json(mapper.completion()).into_response(),
-            (true, Some((code, message))) => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code.as_str(), message.clone())
-                    .into_response()
-            }
+            (true, Some((code, message))) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code.as_str(),
+                message.clone(),
+            )
+            .into_response(),
             (false, _) => ApiError::unavailable(
                 "the run did not end before the server stopped; send the request again",
             )

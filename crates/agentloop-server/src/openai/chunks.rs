@@ -81,11 +81,7 @@ impl ChatChunks {
     }
 
     /// The chunks `event` adds. `error_message` tells what a client is told of an error event.
-    pub fn push(
-        &mut self,
-        event: &Event,
-        error_message: impl Fn(&Event) -> String,
-    ) -> Vec<Value> {
+    pub fn push(&mut self, event: &Event, error_message: impl Fn(&Event) -> String) -> Vec<Value> {
         if self.finished || event.parent_run_id.is_some() {
             return Vec::new();
         }

@@ -104,9 +104,11 @@ fn with_reasoning_off_only_the_answer_is_sent() {
     let out = fold(&mut chunks, steps());
     assert_eq!(deltas(&out, "reasoning_content"), "");
     assert_eq!(deltas(&out, "content"), "It is 2.");
-    assert!(chunks.completion()["choices"][0]["message"]
-        .get("reasoning_content")
-        .is_none());
+    assert!(
+        chunks.completion()["choices"][0]["message"]
+            .get("reasoning_content")
+            .is_none()
+    );
 }
 
 #[test]
@@ -135,7 +137,11 @@ fn a_call_of_a_client_tool_ends_the_completion_with_tool_calls() {
             done(RunStatus::AwaitingInput),
         ],
     );
-    assert_eq!(deltas(&out, "reasoning_content"), "", "not a step of the server");
+    assert_eq!(
+        deltas(&out, "reasoning_content"),
+        "",
+        "not a step of the server"
+    );
     let calls = out
         .iter()
         .find_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].as_array())
@@ -143,7 +149,10 @@ fn a_call_of_a_client_tool_ends_the_completion_with_tool_calls() {
     assert_eq!(calls[0]["id"], "c9");
     assert_eq!(calls[0]["function"]["name"], "pick_color");
     assert_eq!(calls[0]["function"]["arguments"], "{\"from\":\"rgb\"}");
-    assert_eq!(out.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(
+        out.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
     let message = &chunks.completion()["choices"][0]["message"];
     assert_eq!(message["content"], Value::Null);
     assert_eq!(message["tool_calls"][0]["id"], "c9");
@@ -163,7 +172,10 @@ fn a_failed_run_keeps_its_error_and_sends_no_finish() {
             done(RunStatus::Failed),
         ],
     );
-    assert!(out.iter().all(|chunk| chunk["choices"][0]["finish_reason"].is_null()));
+    assert!(
+        out.iter()
+            .all(|chunk| chunk["choices"][0]["finish_reason"].is_null())
+    );
     let (code, message) = chunks.error().unwrap();
     assert_eq!(*code, ErrorCode::LlmUnreachable);
     assert_eq!(message, "plain");
@@ -172,7 +184,12 @@ fn a_failed_run_keeps_its_error_and_sends_no_finish() {
 #[test]
 fn a_sub_agents_events_are_left_out() {
     let mut chunks = ChatChunks::new(Uuid::from_u128(1), 7, "agentloop", true, HashSet::new());
-    let mut nested = event(1, EventKind::FinalResponse { delta: "inner".into() });
+    let mut nested = event(
+        1,
+        EventKind::FinalResponse {
+            delta: "inner".into(),
+        },
+    );
     nested.parent_run_id = Some(Uuid::from_u128(1));
     assert!(chunks.push(&nested, |_| String::new()).is_empty());
     assert!(!chunks.is_finished());

@@ -89,7 +89,8 @@ mod tests {
             json!({"error": {"message": "messages: must not be empty", "type": "invalid_request_error",
                 "param": "messages", "code": "invalid_body", "request_id": "r1"}})
         );
-        let denied = json!({"error": {"code": "unauthorized", "message": "no", "request_id": "r2"}});
+        let denied =
+            json!({"error": {"code": "unauthorized", "message": "no", "request_id": "r2"}});
         let error = openai_error(StatusCode::UNAUTHORIZED, &denied);
         assert_eq!(error["error"]["type"], "authentication_error");
         assert_eq!(error["error"]["param"], Value::Null);

@@ -72,7 +72,13 @@ pub fn run_key(messages: &[Message]) -> String {
                 .tool_calls
                 .iter()
                 .flatten()
-                .map(|call| json!([call["id"], call["function"]["name"], call["function"]["arguments"]]))
+                .map(|call| {
+                    json!([
+                        call["id"],
+                        call["function"]["name"],
+                        call["function"]["arguments"]
+                    ])
+                })
                 .collect();
             json!([message.role, message.text(), calls, message.tool_call_id])
         })
@@ -187,7 +193,9 @@ mod tests {
         let key = run_key(&first);
         assert_ne!(run_id("ann", &key, 0), run_id("bob", &key, 0));
         assert_ne!(run_id("ann", &key, 0), run_id("ann", &key, 1));
-        let other = messages(json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 2+3?"}]));
+        let other = messages(
+            json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 2+3?"}]),
+        );
         assert_ne!(run_key(&other), key);
         // A first question continues nothing.
         assert!(super::split(&first).started.is_none());

@@ -9,7 +9,5 @@ pub mod errors;
 mod history;
 pub mod models;
 mod output;
-pub mod responses;
 mod response_events;
-
-pub use models::PublicAgent;
+pub mod responses;

@@ -12,24 +12,11 @@ use crate::{
     auth::User,
     error::{ApiError, ErrorBody},
     extract::PathId,
-    state::AppState,
+    state::{AppState, PublicAgent},
 };
 
 /// The model id of the main agent.
 pub const MAIN_AGENT: &str = "agentloop";
-
-/// A sub-agent offered as a model of its own (`[agents.NAME] public = true`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PublicAgent {
-    pub name: String,
-    pub description: String,
-    pub system_prompt: String,
-    pub model: Option<String>,
-    pub max_iterations: Option<u32>,
-    /// The workflow that holds its tools (`agent.NAME`, made by the facade), when it names
-    /// some; none: every tool of the main agent.
-    pub workflow: Option<String>,
-}
 
 /// OpenAI's model object.
 #[derive(Debug, Serialize, ToSchema)]

@@ -245,9 +245,10 @@ impl ResponseEvents {
             (false, "in_progress", true) => "queued",
             _ => self.status,
         };
-        let error = self.error.as_ref().map(|(code, message)| {
-            json!({"code": code.as_str(), "message": message})
-        });
+        let error = self
+            .error
+            .as_ref()
+            .map(|(code, message)| json!({"code": code.as_str(), "message": message}));
         json!({
             "id": response_id(self.run_id),
             "object": "response",

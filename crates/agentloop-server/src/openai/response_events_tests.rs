@@ -52,7 +52,9 @@ fn an_answer_streams_as_the_semantic_events_numbered_from_zero() {
         &mut mapper,
         vec![
             EventKind::Thinking { iteration: 1 },
-            EventKind::FinalResponse { delta: "Hel".into() },
+            EventKind::FinalResponse {
+                delta: "Hel".into(),
+            },
             EventKind::FinalResponse { delta: "lo".into() },
             done(RunStatus::Completed),
         ],
@@ -72,14 +74,20 @@ fn an_answer_streams_as_the_semantic_events_numbered_from_zero() {
             "response.completed",
         ]
     );
-    let numbers: Vec<u64> = out.iter().map(|e| e["sequence_number"].as_u64().unwrap()).collect();
+    let numbers: Vec<u64> = out
+        .iter()
+        .map(|e| e["sequence_number"].as_u64().unwrap())
+        .collect();
     assert_eq!(numbers, (0..10).collect::<Vec<u64>>());
     let response = &out.last().unwrap()["response"];
     assert_eq!(response["id"], response_id(Uuid::from_u128(2)));
     assert_eq!(response["status"], "completed");
     assert_eq!(response["output"][0]["content"][0]["text"], "Hello");
     assert_eq!(response["usage"]["total_tokens"], 25);
-    assert_eq!(run_of(response["id"].as_str().unwrap()), Some(Uuid::from_u128(2)));
+    assert_eq!(
+        run_of(response["id"].as_str().unwrap()),
+        Some(Uuid::from_u128(2))
+    );
 }
 
 #[test]

@@ -173,13 +173,14 @@ pub async fn create_response(
                 .with_details(json!({"field": "input"})));
             };
             let mut request = models::request_for(agent, &user);
-            if let Some(instructions) = body.instructions.as_ref().filter(|t| !t.trim().is_empty()) {
+            if let Some(instructions) = body.instructions.as_ref().filter(|t| !t.trim().is_empty())
+            {
                 let base = request
                     .system_prompt
                     .clone()
                     .unwrap_or_else(|| state.agent.settings().system_prompt.clone());
                 request.system_prompt =
-                    Some(models::with_instructions(&base, &[instructions.clone()]));
+                    Some(models::with_instructions(&base, std::slice::from_ref(instructions)));
             }
             request.query = question;
             request.client_tools = client_tools.clone();
@@ -271,9 +272,12 @@ pub async fn cancel_response(
     id: PathId,
 ) -> Result<Response, ApiError> {
     let run_id = owned(&state, &id.0, &user.0).await?;
-    let _cancelling =
-        crate::runs::cancel_run(State(state.clone()), user.clone(), PathId(run_id.to_string()))
-            .await?;
+    let _cancelling = crate::runs::cancel_run(
+        State(state.clone()),
+        user.clone(),
+        PathId(run_id.to_string()),
+    )
+    .await?;
     let run = owned_run(&state, run_id, &user.0).await?;
     let mapper = ResponseEvents::new(run_id, run.started_at.timestamp(), stored_echo());
     let events = state.store.events(run_id, 0).await?;
@@ -308,7 +312,9 @@ pub async fn delete_response(
         ));
     }
     state.store.delete_session(run.session_id).await?;
-    Ok(Json(json!({"id": id.0, "object": "response", "deleted": true})))
+    Ok(Json(
+        json!({"id": id.0, "object": "response", "deleted": true}),
+    ))
 }
 
 /// The run of response `id` when it is `user`'s; 404 otherwise.
@@ -376,7 +382,12 @@ fn shown_error(scope: &crate::request_id::RequestScope, event: &Event) -> String
 }
 
 /// The semantic events, as SSE (`event: TYPE`), after `after` when given.
-fn stream(state: &AppState, events: Events, mapper: ResponseEvents, after: Option<u64>) -> Response {
+fn stream(
+    state: &AppState,
+    events: Events,
+    mapper: ResponseEvents,
+    after: Option<u64>,
+) -> Response {
     let scope = crate::request_id::current();
     let frames = events
         .map(Some)
@@ -501,23 +512,25 @@ fn client_tools(tools: &[Value]) -> Result<Vec<ClientTool>, ApiError> {
     tools
         .iter()
         .enumerate()
-        .map(|(index, tool)| match (tool["type"].as_str(), tool["name"].as_str()) {
-            (Some("function"), Some(name)) if !name.is_empty() && names.insert(name) => {
-                Ok(ClientTool::new(
-                    name,
-                    tool["description"].as_str().unwrap_or_default(),
-                    match &tool["parameters"] {
-                        Value::Null => json!({"type": "object", "properties": {}}),
-                        parameters => parameters.clone(),
-                    },
-                ))
-            }
-            _ => Err(ApiError::bad_request(
-                "invalid_request",
-                format!("tools[{index}]: only function tools, each with a name of its own"),
-            )
-            .with_details(json!({"field": "tools"}))),
-        })
+        .map(
+            |(index, tool)| match (tool["type"].as_str(), tool["name"].as_str()) {
+                (Some("function"), Some(name)) if !name.is_empty() && names.insert(name) => {
+                    Ok(ClientTool::new(
+                        name,
+                        tool["description"].as_str().unwrap_or_default(),
+                        match &tool["parameters"] {
+                            Value::Null => json!({"type": "object", "properties": {}}),
+                            parameters => parameters.clone(),
+                        },
+                    ))
+                }
+                _ => Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!("tools[{index}]: only function tools, each with a name of its own"),
+                )
+                .with_details(json!({"field": "tools"}))),
+            },
+        )
         .collect()
 }
 
