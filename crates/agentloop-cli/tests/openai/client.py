@@ -102,6 +102,14 @@ def main():
     picked = ann.chat.completions.create(model="agentloop", messages=messages, tools=tools)
     check(picked.choices[0].message.content == "The page picked: teal", f"the result reached the model: {picked}")
 
+    # A conversation named by the X-Session-Id header: only the new question is sent.
+    named = {"X-Session-Id": "support-1"}
+    ann.chat.completions.create(model="agentloop", messages=[{"role": "user", "content": "named first"}],
+                                extra_headers=named)
+    second = ann.chat.completions.create(model="agentloop", messages=[{"role": "user", "content": "again: named?"}],
+                                         extra_headers=named)
+    check(second.choices[0].message.content == "Earlier you asked: named first", f"X-Session-Id: {second}")
+
     # A public sub-agent as the model.
     helped = ann.chat.completions.create(model="researcher", messages=[{"role": "user", "content": "research this"}])
     check(helped.model == "researcher" and helped.choices[0].message.content == "You asked: research this", f"{helped}")
@@ -133,6 +141,17 @@ def main():
     check([event.sequence_number for event in events] == list(range(len(events))), "sequence numbers from 0")
     text = "".join(event.delta for event in events if event.type == "response.output_text.delta")
     check(text == "Chained: one, then two.", f"the streamed text: {text!r}")
+
+    # A client tool of the Responses API: a function_call item, answered by function_call_output.
+    functions = [{"type": "function", "name": "pick_color", "description": "Lets the user pick a color",
+                  "parameters": {"type": "object", "properties": {"hint": {"type": "string"}}}}]
+    asked = ann.responses.create(model="agentloop", input="frontend: pick a color", tools=functions)
+    calls = [item for item in asked.output if item.type == "function_call"]
+    check(len(calls) == 1 and calls[0].name == "pick_color", f"a function_call item: {asked.output}")
+    answered = ann.responses.create(model="agentloop", previous_response_id=asked.id, tools=functions,
+                                    input=[{"type": "function_call_output", "call_id": calls[0].call_id,
+                                            "output": "amber"}])
+    check(answered.output_text == "The page picked: amber", f"function_call_output: {answered}")
 
     # A background response: answered at once; the test kills the server while it runs.
     background = ann.responses.create(model="agentloop", input="background job", background=True)
