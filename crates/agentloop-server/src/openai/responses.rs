@@ -179,8 +179,10 @@ pub async fn create_response(
                     .system_prompt
                     .clone()
                     .unwrap_or_else(|| state.agent.settings().system_prompt.clone());
-                request.system_prompt =
-                    Some(models::with_instructions(&base, std::slice::from_ref(instructions)));
+                request.system_prompt = Some(models::with_instructions(
+                    &base,
+                    std::slice::from_ref(instructions),
+                ));
             }
             request.query = question;
             request.client_tools = client_tools.clone();
