@@ -11,7 +11,7 @@ use std::{collections::HashSet, convert::Infallible};
 
 use agentloop_core::{
     ClientTool, RunRequest,
-    protocol::{InputAnswer, InputKind, RunInfo, RunStatus},
+    protocol::{ErrorCode, InputAnswer, InputKind, RunInfo, RunStatus},
 };
 use axum::{
     Json,
@@ -103,7 +103,10 @@ impl FromJsonBody for ChatCompletionBody {
         (status = 404, description = "No such model, or the conversation is another user's", body = ErrorBody),
         (status = 409, description = "The conversation has a run in progress", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
-        (status = 500, description = "The run failed (`code` says why)", body = ErrorBody),
+        (status = 500, description = "The run failed (`code` says why; 502, 503 or 504 for the LLM's and the store's failures)", body = ErrorBody),
+        (status = 502, description = "The run failed: the LLM failed or refused (`code` says how)", body = ErrorBody),
+        (status = 503, body = ErrorBody),
+        (status = 504, description = "The run failed: the LLM's deadline passed", body = ErrorBody),
     ),
     security(("api_key" = []))
 )]
@@ -385,6 +388,27 @@ fn client_tools(tools: &[Value]) -> Result<Vec<ClientTool>, ApiError> {
         .collect()
 }
 
+/// The status of a completion whose run failed with `code`: the LLM's failures are a gateway's
+/// (502, 504 for its deadline; 429 still rate limited), the store's 503, the session's as when
+/// a run cannot begin, anything else 500.
+fn failure_status(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::LlmRateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::LlmTimeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::LlmUnreachable
+        | ErrorCode::LlmMissingApiKey
+        | ErrorCode::LlmUnauthorized
+        | ErrorCode::LlmRejected
+        | ErrorCode::LlmServerError
+        | ErrorCode::LlmTruncatedStream
+        | ErrorCode::LlmProtocolError => StatusCode::BAD_GATEWAY,
+        ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::SessionNotFound => StatusCode::NOT_FOUND,
+        ErrorCode::SessionBusy => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 fn invalid(field: &str, message: impl Into<String>) -> ApiError {
     ApiError::bad_request("invalid_request", message).with_details(json!({"field": field}))
 }
@@ -432,12 +456,9 @@ async fn respond(
         }
         return match (mapper.is_finished(), mapper.error()) {
             (true, None) => Json(mapper.completion()).into_response(),
-            (true, Some((code, message))) => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code.as_str(),
-                message.clone(),
-            )
-            .into_response(),
+            (true, Some((code, message))) => {
+                ApiError::new(failure_status(*code), code.as_str(), message.clone()).into_response()
+            }
             (false, _) => ApiError::unavailable(
                 "the run did not end before the server stopped; send the request again",
             )
@@ -492,4 +513,33 @@ async fn respond(
         HeaderValue::from_static("no-cache, no-transform"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_runs_status_says_whose_failure_it_was() {
+        assert_eq!(
+            failure_status(ErrorCode::LlmTimeout),
+            StatusCode::GATEWAY_TIMEOUT
+        );
+        assert_eq!(
+            failure_status(ErrorCode::LlmRejected),
+            StatusCode::BAD_GATEWAY
+        );
+        assert_eq!(
+            failure_status(ErrorCode::LlmRateLimited),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            failure_status(ErrorCode::StoreUnavailable),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            failure_status(ErrorCode::InternalError),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
 }
