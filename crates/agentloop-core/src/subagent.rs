@@ -50,6 +50,9 @@ pub struct SubAgentSettings {
     pub max_iterations: Option<u32>,
     /// How long one task may take, in seconds (the `agent.NAME` tool's time limit).
     pub timeout_s: f64,
+    /// Whether the server's OpenAI-compatible API offers it as a model of its own (`GET
+    /// /v1/models`, `model: "NAME"`), beside the main agent.
+    pub public: bool,
 }
 
 impl Default for SubAgentSettings {
@@ -63,6 +66,7 @@ impl Default for SubAgentSettings {
             model: None,
             max_iterations: None,
             timeout_s: 300.0,
+            public: false,
         }
     }
 }

@@ -307,7 +307,10 @@ async fn start(
 }
 
 /// What the paused run `run_id` waits for: its last `input_required` event.
-async fn pending_request(state: &AppState, run_id: Uuid) -> Result<Option<InputRequest>, ApiError> {
+pub(crate) async fn pending_request(
+    state: &AppState,
+    run_id: Uuid,
+) -> Result<Option<InputRequest>, ApiError> {
     let events = state.store.events(run_id, 0).await?;
     Ok(events.into_iter().rev().find_map(|event| match event.kind {
         EventKind::InputRequired {

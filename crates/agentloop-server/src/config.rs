@@ -53,6 +53,23 @@ pub struct ServerConfig {
     /// variable to set: for the operator) instead of a plain sentence chosen by its code. For
     /// development; the log has the detail either way.
     pub expose_error_details: bool,
+    /// `[server.openai]`: the OpenAI-compatible API (`/v1/chat/completions`, `/v1/responses`).
+    pub openai: OpenAiSettings,
+}
+
+/// `[server.openai]`: how the OpenAI-compatible API answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiSettings {
+    /// Whether a chat completion shows the agent's steps (its working text, tool calls and
+    /// results) as `reasoning_content`; a request's `X-Reasoning` header overrides it.
+    pub reasoning: bool,
+}
+
+impl Default for OpenAiSettings {
+    fn default() -> Self {
+        Self { reasoning: true }
+    }
 }
 
 impl Default for ServerConfig {
@@ -72,6 +89,7 @@ impl Default for ServerConfig {
             idle_timeout_s: 120.0,
             max_connections: None,
             expose_error_details: false,
+            openai: OpenAiSettings::default(),
         }
     }
 }

@@ -24,6 +24,7 @@ mod json_body;
 mod live;
 mod mcp_context;
 mod metrics;
+mod openai;
 mod openapi;
 mod owned;
 mod panel;
@@ -51,12 +52,12 @@ use axum::{
 use tokio::net::{TcpListener, TcpSocket};
 
 pub use body::{InputBody, RunBody, RunBodyContext};
-pub use config::ServerConfig;
+pub use config::{OpenAiSettings, ServerConfig};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use mcp_context::{McpContext, McpContextError, PromptRole};
 pub use metrics::Metrics;
 pub use runs::{AgentMetadata, RunDetails, RunResult};
-pub use state::AppState;
+pub use state::{AppState, PublicAgent};
 
 /// The application: every route, and the OpenAPI document generated from the handlers.
 pub fn router(state: AppState) -> Router {

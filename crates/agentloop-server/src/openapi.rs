@@ -13,7 +13,7 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{ag_ui, attachments, chat, runs, service, sessions, state::AppState, steering};
+use crate::{ag_ui, attachments, chat, openai, runs, service, sessions, state::AppState, steering};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -28,6 +28,7 @@ use crate::{ag_ui, attachments, chat, runs, service, sessions, state::AppState, 
         (name = "sessions", description = "Conversations"),
         (name = "chat", description = "The AI SDK's chat transport (useChat): the UI message stream"),
         (name = "ag-ui", description = "The AG-UI protocol (@ag-ui/client's HttpAgent, CopilotKit)"),
+        (name = "openai", description = "The OpenAI-compatible API (models, Chat Completions, Responses); errors in OpenAI's shape `{error: {message, type, param, code}}`"),
         (name = "service", description = "Health and metrics"),
     )
 )]
@@ -65,6 +66,7 @@ pub(crate) fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chat::chat_stream))
         .routes(routes!(ag_ui::run_agent))
         .routes(routes!(attachments::get_attachment))
+        .merge(openai_routes())
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))
@@ -74,6 +76,23 @@ pub(crate) fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts();
     describe_errors(&mut api);
     (router, api)
+}
+
+/// The OpenAI-compatible routes, whose errors are rewritten in OpenAI's shape.
+fn openai_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(openai::models::list_models))
+        .routes(routes!(openai::models::get_model))
+        .routes(routes!(openai::chat::chat_completions))
+        .routes(routes!(openai::responses::create_response))
+        .routes(routes!(
+            openai::responses::get_response,
+            openai::responses::delete_response
+        ))
+        .routes(routes!(openai::responses::cancel_response))
+        .layer(axum::middleware::map_response(
+            openai::errors::openai_errors,
+        ))
 }
 
 /// Gives the error answers a route lists without a description of its own the one their status

@@ -26,6 +26,9 @@ pub struct AppState {
     /// The MCP servers, for the resources and prompts a request brings into its run; `None`:
     /// such requests are refused.
     pub mcp: Option<Arc<dyn crate::McpContext>>,
+    /// Sub-agents offered as models of the OpenAI-compatible API (`[agents.NAME] public`),
+    /// beside the main agent.
+    pub public_agents: Arc<[PublicAgent]>,
 }
 
 impl AppState {
@@ -53,6 +56,20 @@ impl AppState {
             resume_reason: ResumeReason::Adopted,
             key_hint: None,
             mcp: None,
+            public_agents: Arc::new([]),
         }
     }
+}
+
+/// A sub-agent offered as a model of its own (`[agents.NAME] public = true`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublicAgent {
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    pub model: Option<String>,
+    pub max_iterations: Option<u32>,
+    /// The workflow that holds its tools (`agent.NAME`, made by the facade), when it names
+    /// some; none: every tool of the main agent.
+    pub workflow: Option<String>,
 }

@@ -286,6 +286,56 @@ fn python_venv(venv: &Path, requirement: &str, module: &str) -> Result<PathBuf, 
     Ok(python)
 }
 
+/// The variable naming the Python interpreter whose packages the tests of Python clients use.
+pub const PYTHON_ENV: &str = "AGENTLOOP_PYTHON";
+
+/// A Python interpreter with the PyPI package `module` importable: `AGENTLOOP_PYTHON`, else
+/// the virtual environment `.ci/run` makes (`~/.cache/agentloop-ci/python`, with the
+/// official `openai` SDK). Looked for once per module and process.
+pub fn python_with(module: &str) -> Option<PathBuf> {
+    static FOUND: Mutex<Option<HashMap<String, Result<PathBuf, String>>>> = Mutex::new(None);
+    let mut found = FOUND
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let result = found
+        .get_or_insert_with(HashMap::new)
+        .entry(module.to_string())
+        .or_insert_with(|| python_importing(module))
+        .clone();
+    drop(found);
+    met(&format!("Python with the PyPI package {module}"), result)
+}
+
+fn python_importing(module: &str) -> Result<PathBuf, String> {
+    let python = match std::env::var_os(PYTHON_ENV) {
+        Some(python) => PathBuf::from(python),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+                .ok_or("neither XDG_CACHE_HOME nor HOME is set")?;
+            cache.join("agentloop-ci/python/bin/python")
+        }
+    };
+    let get = format!(
+        "make the environment `.ci/run` makes (`python3 -m venv ~/.cache/agentloop-ci/python && \
+         ~/.cache/agentloop-ci/python/bin/pip install {module}`), or name an interpreter with \
+         {PYTHON_ENV}"
+    );
+    let output = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .map_err(|error| format!("{} does not run ({error}): {get}", python.display()))?;
+    if output.status.success() {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{} cannot import {module}: {get}",
+            python.display()
+        ))
+    }
+}
+
 /// The official MCP reference servers: Node.js and their npm packages in `test-servers/`.
 pub fn mcp_reference_servers() -> bool {
     let dir = crate::mcp::test_servers_dir();

@@ -262,6 +262,31 @@ impl Config {
     }
 
     /// `[agent]` with the price table: the settings the agent runs with.
+    /// The sub-agents the OpenAI-compatible API offers as models (`[agents.NAME] public`),
+    /// each with the workflow of its tools ([`Config::public_agent_workflow`]) when it names
+    /// some.
+    #[cfg(feature = "server")]
+    pub fn public_agents(&self) -> Vec<agentloop_server::PublicAgent> {
+        self.agents
+            .iter()
+            .filter(|(_, agent)| agent.public)
+            .map(|(name, agent)| agentloop_server::PublicAgent {
+                name: name.clone(),
+                description: agent.description.clone(),
+                system_prompt: agent.system_prompt.clone(),
+                model: agent.model.clone(),
+                max_iterations: agent.max_iterations,
+                workflow: (!agent.tools.is_empty()).then(|| Self::public_agent_workflow(name)),
+            })
+            .collect()
+    }
+
+    /// The workflow that holds a public sub-agent's tools when a request runs it as a model:
+    /// `agent.NAME` (it replaces a workflow of the file named so).
+    pub fn public_agent_workflow(name: &str) -> String {
+        format!("agent.{name}")
+    }
+
     pub fn agent_settings(&self) -> Result<AgentSettings, InvalidSetting> {
         Ok(AgentSettings {
             pricing: self.pricing()?,

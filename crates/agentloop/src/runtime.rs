@@ -127,6 +127,13 @@ impl Runtime {
         }
         for (name, agent) in &config.agents {
             builder = builder.sub_agent(name.clone(), agent.clone());
+            if agent.public && !agent.tools.is_empty() {
+                // Its tools, when a request runs it as a model of the OpenAI-compatible API.
+                let tools = agentloop_core::WorkflowSettings {
+                    tools: agent.tools.clone(),
+                };
+                builder = builder.workflow(Config::public_agent_workflow(name), tools);
+            }
         }
         builder = builder
             .policy(config.policy.clone())

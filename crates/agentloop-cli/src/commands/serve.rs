@@ -128,6 +128,7 @@ pub async fn serve_config(
     }
     state.key_hint = key_hint.map(Into::into);
     state.mcp = Some(runtime.mcp_context());
+    state.public_agents = config.public_agents().into();
     let finished = serve(listener, state, shutdown_signal()).await?;
     runtime.shutdown().await;
     if finished {
