@@ -8,9 +8,13 @@ cd "$(dirname "$0")/.."
 VALIDATOR_VERSION=0.9.0
 source .ci/scripted_server.sh
 
-echo "openapi: installing openapi-spec-validator $VALIDATOR_VERSION"
-python3 -m venv target/openapi-venv
-target/openapi-venv/bin/pip install --quiet --disable-pip-version-check "openapi-spec-validator==$VALIDATOR_VERSION"
+# Made again when it does not run (a target directory moved from another path keeps venvs
+# whose scripts name the old one).
+if ! target/openapi-venv/bin/openapi-spec-validator --help >/dev/null 2>&1; then
+    echo "openapi: installing openapi-spec-validator $VALIDATOR_VERSION"
+    python3 -m venv --clear target/openapi-venv
+    target/openapi-venv/bin/pip install --quiet --disable-pip-version-check "openapi-spec-validator==$VALIDATOR_VERSION"
+fi
 
 start_scripted_server openapi "Validated."
 

@@ -12,9 +12,13 @@ SCHEMATHESIS_VERSION=4.32.5
 HYPOTHESIS_VERSION=6.169.4
 source .ci/scripted_server.sh
 
-echo "schemathesis: installing schemathesis $SCHEMATHESIS_VERSION"
-python3 -m venv target/schemathesis-venv
-target/schemathesis-venv/bin/pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" "hypothesis==$HYPOTHESIS_VERSION"
+# Made again when it does not run (a target directory moved from another path keeps venvs
+# whose scripts name the old one).
+if ! target/schemathesis-venv/bin/schemathesis --version >/dev/null 2>&1; then
+    echo "schemathesis: installing schemathesis $SCHEMATHESIS_VERSION"
+    python3 -m venv --clear target/schemathesis-venv
+    target/schemathesis-venv/bin/pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" "hypothesis==$HYPOTHESIS_VERSION"
+fi
 
 start_scripted_server schemathesis "Fuzzed." "max_runs_per_user = 64" fuzz
 echo "schemathesis: fuzzing $address"

@@ -3,7 +3,7 @@
 //! the run; a blocked answer is kept as blocked and no later run reads it; a webhook that
 //! fails or never answers follows `fail`; an `llm` guardrail's verdict is read from the
 //! scripted server, its call counted in the run's usage; a run resumed in another process does
-//! not check its question again.
+//! not check its question again; a typed value is checked like any answer.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -371,4 +371,54 @@ async fn a_run_resumed_in_another_process_does_not_check_its_question_again() {
         "not checked again after the restart"
     );
     second.shutdown().await;
+}
+
+/// A typed answer goes through the output guardrails like any answer: a refused value is
+/// dropped (never in `done`, never streamed) and the model's next value, once it passes, is
+/// the run's output.
+#[tokio::test]
+async fn a_typed_value_is_checked_by_the_output_guardrails_and_a_refused_one_is_dropped() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::text(r#"{"title": "reset the password hunter2", "priority": 1}"#),
+        Reply::text(r#"{"title": "help with the account", "priority": 1}"#),
+    ])
+    .await;
+    let extra = format!("{NO_SECRETS}action = \"retry\"\n");
+    let runtime = runtime(&llm, None, &extra).await;
+    let schema = json!({"type": "object", "properties": {"title": {"type": "string"},
+        "priority": {"type": "integer"}}, "required": ["title", "priority"]});
+    let request = RunRequest {
+        output: Some(agentloop_core::OutputSpec {
+            name: "ticket".into(),
+            schema,
+            strict: false,
+        }),
+        ..RunRequest::new("File a ticket about my account")
+    };
+    let (events, outcome) = runtime
+        .agent()
+        .run(request)
+        .collect()
+        .await
+        .expect("run task does not crash");
+
+    assert_eq!(
+        outcome.status,
+        RunStatus::Completed,
+        "{:?}",
+        outcome.failure
+    );
+    let output = find(&events, "done")
+        .into_iter()
+        .find_map(|kind| match kind {
+            EventKind::Done { output, .. } => output.clone(),
+            _ => None,
+        });
+    assert_eq!(
+        output,
+        Some(json!({"title": "help with the account", "priority": 1}))
+    );
+    assert!(!serde_json::to_string(&events).unwrap().contains("hunter2"));
+    assert_eq!(find(&events, "guardrail_tripped").len(), 1);
+    assert_eq!(llm.requests().len(), 2);
 }

@@ -63,7 +63,8 @@ pub struct ChatCompletionBody {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub tools: Vec<Value>,
-    /// `text`; a JSON answer (`json_schema`, `json_object`) is not supported yet (400).
+    /// `text` (the default); `json_schema` or `json_object`: a typed answer, the content a JSON
+    /// value valid against the schema (docs/typed-answers.md).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub response_format: Option<Value>,
@@ -98,7 +99,7 @@ impl FromJsonBody for ChatCompletionBody {
     responses(
         (status = 200, description = "The completion (`chat.completion`), or its chunks (`stream: true`)",
             content((Object = "application/json"), (Object = "text/event-stream"))),
-        (status = 400, description = "Malformed body, no question, tool results that answer no run, or an unsupported `response_format`", body = ErrorBody),
+        (status = 400, description = "Malformed body, no question, tool results that answer no run, or a `response_format` whose schema does not compile", body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, description = "No such model, or the conversation is another user's", body = ErrorBody),
         (status = 409, description = "The conversation has a run in progress", body = ErrorBody),

@@ -73,7 +73,8 @@ pub struct ResponseBody {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub tools: Vec<Value>,
-    /// `{format: {type: "text"}}`; a JSON answer is not supported yet (400).
+    /// `{format: {type: "text"}}` (the default); `json_schema` or `json_object`: a typed answer
+    /// (docs/typed-answers.md).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub text: Option<Value>,
@@ -98,7 +99,7 @@ impl FromJsonBody for ResponseBody {
     responses(
         (status = 200, description = "The response, or its events (`stream: true`)",
             content((Object = "application/json"), (Object = "text/event-stream"))),
-        (status = 400, description = "Malformed body, no question, or an unsupported text format", body = ErrorBody),
+        (status = 400, description = "Malformed body, no question, or a `text.format` whose schema does not compile", body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, description = "No such model, or previous response of yours", body = ErrorBody),
         (status = 409, description = "The conversation has a run in progress", body = ErrorBody),
