@@ -19,7 +19,8 @@
 //! | `side_effect`, `duplicate_detected`, `forced_finalize`, `user_message`, `run_resumed` | `CUSTOM agentloop.side_effect`, `.duplicate`, `.forced_finalize`, `.user_message`, `.run_resumed` (agentloop's fields) |
 //! | a sub-agent's events | `CUSTOM agentloop.subagent` (the event as agentloop sends it) |
 //! | `error` | `RUN_ERROR` (`code`, `message`: the plain sentence of `crate::disclosure` with the request's id), last |
-//! | `done` | open messages and the step ended, `CUSTOM agentloop.usage`, `RUN_FINISHED` with `usage` and the `outcome`: `success`; `success` with `pendingToolCallIds` (client tools to run); `interrupt` (approvals, a question); `cancelled` |
+//! | `output_delta` | `CUSTOM agentloop.output_delta` `{partial}` |
+//! | `done` | open messages and the step ended, `CUSTOM agentloop.usage`, `RUN_FINISHED` with `usage`, `result.output` (a typed answer's value) and the `outcome`: `success`; `success` with `pendingToolCallIds` (client tools to run); `interrupt` (approvals, a question); `cancelled` |
 //!
 //! The model's text is streamed as it comes; agentloop sends an answer again as
 //! `final_response` once a reply turns out to be the answer, which is left out here when it
@@ -137,7 +138,10 @@ impl AgUiStream {
         match &event.kind {
             EventKind::RunStarted { .. } => {}
             // Partial typed answers are not mapped to this protocol yet; the answer's text is.
-            EventKind::OutputDelta { .. } => {}
+            // A typed answer as it is written; the run's value is `RUN_FINISHED.result.output`.
+            EventKind::OutputDelta { partial } => {
+                out.push(custom("output_delta", json!({ "partial": partial })));
+            }
             EventKind::Thinking { iteration } => {
                 self.end_reply(&mut out);
                 self.end_step(&mut out);
@@ -299,6 +303,7 @@ impl AgUiStream {
                 iterations,
                 tools_used,
                 usage,
+                output,
                 ..
             } => {
                 self.end_reply(&mut out);
@@ -312,7 +317,7 @@ impl AgUiStream {
                         "usage": usage,
                     }),
                 ));
-                out.push(self.last(event.run_id, *status, usage));
+                out.push(self.last(event.run_id, *status, usage, output.as_ref()));
                 self.finished = true;
             }
         }
@@ -320,7 +325,13 @@ impl AgUiStream {
     }
 
     /// `RUN_FINISHED` with the run's outcome, or `RUN_ERROR` for a run that failed.
-    fn last(&self, run_id: Uuid, status: RunStatus, usage: &Usage) -> Value {
+    fn last(
+        &self,
+        run_id: Uuid,
+        status: RunStatus,
+        usage: &Usage,
+        output: Option<&Value>,
+    ) -> Value {
         // A blocked run ends in error too: its `error` event names the guardrail.
         if matches!(status, RunStatus::Failed | RunStatus::Blocked) {
             let (code, message) = self
@@ -367,11 +378,16 @@ impl AgUiStream {
             }
             _ => json!({ "type": "success" }),
         };
+        let mut result = json!({ "status": status, "agentloopRunId": run_id });
+        if let Some(output) = output {
+            // A typed answer's value (docs/typed-answers.md).
+            result["output"] = output.clone();
+        }
         json!({
             "type": "RUN_FINISHED",
             "threadId": self.thread_id,
             "runId": self.run_id,
-            "result": { "status": status, "agentloopRunId": run_id },
+            "result": result,
             "outcome": outcome,
             "usage": [{
                 "inputTokens": usage.prompt_tokens,

@@ -658,3 +658,30 @@ fn a_calls_progress_is_a_custom_event_naming_its_tool_call() {
         })
     );
 }
+
+#[test]
+fn a_typed_answer_streams_its_partials_as_custom_events_and_ends_in_the_results_output() {
+    let mut stream = stream();
+    let value = json!({"title": "Checkout is down", "priority": 1});
+    let mut end = done(RunStatus::Completed);
+    if let EventKind::Done { output, .. } = &mut end {
+        *output = Some(value.clone());
+    }
+    let events = events(
+        &mut stream,
+        vec![
+            EventKind::Thinking { iteration: 1 },
+            EventKind::OutputDelta {
+                partial: json!({"title": "Checkout"}),
+            },
+            end,
+        ],
+    );
+    assert_valid_sequence(&events);
+    assert!(events.iter().any(|event| event["type"] == "CUSTOM"
+        && event["name"] == "agentloop.output_delta"
+        && event["value"]["partial"] == json!({"title": "Checkout"})));
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED");
+    assert_eq!(last["result"]["output"], value);
+}

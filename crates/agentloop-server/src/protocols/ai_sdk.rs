@@ -110,8 +110,9 @@ impl UiMessageStream {
         }
         match &event.kind {
             EventKind::RunStarted { .. } => {}
-            // Partial typed answers are not mapped to this protocol yet; the answer's text is.
-            EventKind::OutputDelta { .. } => {}
+            // A typed answer as it is written: one part the client replaces (same id) until
+            // the run's value, `complete`, comes with `done`.
+            EventKind::OutputDelta { partial } => parts.push(output_part(partial, false)),
             EventKind::Thinking { .. } => {
                 self.close_blocks(&mut parts);
                 if self.step_open {
@@ -302,9 +303,13 @@ impl UiMessageStream {
                 iterations,
                 tools_used,
                 usage,
+                output,
                 ..
             } => {
                 self.close_blocks(&mut parts);
+                if let Some(value) = output {
+                    parts.push(output_part(value, true));
+                }
                 if self.step_open {
                     self.step_open = false;
                     parts.push(json!({ "type": "finish-step" }));
@@ -392,6 +397,16 @@ impl UiMessageStream {
 const ASK_USER: &str = "ask_user";
 
 /// A data part of agentloop's own (`data-NAME`).
+/// The typed answer (docs/typed-answers.md): `data-output` with id `output`, so that each part
+/// replaces the last in the client's message; `complete` on the run's valid value.
+fn output_part(value: &Value, complete: bool) -> Value {
+    json!({
+        "type": "data-output",
+        "id": "output",
+        "data": { "value": value, "complete": complete },
+    })
+}
+
 fn data(name: &str, data: Value) -> Value {
     json!({ "type": format!("data-{name}"), "data": data })
 }

@@ -579,3 +579,37 @@ fn a_calls_progress_is_one_data_part_per_call_replaced_by_each_report() {
         }))
     );
 }
+
+#[test]
+fn a_typed_answer_streams_as_one_data_output_part_completed_by_the_runs_value() {
+    let mut stream = UiMessageStream::new();
+    let value = json!({"title": "Checkout is down", "priority": 1});
+    let mut end = done(RunStatus::Completed);
+    if let EventKind::Done { output, .. } = &mut end {
+        *output = Some(value.clone());
+    }
+    let parts = parts(
+        &mut stream,
+        vec![
+            EventKind::Thinking { iteration: 1 },
+            EventKind::OutputDelta {
+                partial: json!({"title": "Checkout"}),
+            },
+            end,
+        ],
+    );
+    let outputs: Vec<&Value> = parts
+        .iter()
+        .filter(|part| part["type"] == "data-output")
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            &json!({"type": "data-output", "id": "output",
+                    "data": {"value": {"title": "Checkout"}, "complete": false}}),
+            &json!({"type": "data-output", "id": "output",
+                    "data": {"value": value, "complete": true}}),
+        ]
+    );
+    assert_eq!(parts.last().unwrap()["type"], "finish");
+}
