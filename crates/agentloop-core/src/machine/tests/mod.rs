@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::*;
+use crate::llm::CallPurpose;
 use crate::{
     catalog::ToolCatalog,
     llm::{LlmError, ModelReply, ModelRequest, ToolChoice},
