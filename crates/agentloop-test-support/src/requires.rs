@@ -307,21 +307,27 @@ pub fn python_with(module: &str) -> Option<PathBuf> {
 }
 
 fn python_importing(module: &str) -> Result<PathBuf, String> {
-    let python = match std::env::var_os(PYTHON_ENV) {
+    let get = format!(
+        "make the environment `.ci/run` makes (`python3 -m venv ~/.cache/agentloop-ci/python && \
+         ~/.cache/agentloop-ci/python/bin/pip install {module}`), or name an interpreter with \
+         {PYTHON_ENV}"
+    );
+    ci_python(PYTHON_ENV, "python", module, &get)
+}
+
+/// The Python named by `env`, else the interpreter of `.ci/run`'s virtual environment `venv`
+/// (under `~/.cache/agentloop-ci/`), if it imports `module`; `get` says how to make it.
+fn ci_python(env: &str, venv: &str, module: &str, get: &str) -> Result<PathBuf, String> {
+    let python = match std::env::var_os(env) {
         Some(python) => PathBuf::from(python),
         None => {
             let cache = std::env::var_os("XDG_CACHE_HOME")
                 .map(PathBuf::from)
                 .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
                 .ok_or("neither XDG_CACHE_HOME nor HOME is set")?;
-            cache.join("agentloop-ci/python/bin/python")
+            cache.join("agentloop-ci").join(venv).join("bin/python")
         }
     };
-    let get = format!(
-        "make the environment `.ci/run` makes (`python3 -m venv ~/.cache/agentloop-ci/python && \
-         ~/.cache/agentloop-ci/python/bin/pip install {module}`), or name an interpreter with \
-         {PYTHON_ENV}"
-    );
     let output = Command::new(&python)
         .args(["-c", &format!("import {module}")])
         .output()
@@ -381,33 +387,12 @@ const GET_MCP_PYTHON: &str = "make a venv with the official MCP Python SDK: `pyt
 pub fn mcp_python() -> Option<PathBuf> {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = FOUND.get_or_init(|| {
-        let python = match std::env::var_os(MCP_PYTHON_ENV) {
-            Some(python) => PathBuf::from(python),
-            None => {
-                let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
-                let cache = std::env::var_os("XDG_CACHE_HOME")
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| Path::new(&home).join(".cache"));
-                cache.join("agentloop-ci/mcp-python/bin/python")
-            }
-        };
-        let output = Command::new(&python)
-            .args(["-c", "import mcp.server.mcpserver"])
-            .output()
-            .map_err(|error| {
-                format!(
-                    "{} does not run ({error}): {GET_MCP_PYTHON}",
-                    python.display()
-                )
-            })?;
-        if output.status.success() {
-            Ok(python)
-        } else {
-            Err(format!(
-                "{} cannot import mcp.server.mcpserver: {GET_MCP_PYTHON}",
-                python.display()
-            ))
-        }
+        ci_python(
+            MCP_PYTHON_ENV,
+            "mcp-python",
+            "mcp.server.mcpserver",
+            GET_MCP_PYTHON,
+        )
     });
     met("the MCP Python SDK", found.clone())
 }
