@@ -118,4 +118,8 @@ pub struct RunInfo {
     pub started_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
+    /// When the run's events and checkpoint were deleted by `[store.retention]` (its row, its
+    /// tool call records and its session's messages stay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned_at: Option<DateTime<Utc>>,
 }

@@ -47,6 +47,7 @@ mod outputs;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod records;
+mod retention;
 mod runs;
 mod sessions;
 mod sql;
@@ -56,5 +57,6 @@ mod step;
 mod store;
 mod text;
 
-pub use config::{DEFAULT_STORE_URL, StoreConfig};
+pub use config::{DEFAULT_STORE_URL, Retention, StoreConfig};
+pub use retention::Pruned;
 pub use store::SqlStore;

@@ -11,7 +11,7 @@ use crate::db::Db;
 
 const COLUMNS: &str = "id, session_id, user_id, query, model, status, save_chat, iterations, \
     tools_used, prompt_tokens, completion_tokens, cost_usd, cost_complete, finalize_reason, \
-    answer_message_id, error_code, error_message, output, started_at, finished_at";
+    answer_message_id, error_code, error_message, output, started_at, finished_at, pruned_at";
 
 /// Records `run`, with the head of its state at its start and that head's seq when it has one.
 pub(crate) async fn start<'a, 'd: 'a>(
@@ -237,5 +237,6 @@ fn decode(db: &Db, row: &Row) -> Result<RunInfo, StoreError> {
         save_chat: cells.flag("save_chat")?,
         started_at: cells.time("started_at")?,
         finished_at: cells.optional_time("finished_at")?,
+        pruned_at: cells.optional_time("pruned_at")?,
     })
 }

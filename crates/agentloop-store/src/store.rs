@@ -14,9 +14,11 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use uuid::Uuid;
 
+use crate::Retention;
 use crate::connect::IfMissing;
 use crate::db::Db;
 use crate::notices::Notices;
+use crate::retention::{self, Pruned};
 use crate::{
     attachments, begin, connect, durable, events, keys, locks, messages, records, runs, sessions,
     step,
@@ -172,6 +174,37 @@ impl SqlStore {
                 limit.as_secs()
             ))),
         })
+    }
+
+    /// How many finished runs `rules` would prune now (`agentloop prune --dry-run`).
+    pub async fn prunable(&self, rules: &Retention) -> Result<u64, StoreError> {
+        self.bounded(CALL_TIMEOUT, async {
+            retention::count(&self.db, rules, crate::columns::now()).await
+        })
+        .await
+    }
+
+    /// Prunes one batch of at most `rules.batch` finished runs, oldest first, in one short
+    /// transaction: see `retention.rs` for what goes and what stays.
+    pub async fn prune_batch(&self, rules: &Retention) -> Result<Pruned, StoreError> {
+        self.bounded(CALL_TIMEOUT, async {
+            retention::batch(&self.db, rules, crate::columns::now()).await
+        })
+        .await
+    }
+
+    /// Prunes batch after batch until no run is left to prune, letting other work run between
+    /// batches; what was deleted, in all.
+    pub async fn prune(&self, rules: &Retention) -> Result<Pruned, StoreError> {
+        let mut pruned = Pruned::default();
+        loop {
+            let batch = self.prune_batch(rules).await?;
+            pruned += batch;
+            if batch.runs < u64::from(rules.batch) {
+                return Ok(pruned);
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Waits for the queries in flight and closes every connection.

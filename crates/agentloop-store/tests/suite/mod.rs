@@ -12,6 +12,7 @@ mod locks;
 mod messages;
 mod outputs;
 mod regenerate;
+mod retention;
 mod runs;
 mod schema;
 mod sessions;
@@ -36,6 +37,7 @@ pub use locks::*;
 pub use messages::*;
 pub use outputs::*;
 pub use regenerate::*;
+pub use retention::*;
 pub use runs::*;
 pub use schema::*;
 pub use sessions::*;
@@ -78,6 +80,8 @@ macro_rules! suite_tests {
             a_failing_step_writes_nothing,
             a_paused_run_keeps_its_checkpoint_and_its_session_until_claimed,
             undecodable_rows_are_corrupt_errors,
+            pruning_keeps_unfinished_runs_and_every_message,
+            a_session_with_pruned_runs_is_still_deleted_whole,
             migrating_an_up_to_date_database_applies_nothing,
             a_schema_from_a_newer_agentloop_is_refused,
             an_api_key_authenticates_its_user,
