@@ -95,6 +95,12 @@ pub enum Command {
     /// Create or upgrade the database schema of the store (runs also do it on start).
     #[command(after_help = environment!(env_store, env_log))]
     Migrate,
+    /// Delete the trail of finished runs that [store.retention] no longer keeps (their events,
+    /// checkpoints and orphaned tool outputs), in small batches; sessions' messages, runs'
+    /// rows (status, usage, cost) and tool call records stay. Runs not finished are never
+    /// pruned. A server with [store.retention] set does this in the background.
+    #[command(after_help = environment!(env_store, env_log))]
+    Prune(PruneArgs),
     /// A real run with no key and no network: the runtime, MCP tools (a server built into
     /// this binary) and a SQLite store (./agentloop-demo.db), with a scripted model. --serve
     /// starts the server with it instead. Reads no configuration file (--config is refused).
@@ -103,6 +109,23 @@ pub enum Command {
     /// The MCP server of `agentloop demo` (get-sum, echo), over stdio.
     #[command(hide = true)]
     DemoTools,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Prune runs that finished more than N days ago (instead of store.retention.max_age_days).
+    #[arg(long, value_name = "N")]
+    pub max_age_days: Option<u32>,
+    /// Prune runs older than the last N runs of their session (instead of
+    /// store.retention.keep_per_session).
+    #[arg(long, value_name = "N")]
+    pub keep_per_session: Option<u32>,
+    /// Only count the runs that would be pruned.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the counts as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -123,6 +123,11 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 
+    /// What was there and is no more, on purpose (a pruned run's events).
+    pub fn gone(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, code, message)
+    }
+
     pub fn unavailable(message: impl Into<String>) -> Self {
         let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
         error.retry_after = Some(5);

@@ -370,6 +370,7 @@ pub async fn get_tool_execution(
     responses(
         (status = 200, description = "The events", content_type = "text/event-stream", body = agentloop_core::protocol::Event),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 410, description = "The run's events were pruned (`[store.retention]`)", body = ErrorBody),
     ),
     security(("api_key" = []))
 )]
@@ -386,6 +387,10 @@ pub async fn run_events(
         if run.user_id != user {
             return Err(ApiError::not_found("run", id));
         }
+        // A finished run lingers here a while; its events may have been pruned meanwhile.
+        if run.is_finished() {
+            refuse_pruned(&owned_run(&state, id, &user).await?)?;
+        }
         // A run resumed here has its events before the pause in the store.
         let earlier = if after < run.base_seq {
             let mut earlier = state.store.events(id, after).await?;
@@ -400,9 +405,25 @@ pub async fn run_events(
         );
         return Ok(sse::response(events, state.config.keep_alive()));
     }
-    owned_run(&state, id, &user).await?;
+    refuse_pruned(&owned_run(&state, id, &user).await?)?;
     let events = sse::from_store(state.store.clone(), id, after);
     Ok(sse::response(events, state.config.keep_alive()))
+}
+
+/// 410 for a run whose events `[store.retention]` deleted: there is nothing to follow.
+fn refuse_pruned(run: &RunInfo) -> Result<(), ApiError> {
+    match run.pruned_at {
+        None => Ok(()),
+        Some(pruned_at) => Err(ApiError::gone(
+            "events_pruned",
+            format!(
+                "the events of run {} were deleted on {pruned_at} ([store.retention]); \
+                 GET /v1/runs/{} has how it ended and GET /v1/sessions/{} its messages and \
+                 tool calls",
+                run.id, run.id, run.session_id
+            ),
+        )),
+    }
 }
 
 /// Stop a run at its next safe point: tool calls in flight finish and are recorded, and the run

@@ -22,6 +22,7 @@ mod config;
 pub mod guardrails;
 #[cfg(feature = "server")]
 mod mcp_context;
+mod pruner;
 mod runtime;
 mod side_effects;
 pub mod telemetry;
@@ -44,7 +45,7 @@ pub use agentloop_llm::{
 pub use agentloop_mcp::{McpServerConfig, McpSource};
 #[cfg(feature = "server")]
 pub use agentloop_server::ServerConfig;
-pub use agentloop_store::{SqlStore, StoreConfig};
+pub use agentloop_store::{Pruned, Retention, SqlStore, StoreConfig};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE, SettingOrigin};
 pub use runtime::{Runtime, RuntimeError};
 pub use side_effects::WebhookSideEffects;

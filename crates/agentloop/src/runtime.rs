@@ -56,6 +56,8 @@ pub struct Runtime {
     warnings: Vec<String>,
     /// Where spans go, when traces are exported.
     traces: Option<Traces>,
+    /// The background pruner (`[store.retention]`), once started.
+    pruner: Option<JoinHandle<()>>,
 }
 
 type Connecting = (String, JoinHandle<Result<McpSource, McpError>>);
@@ -184,6 +186,7 @@ impl Runtime {
             read_resource,
             warnings,
             traces,
+            pruner: None,
         })
     }
 
@@ -228,7 +231,18 @@ impl Runtime {
     }
 
     /// Stops the MCP servers, closes the store and sends the last spans.
+    /// Starts pruning finished runs in the background, as `[store.retention]` says (nothing
+    /// when it sets no rule): for long-lived processes such as `agentloop serve`.
+    pub fn start_pruner(&mut self, rules: agentloop_store::Retention) {
+        if self.pruner.is_none() {
+            self.pruner = crate::pruner::spawn(self.store.clone(), rules);
+        }
+    }
+
     pub async fn shutdown(self) {
+        if let Some(pruner) = &self.pruner {
+            pruner.abort();
+        }
         let servers = self
             .servers
             .lock()

@@ -5,6 +5,7 @@ pub mod demo;
 pub mod keys;
 pub mod migrate;
 pub mod offers;
+pub mod prune;
 pub mod run;
 pub mod serve;
 pub mod sessions;

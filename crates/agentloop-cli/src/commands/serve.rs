@@ -78,7 +78,8 @@ pub async fn serve_config(
 ) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new().context("cannot set up the metrics")?);
     let telemetry = metrics.clone();
-    let runtime = Runtime::start_with(config, |agent| agent.telemetry(telemetry)).await?;
+    let mut runtime = Runtime::start_with(config, |agent| agent.telemetry(telemetry)).await?;
+    runtime.start_pruner(config.store.retention.clone());
     for warning in runtime.warnings() {
         eprintln!("warning: {warning}");
     }
