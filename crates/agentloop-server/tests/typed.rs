@@ -119,10 +119,7 @@ async fn a_bad_schema_is_a_400_naming_where_it_is_wrong() {
 /// Schema the request sent (`typed/pydantic_answer.py`).
 #[tokio::test]
 async fn pydantic_validates_the_json_answer_into_its_model() {
-    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("pydantic-venv");
-    let Some(python) =
-        agentloop_test_support::requires::python_package(&venv, "pydantic==2.13.4", "pydantic")
-    else {
+    let Some(python) = agentloop_test_support::requires::python_with("pydantic") else {
         return;
     };
     let value =

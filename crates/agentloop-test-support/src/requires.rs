@@ -227,71 +227,12 @@ fn npm_ci(dir: &Path, package: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A Python 3 with `requirement` (a pinned PyPI package, imported as `module`), in a virtual
-/// environment of its own at `venv`, made and filled the first time (it needs PyPI once): the
-/// interpreter's path. Once per `venv` and process.
-pub fn python_package(venv: &Path, requirement: &str, module: &str) -> Option<PathBuf> {
-    static MADE: Mutex<Option<HashMap<PathBuf, Result<PathBuf, String>>>> = Mutex::new(None);
-    let mut made = MADE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let found = made
-        .get_or_insert_with(HashMap::new)
-        .entry(venv.to_path_buf())
-        .or_insert_with(|| python_venv(venv, requirement, module))
-        .clone();
-    drop(made);
-    met(&format!("Python 3 with {requirement}"), found)
-}
-
-fn python_venv(venv: &Path, requirement: &str, module: &str) -> Result<PathBuf, String> {
-    let python = venv.join("bin/python");
-    let imports = |python: &Path| {
-        Command::new(python)
-            .args(["-c", &format!("import {module}")])
-            .output()
-            .is_ok_and(|output| output.status.success())
-    };
-    if imports(&python) {
-        return Ok(python);
-    }
-    let get = "install Python 3 with its venv module (`apt-get install python3 python3-venv` \
-               on Debian/Ubuntu)";
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(venv)
-        .output()
-        .map_err(|error| format!("python3 does not run ({error}): {get}"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "`python3 -m venv {}` failed ({}): {get}",
-            venv.display(),
-            made.status
-        ));
-    }
-    let installed = Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            requirement,
-        ])
-        .output()
-        .map_err(|error| format!("the virtual environment's pip does not run: {error}"))?;
-    if !installed.status.success() || !imports(&python) {
-        return Err(format!(
-            "`pip install {requirement}` into {} failed ({}; it needs PyPI once)",
-            venv.display(),
-            installed.status
-        ));
-    }
-    Ok(python)
-}
-
 /// The variable naming the Python interpreter whose packages the tests of Python clients use.
 pub const PYTHON_ENV: &str = "AGENTLOOP_PYTHON";
 
 /// A Python interpreter with the PyPI package `module` importable: `AGENTLOOP_PYTHON`, else
 /// the virtual environment `.ci/run` makes (`~/.cache/agentloop-ci/python`, with the
-/// official `openai` SDK). Looked for once per module and process.
+/// official `openai` SDK and `pydantic`). Looked for once per module and process.
 pub fn python_with(module: &str) -> Option<PathBuf> {
     static FOUND: Mutex<Option<HashMap<String, Result<PathBuf, String>>>> = Mutex::new(None);
     let mut found = FOUND
