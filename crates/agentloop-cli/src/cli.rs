@@ -101,6 +101,11 @@ pub enum Command {
     /// pruned. A server with [store.retention] set does this in the background.
     #[command(after_help = environment!(env_store, env_log))]
     Prune(PruneArgs),
+    /// Run a set of cases (CASES.toml) against the configured agent and score them: tools
+    /// called, arguments, the answer, a typed answer, steps, tokens and cost. A table (or
+    /// --json), JUnit XML with --junit; exits 1 when a case fails. Runs use a store in memory.
+    #[command(after_help = environment!(env_llm, env_log))]
+    Eval(EvalArgs),
     /// A real run with no key and no network: the runtime, MCP tools (a server built into
     /// this binary) and a SQLite store (./agentloop-demo.db), with a scripted model. --serve
     /// starts the server with it instead. Reads no configuration file (--config is refused).
@@ -109,6 +114,28 @@ pub enum Command {
     /// The MCP server of `agentloop demo` (get-sum, echo), over stdio.
     #[command(hide = true)]
     DemoTools,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The case file (TOML, `[[case]]` tables; see docs/evals.md).
+    #[arg(value_name = "CASES", required_unless_present = "compare")]
+    pub cases: Option<std::path::PathBuf>,
+    /// Cases run at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
+    /// Run each case K times (the table shows how many passed).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub repeat: u32,
+    /// Also write the results as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Print the results as JSON (what --compare reads) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Show what changed between two `--json` outputs of a case set.
+    #[arg(long, num_args = 2, value_names = ["A.json", "B.json"], conflicts_with = "cases")]
+    pub compare: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

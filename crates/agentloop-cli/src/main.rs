@@ -53,6 +53,7 @@ fn main() -> ExitCode {
             Command::Keys(command) => commands::keys::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,
             Command::Prune(args) => commands::prune::execute(cli.global, args).await,
+            Command::Eval(args) => commands::eval::execute(cli.global, args).await,
             Command::Demo(args) => commands::demo::execute(cli.global, args).await,
             Command::DemoTools => commands::demo::tools_server::serve().await,
         }
