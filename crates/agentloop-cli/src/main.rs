@@ -51,6 +51,7 @@ fn main() -> ExitCode {
             }
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
             Command::Keys(command) => commands::keys::execute(cli.global, command).await,
+            Command::Mcp(command) => commands::mcp::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,
             Command::Demo(args) => commands::demo::execute(cli.global, args).await,
             Command::DemoTools => commands::demo::tools_server::serve().await,
