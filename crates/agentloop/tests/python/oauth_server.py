@@ -2,7 +2,9 @@
 with its own authorization server): dynamic client registration, PKCE, the `resource`
 parameter, refresh tokens. Every authorization is approved at once (the redirect carries the
 code), and access tokens live one second, so that every later request needs a refresh.
-crates/agentloop/tests/mcp_oauth.rs starts it: `oauth_server.py PORT`."""
+crates/agentloop/tests/mcp_oauth.rs and crates/agentloop-cli/tests/mcp_login.rs start it:
+`oauth_server.py PORT [TOKENS_FILE]` (each token issued is appended to TOKENS_FILE, for the
+tests to look for where it must not be)."""
 
 import secrets
 import sys
@@ -68,6 +70,9 @@ class Provider:
             token=refresh, client_id=client_id, scopes=scopes, resource=resource
         )
         self.issued += [access, refresh]
+        if tokens_file:
+            with open(tokens_file, "a") as file:
+                file.write(f"{access}\n{refresh}\n")
         return OAuthToken(
             access_token=access,
             expires_in=ACCESS_SECONDS,
@@ -99,6 +104,7 @@ class Provider:
 
 
 port = int(sys.argv[1])
+tokens_file = sys.argv[2] if len(sys.argv) > 2 else None
 base = f"http://127.0.0.1:{port}"
 provider = Provider()
 server = MCPServer(
