@@ -77,11 +77,17 @@ async fn a_login_in_the_terminal_keeps_tokens_that_later_commands_use_and_never_
             .unwrap(),
     );
     let url = format!("http://127.0.0.1:{port}/mcp");
-    eventually("the Python server to answer", Duration::from_secs(30), || async {
-        reqwest::get(format!("http://127.0.0.1:{port}/.well-known/oauth-authorization-server"))
+    eventually(
+        "the Python server to answer",
+        Duration::from_secs(30),
+        || async {
+            reqwest::get(format!(
+                "http://127.0.0.1:{port}/.well-known/oauth-authorization-server"
+            ))
             .await
             .ok()
-    })
+        },
+    )
     .await;
     write_config(dir.path(), &url);
 
@@ -113,10 +119,21 @@ async fn a_login_in_the_terminal_keeps_tokens_that_later_commands_use_and_never_
             break format!("http://127.0.0.1{url}");
         }
     };
-    assert!(authorization_url.contains("code_challenge_method=S256"), "{authorization_url}");
-    assert!(authorization_url.contains("resource="), "{authorization_url}");
+    assert!(
+        authorization_url.contains("code_challenge_method=S256"),
+        "{authorization_url}"
+    );
+    assert!(
+        authorization_url.contains("resource="),
+        "{authorization_url}"
+    );
     // The authorization server redirects to the command's listener, which answers the browser.
-    let page = reqwest::get(&authorization_url).await.unwrap().text().await.unwrap();
+    let page = reqwest::get(&authorization_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(page.contains("close this tab"), "{page}");
     let (status, rest) = tokio::task::spawn_blocking(move || {
         let mut rest = String::new();
@@ -127,7 +144,10 @@ async fn a_login_in_the_terminal_keeps_tokens_that_later_commands_use_and_never_
     .unwrap();
     logged.push_str(&rest);
     assert!(status.success(), "{logged}");
-    assert!(logged.contains("Authorized with MCP server 'py'"), "{logged}");
+    assert!(
+        logged.contains("Authorized with MCP server 'py'"),
+        "{logged}"
+    );
 
     // Later commands use (and refresh) the kept tokens, with no one asked.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -153,7 +173,10 @@ async fn a_login_in_the_terminal_keeps_tokens_that_later_commands_use_and_never_
     let events = common::stdout(&run);
     assert!(run.status.success(), "{}", common::stderr(&run));
     assert!(events.contains("authorizations=1 refreshes="), "{events}");
-    assert!(!events.contains("refreshes=0"), "the token was refreshed: {events}");
+    assert!(
+        !events.contains("refreshes=0"),
+        "the token was refreshed: {events}"
+    );
 
     // No token anywhere it must not be.
     let issued = std::fs::read_to_string(&tokens_file).unwrap();
@@ -168,7 +191,10 @@ async fn a_login_in_the_terminal_keeps_tokens_that_later_commands_use_and_never_
     ];
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let path = entry.unwrap().path();
-        if path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("agentloop.db")) {
+        if path
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("agentloop.db"))
+        {
             places.push(("the store", std::fs::read(path).unwrap()));
         }
     }
@@ -176,7 +202,9 @@ async fn a_login_in_the_terminal_keeps_tokens_that_later_commands_use_and_never_
     for token in tokens {
         for (what, bytes) in &places {
             assert!(
-                !bytes.windows(token.len()).any(|window| window == token.as_bytes()),
+                !bytes
+                    .windows(token.len())
+                    .any(|window| window == token.as_bytes()),
                 "{token} is in {what}"
             );
         }

@@ -159,10 +159,10 @@ impl HttpLink {
             let (Some(oauth), Some(seen), Some(challenge)) =
                 (&self.oauth, seen, Challenge::of_handshake(&error))
             else {
-                return Err(Opening::Handshake(error));
+                return Err(Opening::Handshake(Box::new(error)));
             };
             if authorizations == AUTHORIZATIONS_PER_REQUEST {
-                return Err(Opening::Handshake(error));
+                return Err(Opening::Handshake(Box::new(error)));
             }
             authorizations += 1;
             oauth
@@ -242,7 +242,10 @@ impl HttpLink {
             Ok(value) => return Ok(self.answered(value)),
             Err(error) => error,
         };
-        let error = match self.authorize_and_retry(&request, error, authorized).await? {
+        let error = match self
+            .authorize_and_retry(&request, error, authorized)
+            .await?
+        {
             Ok(value) => return Ok(self.answered(value)),
             Err(error) => error,
         };
@@ -280,8 +283,7 @@ impl HttpLink {
             return Ok(Err(error));
         };
         for _ in 0..AUTHORIZATIONS_PER_REQUEST {
-            let (Some(challenge), Some(seen)) = (Challenge::of_request(&error), authorized)
-            else {
+            let (Some(challenge), Some(seen)) = (Challenge::of_request(&error), authorized) else {
                 return Ok(Err(error));
             };
             if let Err(why) = oauth.answer(&challenge, seen).await {
@@ -485,7 +487,7 @@ fn describe_handshake_error(error: &ClientInitializeError) -> String {
 
 /// Why the first session could not be opened.
 enum Opening {
-    Handshake(ClientInitializeError),
+    Handshake(Box<ClientInitializeError>),
     OAuth(OAuthError),
 }
 

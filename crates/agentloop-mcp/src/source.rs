@@ -244,7 +244,10 @@ pub async fn connect_all(
     oauth: &OAuthContext,
 ) -> (Vec<Arc<McpSource>>, Vec<(String, McpError)>) {
     let attempts = servers.iter().map(|(name, config)| async move {
-        (name.clone(), McpSource::connect_with(name, config, oauth).await)
+        (
+            name.clone(),
+            McpSource::connect_with(name, config, oauth).await,
+        )
     });
     let mut sources = Vec::new();
     let mut failures = Vec::new();

@@ -17,7 +17,12 @@ pub(crate) async fn load(db: &Db, server: &str, user: &str) -> Result<Option<Str
         .transpose()
 }
 
-pub(crate) async fn save(db: &Db, server: &str, user: &str, sealed: &str) -> Result<(), StoreError> {
+pub(crate) async fn save(
+    db: &Db,
+    server: &str,
+    user: &str,
+    sealed: &str,
+) -> Result<(), StoreError> {
     db.query(
         "INSERT INTO mcp_oauth_tokens (server, user_id, sealed, updated_at) \
          VALUES ($1, $2, $3, $4) \

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
-    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OAuthTokenStore, OrphanRun, RunBegin,
-    RunStart, SavedRun, SessionCursor, SessionLock, StepRecord, Store, StoreError, SystemClock,
+    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OAuthTokenStore,
+    OrphanRun, RunBegin, RunStart, SavedRun, SessionCursor, SessionLock, StepRecord, Store,
+    StoreError, SystemClock,
 };
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -18,9 +19,8 @@ use crate::connect::IfMissing;
 use crate::db::Db;
 use crate::notices::Notices;
 use crate::{
-    attachments, begin, connect, durable, events, keys, locks, messages, oauth_tokens, records, runs,
-    sessions,
-    step,
+    attachments, begin, connect, durable, events, keys, locks, messages, oauth_tokens, records,
+    runs, sessions, step,
 };
 
 /// A call the database does not answer at all (a network that drops packets without closing the
@@ -496,8 +496,11 @@ impl OAuthTokenStore for SqlStore {
         user: &str,
         sealed: &str,
     ) -> Result<(), StoreError> {
-        self.bounded(CALL_TIMEOUT, oauth_tokens::save(&self.db, server, user, sealed))
-            .await
+        self.bounded(
+            CALL_TIMEOUT,
+            oauth_tokens::save(&self.db, server, user, sealed),
+        )
+        .await
     }
 
     async fn delete_oauth_tokens(&self, server: &str, user: &str) -> Result<bool, StoreError> {

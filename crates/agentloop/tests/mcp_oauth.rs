@@ -122,7 +122,11 @@ async fn a_login_keeps_sealed_tokens_that_a_later_connection_refreshes() {
     let source = McpSource::connect_with("py", &config, &context(Arc::new(browser())))
         .await
         .unwrap();
-    assert!(text(&source, "py.stats").await.starts_with("authorizations=1"));
+    assert!(
+        text(&source, "py.stats")
+            .await
+            .starts_with("authorizations=1")
+    );
     source.shutdown().await;
 
     // A later connection (another process) finds the sealed tokens: no new authorization, and

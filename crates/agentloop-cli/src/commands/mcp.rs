@@ -28,7 +28,11 @@ async fn login(global: GlobalArgs, args: McpLoginArgs) -> anyhow::Result<ExitCod
         bail!(
             "{origin} has no [mcp_servers.{}] (it has: {})",
             args.name,
-            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
         );
     };
     if server.url.is_none() {
@@ -77,8 +81,7 @@ async fn login(global: GlobalArgs, args: McpLoginArgs) -> anyhow::Result<ExitCod
         eprintln!(
             "Authorized with MCP server '{}'; the tokens are kept in {}.",
             args.name,
-            SqlStore::describe_url(&config.store.url)
-                .unwrap_or_else(|_| "the store".to_owned())
+            SqlStore::describe_url(&config.store.url).unwrap_or_else(|_| "the store".to_owned())
         );
     } else {
         eprintln!(

@@ -93,10 +93,7 @@ impl OAuthConfig {
         if let Some(url) = &self.client_metadata_url
             && !url.starts_with("https://")
         {
-            problems.push((
-                "client_metadata_url",
-                format!("{url} is not an https URL"),
-            ));
+            problems.push(("client_metadata_url", format!("{url} is not an https URL")));
         }
         problems
     }
@@ -160,7 +157,12 @@ mod tests {
         let keys: Vec<&str> = config.problems().iter().map(|(key, _)| *key).collect();
         assert_eq!(
             keys,
-            ["client_secret", "grant", "redirect_uri", "client_metadata_url"]
+            [
+                "client_secret",
+                "grant",
+                "redirect_uri",
+                "client_metadata_url"
+            ]
         );
         assert!(toml::from_str::<OAuthConfig>("scope = \"x\"").is_err());
     }

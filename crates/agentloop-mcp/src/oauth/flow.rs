@@ -63,8 +63,9 @@ impl OAuthLink {
                             .redirect_uri
                             .clone()
                             .unwrap_or_else(|| config.redirect_uri().to_owned());
-                        let client = OAuthClientConfig::new(&record.credentials.client_id, redirect)
-                            .with_client_secret(secret);
+                        let client =
+                            OAuthClientConfig::new(&record.credentials.client_id, redirect)
+                                .with_client_secret(secret);
                         manager
                             .configure_client(client)
                             .map_err(|error| OAuthError::failed(server, error))?;
@@ -156,7 +157,11 @@ impl OAuthLink {
 
     /// The authorization code flow: discovery (from the challenge when there is one), a
     /// client, PKCE, a person's approval, the code exchanged for tokens (kept in the vault).
-    async fn authorize(&self, challenge: Option<&str>, scopes: Vec<String>) -> Result<(), OAuthError> {
+    async fn authorize(
+        &self,
+        challenge: Option<&str>,
+        scopes: Vec<String>,
+    ) -> Result<(), OAuthError> {
         let server = self.server.as_str();
         let failed = |error| OAuthError::failed(server, error);
         self.vault.check_keepable()?;
@@ -187,7 +192,8 @@ impl OAuthLink {
         } else {
             scopes
         };
-        let mut request = AuthorizationRequest::new(redirect.as_str()).with_client_name(CLIENT_NAME);
+        let mut request =
+            AuthorizationRequest::new(redirect.as_str()).with_client_name(CLIENT_NAME);
         if !scopes.is_empty() {
             request = request.with_scopes(scopes.iter().cloned());
         }
@@ -219,7 +225,10 @@ impl OAuthLink {
             .await
             .map_err(|(_, error)| failed(error))?;
         let callback = approval.approve(session.get_authorization_url()).await?;
-        session.handle_callback_url(&callback).await.map_err(failed)?;
+        session
+            .handle_callback_url(&callback)
+            .await
+            .map_err(failed)?;
         *self.requested.lock().await = session.auth_manager.get_current_scopes().await;
         *self.client.auth_manager.lock().await = session.auth_manager;
         tracing::info!(server, "authorized with OAuth");
@@ -264,7 +273,11 @@ impl OAuthLink {
 
 /// A manager for the server at `url` that keeps its tokens in `vault`. Metadata found through
 /// the server may point at loopback or private addresses only when the server's own URL does.
-async fn manager(server: &str, url: &str, vault: &Vault) -> Result<AuthorizationManager, OAuthError> {
+async fn manager(
+    server: &str,
+    url: &str,
+    vault: &Vault,
+) -> Result<AuthorizationManager, OAuthError> {
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|error| OAuthError::failed(server, error))?;

@@ -69,7 +69,13 @@ impl TokenKey {
         let aad = associated(server, user);
         let sealed = self
             .cipher
-            .encrypt(&nonce, Payload { msg: plain, aad: &aad })
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plain,
+                    aad: &aad,
+                },
+            )
             .map_err(|_| Sealing)?;
         let mut bytes = nonce.to_vec();
         bytes.extend_from_slice(&sealed);
@@ -87,7 +93,13 @@ impl TokenKey {
         let nonce: [u8; NONCE_BYTES] = nonce.try_into().map_err(|_| Sealing)?;
         let aad = associated(server, user);
         self.cipher
-            .decrypt(&XNonce::from(nonce), Payload { msg: sealed, aad: &aad })
+            .decrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: sealed,
+                    aad: &aad,
+                },
+            )
             .map_err(|_| Sealing)
     }
 }

@@ -55,7 +55,9 @@ impl Authorizer for LoopbackAuthorizer {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = url.port().unwrap_or(80);
         let listener = TcpListener::bind((host, port)).await.map_err(|error| {
-            not_approved(format!("cannot listen on {host}:{port} for the redirect: {error}"))
+            not_approved(format!(
+                "cannot listen on {host}:{port} for the redirect: {error}"
+            ))
         })?;
         let bound = listener
             .local_addr()
@@ -227,7 +229,11 @@ mod tests {
         tokio::spawn(async move {
             let _ = reqwest::get(format!("{redirect}?error=access_denied")).await;
         });
-        let error = approval.approve("https://x/").await.unwrap_err().to_string();
+        let error = approval
+            .approve("https://x/")
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("access_denied"), "{error}");
     }
 }

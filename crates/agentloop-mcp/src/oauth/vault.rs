@@ -183,11 +183,19 @@ mod tests {
             Ok(self.0.lock().unwrap().get(&(s.into(), u.into())).cloned())
         }
         async fn save_oauth_tokens(&self, s: &str, u: &str, v: &str) -> Result<(), StoreError> {
-            self.0.lock().unwrap().insert((s.into(), u.into()), v.into());
+            self.0
+                .lock()
+                .unwrap()
+                .insert((s.into(), u.into()), v.into());
             Ok(())
         }
         async fn delete_oauth_tokens(&self, s: &str, u: &str) -> Result<bool, StoreError> {
-            Ok(self.0.lock().unwrap().remove(&(s.into(), u.into())).is_some())
+            Ok(self
+                .0
+                .lock()
+                .unwrap()
+                .remove(&(s.into(), u.into()))
+                .is_some())
         }
     }
 
