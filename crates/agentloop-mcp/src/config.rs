@@ -376,12 +376,16 @@ impl McpServerConfig {
 
     /// The OAuth settings of a server over HTTP, or `None` when its `headers` carry an
     /// `Authorization` of their own (agentloop then leaves authorization to them).
-    pub(crate) fn oauth_settings(&self) -> Option<OAuthConfig> {
+    /// The second value: whether the table was written.
+    pub(crate) fn oauth_settings(&self) -> Option<(OAuthConfig, bool)> {
         let own = self
             .headers
             .keys()
             .any(|name| name.eq_ignore_ascii_case("authorization"));
-        (!own).then(|| self.oauth.clone().unwrap_or_else(OAuthConfig::defaults))
+        (!own).then(|| match &self.oauth {
+            Some(oauth) => (oauth.clone(), true),
+            None => (OAuthConfig::defaults(), false),
+        })
     }
 
     /// Sets `[mcp_servers.NAME.oauth]`.

@@ -27,6 +27,9 @@ pub(crate) struct OAuthLink {
     server: String,
     url: String,
     config: OAuthConfig,
+    /// Whether `[mcp_servers.NAME.oauth]` was written: only then is a server that publishes
+    /// no metadata authorized at its default endpoints (the 2025-03-26 specification).
+    configured: bool,
     context: OAuthContext,
     vault: Vault,
     /// What the transport sends requests through; its manager is replaced by each
@@ -48,7 +51,7 @@ impl OAuthLink {
     pub(crate) async fn new(
         server: &str,
         url: &str,
-        config: OAuthConfig,
+        (config, configured): (OAuthConfig, bool),
         context: OAuthContext,
         http: reqwest::Client,
     ) -> Result<OAuthLink, OAuthError> {
@@ -85,6 +88,7 @@ impl OAuthLink {
             server: server.to_owned(),
             url: url.to_owned(),
             config,
+            configured,
             context,
             vault,
             client: AuthClient::new(http, manager),
@@ -164,12 +168,18 @@ impl OAuthLink {
     ) -> Result<(), OAuthError> {
         let server = self.server.as_str();
         let failed = |error| OAuthError::failed(server, error);
-        self.vault.check_keepable()?;
         let mut manager = manager(server, &self.url, &self.vault).await?;
         let resolution = manager
             .resolve_metadata_from_challenge(challenge)
             .await
             .map_err(failed)?;
+        if !resolution.source.is_discovered() && !self.configured {
+            // A 401 with no sign of OAuth: a token of the server's own, in `headers`.
+            return Err(OAuthError::NotOAuth {
+                server: server.to_owned(),
+            });
+        }
+        self.vault.check_keepable()?;
         let metadata_documents = resolution
             .metadata
             .additional_fields

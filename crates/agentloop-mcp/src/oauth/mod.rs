@@ -82,6 +82,14 @@ pub enum OAuthError {
          (the tokens are kept in the store, sealed with {TOKEN_KEY_ENV})"
     )]
     LoginNeeded { server: String },
+    /// The server answered 401 and publishes no OAuth metadata.
+    #[error(
+        "the server refused the request (HTTP 401 Unauthorized) and publishes no OAuth \
+         metadata; check mcp_servers.{server}.headers (does the server need an Authorization \
+         header, and is its token right?), or add [mcp_servers.{server}.oauth] to authorize at \
+         its default endpoints"
+    )]
+    NotOAuth { server: String },
     /// Tokens would have to be kept, and there is no key to seal them with.
     #[error(
         "MCP server '{server}' needs OAuth tokens kept in the store, and they are only kept \
