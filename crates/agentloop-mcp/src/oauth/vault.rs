@@ -40,7 +40,9 @@ struct Inner {
     user: String,
     tokens: Option<Arc<dyn OAuthTokenStore>>,
     key: Option<TokenKey>,
-    record: RwLock<Option<Record>>,
+    /// `None` until read from the store once: every request asks for the token, and a server
+    /// without OAuth must not cost a query each time.
+    record: RwLock<Option<Option<Record>>>,
     /// Set while an authorization registers its client, saved with the tokens.
     client: RwLock<(Option<String>, Option<String>)>,
 }
@@ -78,15 +80,17 @@ impl Vault {
     /// (the key changed) is as good as none: the person authorizes again.
     pub(crate) async fn record(&self) -> Result<Option<Record>, OAuthError> {
         if let Some(record) = self.inner.record.read().await.clone() {
-            return Ok(Some(record));
+            return Ok(record);
         }
         let (Some(tokens), Some(key)) = (&self.inner.tokens, &self.inner.key) else {
+            *self.inner.record.write().await = Some(None);
             return Ok(None);
         };
         let Some(sealed) = tokens
             .load_oauth_tokens(&self.inner.server, &self.inner.user)
             .await?
         else {
+            *self.inner.record.write().await = Some(None);
             return Ok(None);
         };
         let record = key
@@ -103,12 +107,12 @@ impl Vault {
             *self.inner.client.write().await =
                 (record.client_secret.clone(), record.redirect_uri.clone());
         }
-        *self.inner.record.write().await = record.clone();
+        *self.inner.record.write().await = Some(record.clone());
         Ok(record)
     }
 
     async fn keep(&self, record: Option<Record>) -> Result<(), AuthError> {
-        *self.inner.record.write().await = record.clone();
+        *self.inner.record.write().await = Some(record.clone());
         let Some(tokens) = &self.inner.tokens else {
             return Ok(());
         };
@@ -229,6 +233,20 @@ mod tests {
 
         again.clear().await.unwrap();
         assert!(rows.0.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_missing_record_is_looked_for_once() {
+        let rows = Arc::new(Rows::default());
+        let key = TokenKey::parse(&"ab".repeat(32)).unwrap();
+        let vault = Vault::new("github", &context(&rows, Some(key)));
+        assert!(vault.load().await.unwrap().is_none());
+        // Written behind the vault's back: it is not asked again.
+        rows.0
+            .lock()
+            .unwrap()
+            .insert(("github".into(), "ana".into()), "v1:x".into());
+        assert!(vault.load().await.unwrap().is_none());
     }
 
     #[tokio::test]
