@@ -92,6 +92,9 @@ pub enum Command {
     /// Create, revoke and list the API keys of the HTTP server.
     #[command(subcommand, after_help = environment!(env_store, env_log))]
     Keys(KeysCommand),
+    /// Authorize with the MCP servers that ask for OAuth.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Create or upgrade the database schema of the store (runs also do it on start).
     #[command(after_help = environment!(env_store, env_log))]
     Migrate,
@@ -294,6 +297,29 @@ pub struct KeysRevokeArgs {
     /// The key's id (key_...) or the key itself (al_...).
     #[arg(value_name = "KEY")]
     pub key: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Authorize agentloop with the MCP server NAME (over HTTP, asking for OAuth): the
+    /// authorization URL is opened in a browser (and printed), a listener on 127.0.0.1 receives
+    /// the redirect, and the tokens are kept in the store, sealed with AGENTLOOP_TOKEN_KEY.
+    /// Replaces the tokens kept before.
+    #[command(after_help = concat!(environment!(env_store, env_log), "\n  AGENTLOOP_TOKEN_KEY  32 bytes as 64 hex digits: seals the tokens (required)"))]
+    Login(McpLoginArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpLoginArgs {
+    /// The server, as named by its [mcp_servers.NAME] table.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Only print the authorization URL; open no browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// How long to wait for the person to approve, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 300)]
+    pub wait_s: u64,
 }
 
 #[derive(Debug, Args)]

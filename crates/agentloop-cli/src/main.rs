@@ -51,6 +51,7 @@ fn main() -> ExitCode {
             }
             Command::Sessions(command) => commands::sessions::execute(cli.global, command).await,
             Command::Keys(command) => commands::keys::execute(cli.global, command).await,
+            Command::Mcp(command) => commands::mcp::execute(cli.global, command).await,
             Command::Migrate => commands::migrate::execute(cli.global).await,
             Command::Prune(args) => commands::prune::execute(cli.global, args).await,
             Command::Eval(args) => commands::eval::execute(cli.global, args).await,

@@ -33,6 +33,7 @@ mod lease;
 mod llm;
 pub mod machine;
 mod names;
+mod oauth_tokens;
 pub mod output;
 mod partial_json;
 mod policy;
@@ -75,6 +76,7 @@ pub use machine::{
     UnreadableState,
 };
 pub use names::sanitize as provider_safe_name;
+pub use oauth_tokens::OAuthTokenStore;
 pub use output::{OutputMode, OutputSpec, TypedOutput};
 pub use partial_json::parse_partial;
 pub use policy::DEFAULT_USER;

@@ -10,6 +10,8 @@ use agentloop_core::InvalidSetting;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
+use crate::oauth::OAuthConfig;
+
 const DEFAULT_STARTUP_TIMEOUT_S: f64 = 30.0;
 const DEFAULT_MAX_RESTARTS: u32 = 10;
 const DEFAULT_RESTART_BACKOFF_S: f64 = 0.5;
@@ -72,6 +74,10 @@ pub struct McpServerConfig {
     /// roots capability is not declared. Fixed for the life of the process.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// `[mcp_servers.NAME.oauth]`: how to authorize with a server over HTTP that asks for OAuth
+    /// (it does so anyway, with a client registered dynamically, when the table is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthConfig>,
 }
 
 fn default_startup_timeout_s() -> f64 {
@@ -121,6 +127,7 @@ impl McpServerConfig {
             restart_backoff_max_s: DEFAULT_RESTART_BACKOFF_MAX_S,
             max_duration_s: None,
             roots: Vec::new(),
+            oauth: None,
         }
     }
 
@@ -288,6 +295,15 @@ impl McpServerConfig {
                 format!("mcp_servers.{name}.command must not be empty"),
             ));
         }
+        if self.oauth.is_some() {
+            return Err(InvalidSetting::new(
+                key("oauth"),
+                format!(
+                    "mcp_servers.{name}.oauth only applies to a server reached over HTTP (url), \
+                     not to one started with command"
+                ),
+            ));
+        }
         if !self.headers.is_empty() {
             return Err(InvalidSetting::new(
                 key("headers"),
@@ -347,7 +363,35 @@ impl McpServerConfig {
         for (header, value) in &self.headers {
             parse_header(header, value).map_err(|why| why.setting(name, header))?;
         }
+        if let Some(oauth) = &self.oauth
+            && let Some((key, problem)) = oauth.problems().into_iter().next()
+        {
+            return Err(InvalidSetting::new(
+                format!("mcp_servers.{name}.oauth.{key}"),
+                format!("mcp_servers.{name}.oauth.{key}: {problem}"),
+            ));
+        }
         Ok(())
+    }
+
+    /// The OAuth settings of a server over HTTP, or `None` when its `headers` carry an
+    /// `Authorization` of their own (agentloop then leaves authorization to them).
+    /// The second value: whether the table was written.
+    pub(crate) fn oauth_settings(&self) -> Option<(OAuthConfig, bool)> {
+        let own = self
+            .headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"));
+        (!own).then(|| match &self.oauth {
+            Some(oauth) => (oauth.clone(), true),
+            None => (OAuthConfig::defaults(), false),
+        })
+    }
+
+    /// Sets `[mcp_servers.NAME.oauth]`.
+    pub fn with_oauth(mut self, oauth: OAuthConfig) -> Self {
+        self.oauth = Some(oauth);
+        self
     }
 
     /// The startup timeout, or `None` when `startup_timeout_s` is not a usable duration.

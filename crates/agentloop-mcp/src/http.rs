@@ -24,20 +24,26 @@ use crate::{
     McpError, McpServerConfig,
     client::{Client, Service},
     config::parse_header,
-    http_client::HttpClient,
+    http_client::{HttpClient, Sender},
     http_failure::HttpFailure,
     notices::Notices,
+    oauth::{Challenge, OAuthContext, OAuthError, OAuthLink},
 };
 
 /// How often a broken event stream is resumed before its requests fail: a server that died must
 /// not leave a call waiting on reconnection attempts for minutes.
 const SSE_RESUME_ATTEMPTS: usize = 3;
 const SSE_RESUME_BASE_DELAY: Duration = Duration::from_millis(250);
+/// How often one request (or the handshake) authorizes before it gives up (fewer when the
+/// link's authorizations in a row run out first).
+const AUTHORIZATIONS_PER_REQUEST: u32 = crate::oauth::MAX_AUTHORIZATIONS_IN_A_ROW;
 
 pub(crate) struct HttpLink {
     server: String,
     url: String,
     client: reqwest::Client,
+    /// The server's OAuth, unless `headers` authorize.
+    oauth: Option<Arc<OAuthLink>>,
     headers: HashMap<HeaderName, HeaderValue>,
     /// Bounds a new handshake after the server forgot the session, like the first one.
     handshake_timeout: Duration,
@@ -77,6 +83,7 @@ impl HttpLink {
         config: &McpServerConfig,
         timeout: Duration,
         notices: Notices,
+        oauth: &OAuthContext,
     ) -> Result<HttpLink, McpError> {
         let connect_error = |reason: String| McpError::Connect {
             server: server.to_owned(),
@@ -93,10 +100,19 @@ impl HttpLink {
             .connect_timeout(timeout)
             .build()
             .map_err(|error| connect_error(format!("cannot build the HTTP client: {error}")))?;
+        let oauth = match config.oauth_settings() {
+            Some(settings) => Some(Arc::new(
+                OAuthLink::new(server, url, settings, oauth.clone(), client.clone())
+                    .await
+                    .map_err(|error| connect_error(error.to_string()))?,
+            )),
+            None => None,
+        };
         let link = HttpLink {
             server: server.to_owned(),
             url: url.to_owned(),
             client,
+            oauth,
             headers,
             handshake_timeout: timeout,
             notices,
@@ -110,15 +126,50 @@ impl HttpLink {
             reopening: tokio::sync::Mutex::new(()),
             unreachable: watch::Sender::new(None),
         };
-        let service = link.open_session().await.map_err(|error| {
-            let reason = match HttpFailure::of_handshake(&error) {
-                Some(failure) => failure.advice(server),
-                None => describe_handshake_error(&error),
+        let service = link.open_authorized().await.map_err(|opening| {
+            let reason = match opening {
+                Opening::OAuth(error) => error.to_string(),
+                Opening::Handshake(error) => match HttpFailure::of_handshake(&error) {
+                    Some(failure) => failure.advice(server),
+                    None => describe_handshake_error(&error),
+                },
             };
             connect_error(reason)
         })?;
         link.lock_session().service = Some(service);
         Ok(link)
+    }
+
+    /// Opens the first session, authorizing when the server asks for it.
+    async fn open_authorized(&self) -> Result<Service, Opening> {
+        let mut authorizations = 0;
+        loop {
+            let seen = self.oauth.as_ref().map(|oauth| oauth.authorizations());
+            let error = match self.open_session().await {
+                Ok(service) => {
+                    if authorizations > 0
+                        && let Some(oauth) = &self.oauth
+                    {
+                        oauth.accepted();
+                    }
+                    return Ok(service);
+                }
+                Err(error) => error,
+            };
+            let (Some(oauth), Some(seen), Some(challenge)) =
+                (&self.oauth, seen, Challenge::of_handshake(&error))
+            else {
+                return Err(Opening::Handshake(Box::new(error)));
+            };
+            if authorizations == AUTHORIZATIONS_PER_REQUEST {
+                return Err(Opening::Handshake(Box::new(error)));
+            }
+            authorizations += 1;
+            oauth
+                .answer(&challenge, seen)
+                .await
+                .map_err(Opening::OAuth)?;
+        }
     }
 
     async fn open_session(&self) -> Result<Service, ClientInitializeError> {
@@ -128,9 +179,13 @@ impl HttpLink {
             // changed, so agentloop does it itself and tells the agent.
             .reinit_on_expired_session(false);
         config.retry_config = Arc::new(BoundedResume);
+        let client = match &self.oauth {
+            Some(oauth) => Sender::OAuth(oauth.client()),
+            None => Sender::Plain(self.client.clone()),
+        };
         let transport = StreamableHttpClientTransport::with_client(
             HttpClient {
-                client: self.client.clone(),
+                client,
                 server: self.server.as_str().into(),
             },
             config,
@@ -182,7 +237,15 @@ impl HttpLink {
         Fut: Future<Output = Result<T, ServiceError>>,
     {
         let (seen, peer) = self.current()?;
+        let authorized = self.oauth.as_ref().map(|oauth| oauth.authorizations());
         let error = match request(peer).await {
+            Ok(value) => return Ok(self.answered(value)),
+            Err(error) => error,
+        };
+        let error = match self
+            .authorize_and_retry(&request, error, authorized)
+            .await?
+        {
             Ok(value) => return Ok(self.answered(value)),
             Err(error) => error,
         };
@@ -200,6 +263,49 @@ impl HttpLink {
                 )))
             }
             Err(error) => Err(self.tool_error(error)),
+        }
+    }
+
+    /// When the server refused a request for its token (401) or its scopes (403), authorizes
+    /// and sends the request again, a few times at most: the server refused before doing
+    /// anything, so the request never runs twice. The last error otherwise.
+    async fn authorize_and_retry<T, F, Fut>(
+        &self,
+        request: &F,
+        mut error: ServiceError,
+        mut authorized: Option<u64>,
+    ) -> Result<Result<T, ServiceError>, ToolError>
+    where
+        F: Fn(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let Some(oauth) = &self.oauth else {
+            return Ok(Err(error));
+        };
+        for _ in 0..AUTHORIZATIONS_PER_REQUEST {
+            let (Some(challenge), Some(seen)) = (Challenge::of_request(&error), authorized) else {
+                return Ok(Err(error));
+            };
+            if let Err(why) = oauth.answer(&challenge, seen).await {
+                return Err(ToolError::Unavailable(why.to_string()));
+            }
+            authorized = Some(oauth.authorizations());
+            let (_, peer) = self.current()?;
+            match request(peer).await {
+                Ok(value) => {
+                    oauth.accepted();
+                    return Ok(Ok(value));
+                }
+                Err(again) => error = again,
+            }
+        }
+        match Challenge::of_request(&error) {
+            Some(_) => Err(ToolError::Unavailable(format!(
+                "MCP server '{}' at {} still refuses the request after \
+                 {AUTHORIZATIONS_PER_REQUEST} OAuth authorizations",
+                self.server, self.url
+            ))),
+            None => Ok(Err(error)),
         }
     }
 
@@ -377,6 +483,12 @@ fn describe_handshake_error(error: &ClientInitializeError) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// Why the first session could not be opened.
+enum Opening {
+    Handshake(Box<ClientInitializeError>),
+    OAuth(OAuthError),
 }
 
 /// Why a new session could not be opened in place of one that went away.

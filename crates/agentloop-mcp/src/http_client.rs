@@ -13,8 +13,11 @@ use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
     model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage},
-    transport::streamable_http_client::{
-        SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    transport::{
+        AuthClient,
+        streamable_http_client::{
+            SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        },
     },
 };
 use sse_stream::Sse;
@@ -25,9 +28,27 @@ type Error = StreamableHttpError<reqwest::Error>;
 
 #[derive(Clone)]
 pub(crate) struct HttpClient {
-    pub(crate) client: reqwest::Client,
+    pub(crate) client: Sender,
     /// The server's name, for the errors of answers over the limit.
     pub(crate) server: Arc<str>,
+}
+
+/// What sends the requests: reqwest itself, or rmcp's OAuth client over it (it adds the
+/// server's token, refreshed as it expires).
+#[derive(Clone)]
+pub(crate) enum Sender {
+    Plain(reqwest::Client),
+    OAuth(AuthClient<reqwest::Client>),
+}
+
+/// Calls the same method of whichever client sends.
+macro_rules! send {
+    ($sender:expr, $method:ident($($arg:expr),* $(,)?)) => {
+        match $sender {
+            Sender::Plain(client) => client.$method($($arg),*).await,
+            Sender::OAuth(client) => client.$method($($arg),*).await,
+        }
+    };
 }
 
 /// Whether an error message says the server does not know the session.
@@ -95,10 +116,10 @@ impl StreamableHttpClient for HttpClient {
         let had_session = session_id.is_some();
         let custom_headers = traced(&message, custom_headers);
         let id = request_id(&message);
-        let response = self
-            .client
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await;
+        let response = send!(
+            &self.client,
+            post_message(uri, message, session_id, auth_header, custom_headers)
+        );
         screen(
             request,
             had_session,
@@ -119,9 +140,9 @@ impl StreamableHttpClient for HttpClient {
         let had_session = session_id.is_some();
         let custom_headers = traced(&message, custom_headers);
         let id = request_id(&message);
-        let response = self
-            .client
-            .post_message_with_max_sse_event_size(
+        let response = send!(
+            &self.client,
+            post_message_with_max_sse_event_size(
                 uri,
                 message,
                 session_id,
@@ -129,7 +150,7 @@ impl StreamableHttpClient for HttpClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await;
+        );
         screen(
             request,
             had_session,
@@ -144,9 +165,10 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
-        self.client
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
+        send!(
+            &self.client,
+            delete_session(uri, session_id, auth_header, custom_headers)
+        )
     }
 
     async fn get_stream(
@@ -157,9 +179,10 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.client
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+        send!(
+            &self.client,
+            get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+        )
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -171,8 +194,9 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.client
-            .get_stream_with_max_sse_event_size(
+        send!(
+            &self.client,
+            get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
                 last_event_id,
@@ -180,7 +204,7 @@ impl StreamableHttpClient for HttpClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+        )
     }
 }
 

@@ -133,7 +133,7 @@ impl HttpFailure {
     }
 }
 
-fn find<'a, T: Error + 'static>(error: &'a (dyn Error + 'static)) -> Option<&'a T> {
+pub(crate) fn find<'a, T: Error + 'static>(error: &'a (dyn Error + 'static)) -> Option<&'a T> {
     let mut current = Some(error);
     while let Some(error) = current {
         if let Some(found) = error.downcast_ref::<T>() {

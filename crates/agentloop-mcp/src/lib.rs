@@ -21,6 +21,7 @@ mod lifeline;
 mod line_limit;
 mod message_limit;
 mod notices;
+pub mod oauth;
 mod process;
 mod read_resource;
 mod resources;

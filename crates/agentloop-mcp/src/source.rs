@@ -12,6 +12,7 @@ use crate::{
     connection::{Connection, Link},
     http::HttpLink,
     notices::Notices,
+    oauth::OAuthContext,
     resources::{
         self, McpPrompt, McpPromptMessage, McpResource, McpResourceContent, McpResourceTemplate,
     },
@@ -42,13 +43,23 @@ impl McpSource {
     /// Starts the server `name` (or connects to it, over HTTP), performs the MCP handshake and
     /// lists its tools, all within `startup_timeout_s`.
     pub async fn connect(name: &str, config: &McpServerConfig) -> Result<McpSource, McpError> {
+        Self::connect_with(name, config, &OAuthContext::in_memory()).await
+    }
+
+    /// Like [`McpSource::connect`], with a server over HTTP authorized through `oauth` when it
+    /// asks for OAuth: its tokens kept there, and its authorizations approved there.
+    pub async fn connect_with(
+        name: &str,
+        config: &McpServerConfig,
+        oauth: &OAuthContext,
+    ) -> Result<McpSource, McpError> {
         config.validate(name)?;
         let Some(timeout) = config.startup_timeout() else {
             return Err(unusable_startup_timeout(name).into());
         };
         let source = match (&config.command, &config.url) {
             (Some(program), None) => connect_stdio(name, program, config, timeout).await,
-            (None, Some(url)) => connect_http(name, url, config, timeout).await,
+            (None, Some(url)) => connect_http(name, url, config, timeout, oauth).await,
             // `validate` refused both of these already.
             _ => Err(McpError::InvalidConfig(InvalidSetting::new(
                 format!("mcp_servers.{name}"),
@@ -168,10 +179,11 @@ async fn connect_http(
     url: &str,
     config: &McpServerConfig,
     timeout: Duration,
+    oauth: &OAuthContext,
 ) -> Result<McpSource, McpError> {
     let notices = Notices::new();
     let started = async {
-        let link = HttpLink::connect(name, url, config, timeout, notices.clone()).await?;
+        let link = HttpLink::connect(name, url, config, timeout, notices.clone(), oauth).await?;
         start(
             name,
             Connection::new(name, notices, Link::Http(Box::new(link)))
@@ -229,9 +241,13 @@ async fn start(name: &str, connection: Connection) -> Result<McpSource, McpError
 /// so that the caller can warn and go on without them.
 pub async fn connect_all(
     servers: &BTreeMap<String, McpServerConfig>,
+    oauth: &OAuthContext,
 ) -> (Vec<Arc<McpSource>>, Vec<(String, McpError)>) {
     let attempts = servers.iter().map(|(name, config)| async move {
-        (name.clone(), McpSource::connect(name, config).await)
+        (
+            name.clone(),
+            McpSource::connect_with(name, config, oauth).await,
+        )
     });
     let mut sources = Vec::new();
     let mut failures = Vec::new();

@@ -119,9 +119,12 @@ async fn connect_all_starts_servers_together_and_reports_failures() {
         ),
     ]);
 
-    let (sources, failures) = tokio::time::timeout(PATIENCE, connect_all(&servers))
-        .await
-        .unwrap();
+    let (sources, failures) = tokio::time::timeout(
+        PATIENCE,
+        connect_all(&servers, &agentloop_mcp::oauth::OAuthContext::in_memory()),
+    )
+    .await
+    .unwrap();
 
     let mut started: Vec<&str> = sources.iter().map(|source| source.name()).collect();
     started.sort_unstable();

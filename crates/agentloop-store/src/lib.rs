@@ -41,6 +41,7 @@ mod keys;
 mod locks;
 mod messages;
 mod notices;
+mod oauth_tokens;
 #[cfg(feature = "postgres")]
 mod one_statement;
 mod outputs;

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
-    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OrphanRun, RunBegin,
-    RunStart, SavedRun, SessionCursor, SessionLock, StepRecord, Store, StoreError, SystemClock,
+    ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OAuthTokenStore,
+    OrphanRun, RunBegin, RunStart, SavedRun, SessionCursor, SessionLock, StepRecord, Store,
+    StoreError, SystemClock,
 };
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -20,8 +21,8 @@ use crate::db::Db;
 use crate::notices::Notices;
 use crate::retention::{self, Pruned};
 use crate::{
-    attachments, begin, connect, durable, events, keys, locks, messages, records, runs, sessions,
-    step,
+    attachments, begin, connect, durable, events, keys, locks, messages, oauth_tokens, records,
+    runs, sessions, step,
 };
 
 /// A call the database does not answer at all (a network that drops packets without closing the
@@ -507,6 +508,36 @@ impl KeyStore for SqlStore {
 
     async fn list_api_keys(&self, user_id: Option<&str>) -> Result<Vec<ApiKeyInfo>, StoreError> {
         self.bounded(CALL_TIMEOUT, keys::list(&self.db, user_id))
+            .await
+    }
+}
+
+#[async_trait]
+impl OAuthTokenStore for SqlStore {
+    async fn load_oauth_tokens(
+        &self,
+        server: &str,
+        user: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.bounded(CALL_TIMEOUT, oauth_tokens::load(&self.db, server, user))
+            .await
+    }
+
+    async fn save_oauth_tokens(
+        &self,
+        server: &str,
+        user: &str,
+        sealed: &str,
+    ) -> Result<(), StoreError> {
+        self.bounded(
+            CALL_TIMEOUT,
+            oauth_tokens::save(&self.db, server, user, sealed),
+        )
+        .await
+    }
+
+    async fn delete_oauth_tokens(&self, server: &str, user: &str) -> Result<bool, StoreError> {
+        self.bounded(CALL_TIMEOUT, oauth_tokens::delete(&self.db, server, user))
             .await
     }
 }

@@ -52,6 +52,7 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "12 superseded messages",
             "13 run output",
             "14 attachments",
+            "15 mcp oauth tokens",
             "18 retention"
         ]
     );
@@ -64,8 +65,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .await
     .unwrap();
     // users, sessions, messages, runs, tool_executions, tool_outputs, run_events, api_keys,
-    // instances, run_inputs, run_turn, attachments, _sqlx_migrations
-    assert_eq!(tables, 13);
+    // instances, run_inputs, run_turn, attachments, mcp_oauth_tokens, _sqlx_migrations
+    assert_eq!(tables, 14);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }

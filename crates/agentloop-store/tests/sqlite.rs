@@ -73,6 +73,7 @@ async fn a_new_file_is_created_and_migrated_once() {
             "12 superseded messages",
             "13 run output",
             "14 attachments",
+            "15 mcp oauth tokens",
             "18 retention"
         ]
     );
@@ -335,6 +336,11 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
         .execute("DELETE FROM _sqlx_migrations WHERE version >= 11")
         .await;
     fixture.execute("DROP TABLE attachments").await;
+    fixture.execute("DROP TABLE mcp_oauth_tokens").await;
+    fixture.execute("DROP INDEX runs_unpruned").await;
+    fixture
+        .execute("ALTER TABLE runs DROP COLUMN pruned_at")
+        .await;
     let positions_before = fixture.count("SELECT SUM(position) FROM messages").await;
 
     let applied = SqlStore::migrate(&fixture.url).await.unwrap();
@@ -346,6 +352,7 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
             "12 superseded messages",
             "13 run output",
             "14 attachments",
+            "15 mcp oauth tokens",
             "18 retention"
         ]
     );

@@ -22,6 +22,7 @@ mod config;
 pub mod guardrails;
 #[cfg(feature = "server")]
 mod mcp_context;
+mod oauth;
 mod pruner;
 mod runtime;
 mod side_effects;
@@ -47,6 +48,7 @@ pub use agentloop_mcp::{McpServerConfig, McpSource};
 pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{Pruned, Retention, SqlStore, StoreConfig};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE, SettingOrigin};
+pub use oauth::oauth_context;
 pub use runtime::{Runtime, RuntimeError};
 pub use side_effects::WebhookSideEffects;
 

@@ -43,6 +43,9 @@ pub enum RuntimeError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// `AGENTLOOP_TOKEN_KEY` is set, and not to a key.
+    #[error(transparent)]
+    TokenKey(#[from] agentloop_mcp::oauth::TokenKeyError),
 }
 
 /// A configured agent and the MCP servers it started.
@@ -92,19 +95,26 @@ impl Runtime {
             },
             None => Default::default(),
         };
+        // The store first: servers that ask for OAuth find their tokens there.
+        let store = Arc::new(SqlStore::connect(&config.store.url).await?);
+        // No one to approve an authorization during a run: `agentloop mcp login` does it.
+        let oauth = crate::oauth_context(
+            Some(store.clone()),
+            Arc::new(agentloop_mcp::oauth::NoAuthorizer),
+        )?;
         // Every server starts at once; starting waits for them at most `agent.tools_wait_s`.
         let connecting: Vec<Connecting> = config
             .mcp_servers
             .iter()
             .map(|(name, server)| {
-                let (task_name, server) = (name.clone(), server.clone());
-                let task =
-                    tokio::spawn(async move { McpSource::connect(&task_name, &server).await });
+                let (task_name, server, oauth) = (name.clone(), server.clone(), oauth.clone());
+                let task = tokio::spawn(async move {
+                    McpSource::connect_with(&task_name, &server, &oauth).await
+                });
                 (name.clone(), task)
             })
             .collect();
         let traces = start_traces(config)?;
-        let store = Arc::new(SqlStore::connect(&config.store.url).await?);
         let wait = Duration::from_secs_f64(config.agent.tools_wait_s);
         let (servers, late, left_out) = wait_for_servers(connecting, wait).await;
         let mut warnings: Vec<String> = left_out

@@ -4,6 +4,7 @@ pub mod cancel;
 pub mod demo;
 pub mod eval;
 pub mod keys;
+pub mod mcp;
 pub mod migrate;
 pub mod offers;
 pub mod prune;

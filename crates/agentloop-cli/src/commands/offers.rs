@@ -34,7 +34,8 @@ pub async fn execute(
         eprintln!("No MCP servers are configured in {origin}. Add a [mcp_servers.NAME] table.");
         return Ok(ExitCode::SUCCESS);
     }
-    let (servers, failures) = agentloop::mcp::connect_all(&config.mcp_servers).await;
+    let oauth = crate::commands::mcp::stored_oauth(&config).await;
+    let (servers, failures) = agentloop::mcp::connect_all(&config.mcp_servers, &oauth).await;
     let mut listing = Vec::new();
     for server in &servers {
         listing.push(match offer {

@@ -18,6 +18,28 @@ url = "sqlite::memory:"
 url = "$url"
 startup_timeout_s = 20
 TOML
+# The auth scenarios: the suite's authorization server approves at once, so agentloop follows
+# the authorization URL itself (interactive = false); the client the scenario registered, if
+# any, comes in MCP_CONFORMANCE_CONTEXT. The tokens are sealed with a key made for the run.
+case "$MCP_CONFORMANCE_SCENARIO" in
+  auth/*)
+    context() { node -e 'const c = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}"); process.stdout.write(c[process.argv[1]] || "")' "$1"; }
+    client_id=$(context client_id)
+    client_secret=$(context client_secret)
+    {
+      echo '[mcp_servers.conformance.oauth]'
+      echo 'interactive = false'
+      echo 'client_metadata_url = "https://conformance-test.local/client-metadata.json"'
+      if [ -n "$client_id" ]; then echo "client_id = \"$client_id\""; fi
+      if [ -n "$client_secret" ]; then echo "client_secret = \"$client_secret\""; fi
+      case "$MCP_CONFORMANCE_SCENARIO" in
+        auth/client-credentials-*) if [ -n "$client_secret" ]; then echo 'grant = "client_credentials"'; fi ;;
+      esac
+    } >> "$dir/agentloop.toml"
+    AGENTLOOP_TOKEN_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+    export AGENTLOOP_TOKEN_KEY
+    ;;
+esac
 case "$MCP_CONFORMANCE_SCENARIO" in
   tools_call) call='tool_calls = [{ name = "conformance.add_numbers", arguments = { a = 2, b = 3 } }]' ;;
   elicitation-*) call='tool_calls = [{ name = "conformance.test_client_elicitation_defaults", arguments = {} }]' ;;

@@ -10,6 +10,7 @@ mod durable;
 mod keys;
 mod locks;
 mod messages;
+mod oauth_tokens;
 mod outputs;
 mod regenerate;
 mod retention;
@@ -35,6 +36,7 @@ pub use durable::*;
 pub use keys::*;
 pub use locks::*;
 pub use messages::*;
+pub use oauth_tokens::*;
 pub use outputs::*;
 pub use regenerate::*;
 pub use retention::*;
@@ -119,6 +121,7 @@ macro_rules! suite_tests {
             a_regenerated_answer_replaces_the_exchanges_from_the_run_named,
             a_regeneration_refused_at_its_beginning_supersedes_nothing,
             an_attachment_is_stored_once_and_read_back_for_the_model,
+            oauth_records_are_kept_per_server_and_user,
         );
     };
     (@each $fixture:path; $($name:ident),* $(,)?) => {

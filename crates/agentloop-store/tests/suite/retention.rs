@@ -3,7 +3,7 @@
 //! records stay.
 
 use agentloop_core::protocol::{ChatMessage, EventKind, MessageKind, RunStatus, SessionMessage};
-use agentloop_core::{Checkpoint, Clock, RunEnd, StepRecord, Store};
+use agentloop_core::{Checkpoint, Clock, NewRun, RunEnd, StepRecord, Store};
 use agentloop_store::{Pruned, Retention};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
@@ -17,15 +17,20 @@ fn large_output(tag: &str) -> String {
     format!("{tag}: {}", "rows ".repeat(400))
 }
 
-/// A run of `session_id` as the loop saves it: its input and head, a tool call whose large
-/// output the tool message names, events, and an end (`None`: still running) at `finished_at`.
+/// A run of `session_id` as the loop saves it, started at `started_at` (which orders the runs
+/// of a session): its input and head, a tool call whose large output the tool message names,
+/// events, and an end (`None`: still running) at `finished_at`.
 async fn saved_run(
     fixture: &Fixture,
     session_id: Uuid,
     save_chat: bool,
+    started_at: DateTime<Utc>,
     end: Option<(RunStatus, DateTime<Utc>)>,
 ) -> Uuid {
-    let run = new_run(session_id, save_chat);
+    let run = NewRun {
+        started_at,
+        ..new_run(session_id, save_chat)
+    };
     fixture.store.start_run(&run).await.unwrap();
     let run_id = run.id;
     let output = large_output(&run_id.to_string());
@@ -127,7 +132,8 @@ pub async fn pruning_keeps_unfinished_runs_and_every_message(fixture: &Fixture) 
     let now = fixture.clock.now();
     let long_ago = now - Duration::days(40);
     let session_id = session(fixture, "alice").await;
-    // Four finished runs, oldest first, then a paused and a running one, both started long ago.
+    // Four finished runs, oldest first, then a paused one (the latest of its session) and, in
+    // another session, a running one started long ago.
     let mut finished = Vec::new();
     for (days, status) in [
         (40, RunStatus::Completed),
@@ -136,22 +142,26 @@ pub async fn pruning_keeps_unfinished_runs_and_every_message(fixture: &Fixture) 
         (10, RunStatus::Completed),
     ] {
         let at = now - Duration::days(days);
-        finished.push(saved_run(fixture, session_id, true, Some((status, at))).await);
+        let started = at - Duration::minutes(1);
+        finished.push(saved_run(fixture, session_id, true, started, Some((status, at))).await);
     }
+    // Paused a while ago (the latest of its session), asked long ago.
     let paused = saved_run(
         fixture,
         session_id,
         true,
-        Some((RunStatus::AwaitingInput, long_ago)),
+        now - Duration::days(5),
+        Some((RunStatus::AwaitingInput, now - Duration::days(5))),
     )
     .await;
     let other = session(fixture, "bob").await;
-    let running = saved_run(fixture, other, true, None).await;
+    let running = saved_run(fixture, other, true, long_ago, None).await;
     // A run that keeps its messages to itself, finished long ago.
     let alone = saved_run(
         fixture,
         other,
         false,
+        long_ago - Duration::minutes(1),
         Some((RunStatus::Completed, long_ago)),
     )
     .await;
@@ -250,7 +260,14 @@ pub async fn a_session_with_pruned_runs_is_still_deleted_whole(fixture: &Fixture
     let store = &fixture.store;
     let session_id = session(fixture, "alice").await;
     let old = fixture.clock.now() - Duration::days(3);
-    let run_id = saved_run(fixture, session_id, true, Some((RunStatus::Completed, old))).await;
+    let run_id = saved_run(
+        fixture,
+        session_id,
+        true,
+        old,
+        Some((RunStatus::Completed, old)),
+    )
+    .await;
     let rules = Retention {
         max_age_days: Some(1),
         ..Retention::default()
