@@ -122,7 +122,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     /// The case file (TOML, `[[case]]` tables; see docs/evals.md).
-    #[arg(value_name = "CASES", required_unless_present = "compare")]
+    #[arg(value_name = "CASES", required_unless_present_any = ["compare", "from_session"])]
     pub cases: Option<std::path::PathBuf>,
     /// Cases run at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
@@ -139,6 +139,10 @@ pub struct EvalArgs {
     /// Show what changed between two `--json` outputs of a case set.
     #[arg(long, num_args = 2, value_names = ["A.json", "B.json"], conflicts_with = "cases")]
     pub compare: Vec<std::path::PathBuf>,
+    /// Print a stored session as a case (its questions, the tools it called, its last answer)
+    /// to add to a case file.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["cases", "compare"])]
+    pub from_session: Option<Uuid>,
 }
 
 #[derive(Debug, Args)]

@@ -223,3 +223,51 @@ async fn a_bad_case_file_is_refused_naming_the_case() {
         stderr(&output)
     );
 }
+
+#[tokio::test]
+async fn a_stored_session_becomes_a_case_that_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let run = agentloop(dir.path(), &["run", "What is the sum of 2 and 40?"]).await;
+    assert!(run.status.success(), "{}", stderr(&run));
+    let session = stderr(&run)
+        .lines()
+        .find_map(|line| line.strip_prefix("session "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let case = agentloop(dir.path(), &["eval", "--from-session", &session]).await;
+    assert!(case.status.success(), "{}", stderr(&case));
+    let text = stdout(&case);
+    assert!(text.contains("demo.get-sum"), "{text}");
+    assert!(text.contains("The sum is 42."), "{text}");
+    std::fs::write(dir.path().join("from-use.toml"), &text).unwrap();
+    let scored = agentloop(dir.path(), &["eval", "from-use.toml"]).await;
+    assert!(
+        scored.status.success(),
+        "{}\n{}",
+        stdout(&scored),
+        stderr(&scored)
+    );
+    assert!(
+        stdout(&scored).contains("1 of 1 cases passed"),
+        "{}",
+        stdout(&scored)
+    );
+
+    let unknown = agentloop(
+        dir.path(),
+        &[
+            "eval",
+            "--from-session",
+            "0193a1b2-0000-7000-8000-000000000000",
+        ],
+    )
+    .await;
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("no session"),
+        "{}",
+        stderr(&unknown)
+    );
+}

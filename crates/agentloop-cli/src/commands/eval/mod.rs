@@ -1,12 +1,14 @@
 //! `agentloop eval CASES.toml`: runs a set of cases against the configured agent (a real
 //! model, a cassette or the scripted one) and scores what each run did (see `cases.rs` for the
-//! format); `--compare A.json B.json` shows what changed between two runs of a set.
+//! format); `--compare A.json B.json` shows what changed between two runs of a set;
+//! `--from-session ID` prints a stored session as a case.
 //!
 //! The runs use a store of their own in memory: a case set never fills the configured
 //! database with its sessions.
 
 mod cases;
 mod expect;
+mod from_session;
 mod observe;
 mod report;
 
@@ -32,8 +34,14 @@ pub async fn execute(global: GlobalArgs, args: EvalArgs) -> anyhow::Result<ExitC
         )?;
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(session) = args.from_session {
+        return print_session_case(&global, session).await;
+    }
     let Some(path) = &args.cases else {
-        anyhow::bail!("name a case file (agentloop eval CASES.toml), or --compare A.json B.json");
+        anyhow::bail!(
+            "name a case file (agentloop eval CASES.toml), or --compare A.json B.json, or \
+             --from-session ID"
+        );
     };
     let cases = cases::load(path)?;
     let (mut config, _origin) = load_config(&global)?;
@@ -112,6 +120,20 @@ pub async fn execute(global: GlobalArgs, args: EvalArgs) -> anyhow::Result<ExitC
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Prints the case a stored session makes (`--from-session`).
+async fn print_session_case(global: &GlobalArgs, session: uuid::Uuid) -> anyhow::Result<ExitCode> {
+    let (config, _origin) = load_config(global)?;
+    let missing = || anyhow::anyhow!("no session {session} in the store at {}", config.store.url);
+    let store = agentloop::SqlStore::open_existing(&config.store.url)
+        .await?
+        .ok_or_else(missing)?;
+    let messages = agentloop::core::Store::messages(&store, session).await?;
+    let name = format!("session {session}");
+    let case = from_session::case_toml(&name, &messages)?.ok_or_else(missing)?;
+    outln!("{}", case.trim_end())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The progress line: rewritten in place on a terminal, one line each otherwise.
