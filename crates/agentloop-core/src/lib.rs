@@ -36,6 +36,7 @@ mod names;
 pub mod output;
 mod partial_json;
 mod policy;
+mod push_outbox;
 mod registry;
 mod resources;
 mod session_resume;
@@ -78,6 +79,7 @@ pub use names::sanitize as provider_safe_name;
 pub use output::{OutputMode, OutputSpec, TypedOutput};
 pub use partial_json::parse_partial;
 pub use policy::DEFAULT_USER;
+pub use push_outbox::{PushDelivery, PushOutbox, PushTarget};
 pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, UnknownWorkflow,
     WorkflowSettings,

@@ -46,6 +46,7 @@ mod one_statement;
 mod outputs;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod push;
 mod records;
 mod runs;
 mod sessions;

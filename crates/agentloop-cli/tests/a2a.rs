@@ -1,0 +1,242 @@
+//! A2A against a real server: `agentloop serve` (the built binary) with a scripted LLM and the
+//! test MCP server, driven by the official A2A Python SDK (`a2a-sdk` 1.x,
+//! `tests/a2a/client.py`): the card, SendMessage, SendStreamingMessage in the same context,
+//! GetTask, another user's task, a bad key, a typed answer as a DataPart, an approval and a
+//! question through `input-required`, CancelTask, and SubscribeToTask in the middle of a run
+//! (its updates checked against the run's event log: none missing after the snapshot, none
+//! twice).
+//!
+//! Needs Python with `a2a-sdk` (the virtual environment `.ci/run` makes); skipped, saying so,
+//! without it (a failure with `AGENTLOOP_TEST_ALL=1`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::{
+    path::Path,
+    process::Command,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use agentloop_test_support::{
+    config::TestConfig,
+    requires,
+    scripted_llm::{Reply, ScriptedLlm},
+    sse::read_sse,
+    wait::eventually,
+    webhook::RecordingWebhook,
+};
+use serde_json::Value;
+
+const SERVER: &str = "[agent]\nask_user = true\n\n\
+    [tools.\"test.record\"]\nneeds_approval = true\n\n\
+    [server.a2a]\nname = \"agentloop-test\"\ndescription = \"Answers the tests\"\n\n\
+    [[server.a2a.skills]]\nid = \"echo\"\nname = \"Echo\"\ndescription = \"Chains echoes\"\n";
+
+/// The frontends' model, a typed answer on the call that asks for one, and a task whose first
+/// answer never comes (the server is killed meanwhile): asked again after the restart, it
+/// answers.
+fn respond(request: &Value) -> Reply {
+    static PUSHED: AtomicUsize = AtomicUsize::new(0);
+    let seen = request["messages"].to_string();
+    if seen.contains("push me when done") {
+        return match PUSHED.fetch_add(1, Ordering::SeqCst) {
+            0 => Reply::text("never delivered").with_delay(Duration::from_secs(120)),
+            _ => Reply::text("Pushed after the restart."),
+        };
+    }
+    if seen.contains("file a ticket") {
+        return match &request["response_format"] {
+            format if format.is_null() => Reply::text("Checkout is down; that is urgent."),
+            _ => Reply::text(r#"{"title": "Checkout is down", "priority": 1}"#),
+        };
+    }
+    common::frontends::respond(request)
+}
+
+fn python(interpreter: &Path, address: &str, keys: &[(&str, String)]) -> String {
+    python_phase(interpreter, "main", address, keys)
+}
+
+fn python_phase(interpreter: &Path, phase: &str, address: &str, keys: &[(&str, String)]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/client.py");
+    let output = Command::new(interpreter)
+        .arg(&script)
+        .arg(phase)
+        .env("AGENTLOOP_URL", address)
+        .envs(keys.iter().map(|(name, value)| (name, value)))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the A2A SDK's checks failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_sdk_works_against_agentloop_serve() {
+    let Some(interpreter) = requires::a2a_python() else {
+        return;
+    };
+    let llm = ScriptedLlm::start_with(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let config = TestConfig::new(&llm.base_url()).mcp_log(&log).extra(SERVER);
+    common::write_test_config(dir.path(), &config);
+    let ann = common::create_key(dir.path(), "ann").await;
+    let bob = common::create_key(dir.path(), "bob").await;
+    let served = common::Served::start(dir.path());
+
+    let address = served.address.clone();
+    let keys = [("KEY_ANN", ann.clone()), ("KEY_BOB", bob)];
+    let out = tokio::task::spawn_blocking(move || python(&interpreter, &address, &keys))
+        .await
+        .unwrap();
+    let checked: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+
+    // The approved call ran once.
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(calls.matches("approved-note").count(), 1, "{calls}");
+
+    // The subscription's updates are the run's tool events after the snapshot, each once: the
+    // progress messages are named `{task}-{seq}`.
+    let subscribed = &checked["subscribed"];
+    let task = subscribed["task"].as_str().unwrap();
+    let response = reqwest::Client::new()
+        .get(format!("{}/v1/runs/{task}/events", served.address))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap();
+    let logged: Vec<u64> = read_sse(response)
+        .await
+        .iter()
+        .filter(|event| matches!(event.event.as_str(), "tool_selected" | "tool_executed"))
+        .map(|event| event.data["seq"].as_u64().unwrap())
+        .collect();
+    let seq_of = |id: &Value| -> u64 {
+        id.as_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before: Vec<u64> = subscribed["before"].as_array().unwrap().iter().map(seq_of).collect();
+    let after: Vec<u64> = subscribed["after"].as_array().unwrap().iter().map(seq_of).collect();
+    let snapshot = subscribed["snapshot"].as_u64().unwrap();
+    assert!(!after.is_empty(), "{subscribed}");
+    let expected: Vec<u64> = logged.iter().copied().filter(|seq| *seq > snapshot).collect();
+    assert_eq!(after, expected, "the updates after the snapshot at {snapshot}: {logged:?}");
+    assert!(before.iter().all(|seq| *seq <= snapshot), "{before:?} {snapshot}");
+}
+
+/// The HMAC-SHA256 of `body` keyed by `key`, in hex (what `X-Agentloop-Signature` carries).
+fn signature(key: &str, body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    block[..key.len()].copy_from_slice(key.as_bytes());
+    let mut inner = Sha256::new();
+    inner.update(block.map(|byte| byte ^ 0x36));
+    inner.update(body.as_bytes());
+    let mut outer = Sha256::new();
+    outer.update(block.map(|byte| byte ^ 0x5c));
+    outer.update(inner.finalize());
+    outer
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_notifications_reach_the_receiver_once_per_state_change_across_kill_9() {
+    let Some(interpreter) = requires::a2a_python() else {
+        return;
+    };
+    let llm = ScriptedLlm::start_with(respond).await;
+    // The receiver refuses its first notification: it comes again (backoff).
+    let refused = std::sync::Arc::new(AtomicUsize::new(0));
+    let first = refused.clone();
+    let webhook = RecordingWebhook::start(move |_| match first.fetch_add(1, Ordering::SeqCst) {
+        0 => (503, serde_json::json!({})),
+        _ => (200, serde_json::json!({})),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig::new(&llm.base_url())
+        .extra("[server]\nrun_lease_s = 1\nshutdown_grace_s = 5\n");
+    common::write_test_config(dir.path(), &config);
+    let ann = common::create_key(dir.path(), "ann").await;
+    let mut served = common::Served::start(dir.path());
+
+    let address = served.address.clone();
+    let keys = [("KEY_ANN", ann.clone()), ("PUSH_URL", webhook.url().to_string())];
+    let out = tokio::task::spawn_blocking(move || python_phase(&interpreter, "push", &address, &keys))
+        .await
+        .unwrap();
+    let task: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let task = task["task"].as_str().unwrap().to_string();
+
+    // Working, told (after the refusal); then killed while the model thinks.
+    let states = |webhook: &RecordingWebhook| -> Vec<String> {
+        webhook
+            .received()
+            .iter()
+            .map(|body| {
+                let status = match body.get("task") {
+                    Some(task) => &task["status"],
+                    None => &body["statusUpdate"]["status"],
+                };
+                status["state"].as_str().unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    eventually("the working state to be pushed again", Duration::from_secs(20), || async {
+        (states(&webhook).len() >= 2).then_some(())
+    })
+    .await;
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    let _second = common::Served::start(dir.path());
+    eventually("the completed state to be pushed", Duration::from_secs(30), || async {
+        states(&webhook)
+            .contains(&"TASK_STATE_COMPLETED".to_string())
+            .then_some(())
+    })
+    .await;
+
+    let requests = webhook.requests();
+    // The refused one, then each state change once.
+    assert_eq!(
+        states(&webhook),
+        ["TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        "{requests:?}"
+    );
+    let ids: Vec<&str> = requests
+        .iter()
+        .map(|(headers, _)| headers["x-a2a-notification-id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids[0], ids[1], "a retry keeps its id");
+    assert_ne!(ids[1], ids[2]);
+    for (headers, body) in &requests {
+        assert_eq!(headers["x-a2a-notification-token"], "secret-token");
+        let sent = serde_json::to_string(body).unwrap();
+        let signed = headers["x-agentloop-signature"].as_str().unwrap();
+        // The server wrote the JSON of a value with sorted keys, as this serialisation does.
+        assert_eq!(signed, format!("sha256={}", signature("secret-token", &sent)));
+    }
+    let completed = &requests[2].1["task"];
+    assert_eq!(completed["id"], task.as_str());
+    assert_eq!(
+        completed["artifacts"][0]["parts"][0]["text"],
+        "Pushed after the restart."
+    );
+}
