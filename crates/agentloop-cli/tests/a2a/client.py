@@ -16,6 +16,7 @@ from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new
 from a2a.types import (
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
     TaskPushNotificationConfig,
@@ -76,7 +77,7 @@ async def main():
 
     # The card: discovered at /.well-known/agent-card.json, no key needed.
     plain = await client(ann, streaming=False)
-    card = await plain.get_extended_agent_card()
+    card = await plain.get_extended_agent_card(GetExtendedAgentCardRequest())
     assert card.name == "agentloop-test", card
     assert card.capabilities.streaming, card
     assert "bearer" in card.security_schemes, card
@@ -139,7 +140,7 @@ async def main():
     events, answer = await collect(streaming.send_message(ask("yes", context_id=waiting.context_id, task_id=approved_task)))
     assert last_state(events) == "TASK_STATE_COMPLETED", events[-1]
     assert events[0].task.id == approved_task
-    assert "approved-note" in answer, answer
+    assert answer.startswith("The tool said:"), answer
     print(f"approval: input-required, then {answer!r}")
 
     # A question (ask_user) through input-required.
@@ -147,7 +148,7 @@ async def main():
     asked = [e.status_update for e in events if e.HasField("status_update")][-1]
     assert get_message_text(asked.status.message).startswith("Which project"), asked
     events, answer = await collect(streaming.send_message(ask("Apollo", task_id=asked.task_id)))
-    assert answer == "You told me: Apollo", answer
+    assert answer.startswith("You told me:") and "Apollo" in answer, answer
     print(f"clarification: {answer!r}")
 
     # CancelTask: a slow task begun without waiting (polling), cancelled.
