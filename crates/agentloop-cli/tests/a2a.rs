@@ -40,6 +40,23 @@ const SERVER: &str = "[agent]\nask_user = true\n\n\
 fn respond(request: &Value) -> Reply {
     static PUSHED: AtomicUsize = AtomicUsize::new(0);
     let seen = request["messages"].to_string();
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last_user = messages.iter().rposition(|message| message["role"] == "user");
+    let asks_helper = last_user.is_some_and(|index| {
+        messages[index]["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("ask the helper"))
+    });
+    if asks_helper {
+        let result = messages[last_user.unwrap_or_default()..]
+            .iter()
+            .find(|message| message["role"] == "tool")
+            .and_then(|message| message["content"].as_str());
+        return match result {
+            None => Reply::tool_call("a2a__helper", serde_json::json!({"question": "chain two echoes"})),
+            Some(result) => Reply::text(format!("The helper said: {result}")),
+        };
+    }
     if seen.contains("push me when done") {
         return match PUSHED.fetch_add(1, Ordering::SeqCst) {
             0 => Reply::text("never delivered").with_delay(Duration::from_secs(120)),
@@ -240,4 +257,71 @@ async fn push_notifications_reach_the_receiver_once_per_state_change_across_kill
         completed["artifacts"][0]["parts"][0]["text"],
         "Pushed after the restart."
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentloop_calls_another_agentloop_over_a2a_as_a_tool() {
+    let llm = ScriptedLlm::start_with(respond).await;
+    // The remote agent, with a key for its caller.
+    let remote_dir = tempfile::tempdir().unwrap();
+    let log = remote_dir.path().join("calls.jsonl");
+    common::write_test_config(
+        remote_dir.path(),
+        &TestConfig::new(&llm.base_url()).mcp_log(&log),
+    );
+    let caller_key = common::create_key(remote_dir.path(), "caller").await;
+    let remote = common::Served::start(remote_dir.path());
+    // The caller: the remote agent as the tool `a2a.helper`.
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[a2a_agents.helper]\nurl = \"{}\"\nkey = \"{caller_key}\"\n\
+         description = \"Chains echoes\"\n",
+        remote.address
+    );
+    common::write_test_config(dir.path(), &TestConfig::new(&llm.base_url()).extra(&extra));
+    let ann = common::create_key(dir.path(), "ann").await;
+    let caller = common::Served::start(dir.path());
+
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/runs", caller.address))
+        .bearer_auth(&ann)
+        .json(&serde_json::json!({"query": "ask the helper to chain", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let events = read_sse(response).await;
+    let answer: String = events
+        .iter()
+        .filter(|event| event.event == "final_response" && event.data["parent_run_id"].is_null())
+        .filter_map(|event| event.data["delta"].as_str())
+        .collect();
+    assert_eq!(answer, "The helper said: Chained: one, then two.", "{events:?}");
+    // The remote task's progress, nested in the caller's stream.
+    let nested: Vec<&str> = events
+        .iter()
+        .filter(|event| !event.data["parent_run_id"].is_null())
+        .map(|event| event.event.as_str())
+        .collect();
+    assert_eq!(nested.first(), Some(&"run_started"), "{nested:?}");
+    assert!(nested.contains(&"tool_selected"), "{nested:?}");
+    assert_eq!(nested.last(), Some(&"done"), "{nested:?}");
+    let executed = events
+        .iter()
+        .find(|event| event.event == "tool_executed" && event.data["parent_run_id"].is_null())
+        .unwrap();
+    assert_eq!(executed.data["tool"], "a2a.helper");
+    assert_eq!(executed.data["status"], "success", "{executed:?}");
+    // The remote agent ran the task for the caller's key.
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(calls.lines().count(), 2, "{calls}");
+    let sessions: Value = reqwest::Client::new()
+        .get(format!("{}/v1/sessions", remote.address))
+        .bearer_auth(&caller_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sessions["sessions"].as_array().unwrap().len(), 1, "{sessions}");
 }

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod a2a_agents;
 mod config;
 pub mod guardrails;
 #[cfg(feature = "server")]
@@ -45,6 +46,7 @@ pub use agentloop_mcp::{McpServerConfig, McpSource};
 #[cfg(feature = "server")]
 pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};
+pub use a2a_agents::{A2aAgentConfig, RemoteAgent};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE, SettingOrigin};
 pub use runtime::{Runtime, RuntimeError};
 pub use side_effects::WebhookSideEffects;
