@@ -51,7 +51,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "10 notify by trigger",
             "12 superseded messages",
             "13 run output",
-            "14 attachments"
+            "14 attachments",
+            "16 a2a push"
         ]
     );
     let name = schema.name().to_string();
@@ -63,8 +64,9 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .await
     .unwrap();
     // users, sessions, messages, runs, tool_executions, tool_outputs, run_events, api_keys,
-    // instances, run_inputs, run_turn, attachments, _sqlx_migrations
-    assert_eq!(tables, 13);
+    // instances, run_inputs, run_turn, attachments, a2a_push_targets, a2a_push_outbox,
+    // _sqlx_migrations
+    assert_eq!(tables, 15);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }

@@ -72,7 +72,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "11 positions without sequence",
             "12 superseded messages",
             "13 run output",
-            "14 attachments"
+            "14 attachments",
+            "16 a2a push"
         ]
     );
     assert!(path.exists());
@@ -334,6 +335,8 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
         .execute("DELETE FROM _sqlx_migrations WHERE version >= 11")
         .await;
     fixture.execute("DROP TABLE attachments").await;
+    fixture.execute("DROP TABLE a2a_push_outbox").await;
+    fixture.execute("DROP TABLE a2a_push_targets").await;
     let positions_before = fixture.count("SELECT SUM(position) FROM messages").await;
 
     let applied = SqlStore::migrate(&fixture.url).await.unwrap();
@@ -344,7 +347,8 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
             "11 positions without sequence",
             "12 superseded messages",
             "13 run output",
-            "14 attachments"
+            "14 attachments",
+            "16 a2a push"
         ]
     );
     assert_eq!(
