@@ -41,7 +41,9 @@ fn respond(request: &Value) -> Reply {
     static PUSHED: AtomicUsize = AtomicUsize::new(0);
     let seen = request["messages"].to_string();
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let last_user = messages.iter().rposition(|message| message["role"] == "user");
+    let last_user = messages
+        .iter()
+        .rposition(|message| message["role"] == "user");
     let asks_helper = last_user.is_some_and(|index| {
         messages[index]["content"]
             .as_str()
@@ -53,7 +55,10 @@ fn respond(request: &Value) -> Reply {
             .find(|message| message["role"] == "tool")
             .and_then(|message| message["content"].as_str());
         return match result {
-            None => Reply::tool_call("a2a__helper", serde_json::json!({"question": "chain two echoes"})),
+            None => Reply::tool_call(
+                "a2a__helper",
+                serde_json::json!({"question": "chain two echoes"}),
+            ),
             Some(result) => Reply::text(format!("The helper said: {result}")),
         };
     }
@@ -147,13 +152,33 @@ async fn the_a2a_sdk_works_against_agentloop_serve() {
             .parse()
             .unwrap()
     };
-    let before: Vec<u64> = subscribed["before"].as_array().unwrap().iter().map(seq_of).collect();
-    let after: Vec<u64> = subscribed["after"].as_array().unwrap().iter().map(seq_of).collect();
+    let before: Vec<u64> = subscribed["before"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(seq_of)
+        .collect();
+    let after: Vec<u64> = subscribed["after"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(seq_of)
+        .collect();
     let snapshot = subscribed["snapshot"].as_u64().unwrap();
     assert!(!after.is_empty(), "{subscribed}");
-    let expected: Vec<u64> = logged.iter().copied().filter(|seq| *seq > snapshot).collect();
-    assert_eq!(after, expected, "the updates after the snapshot at {snapshot}: {logged:?}");
-    assert!(before.iter().all(|seq| *seq <= snapshot), "{before:?} {snapshot}");
+    let expected: Vec<u64> = logged
+        .iter()
+        .copied()
+        .filter(|seq| *seq > snapshot)
+        .collect();
+    assert_eq!(
+        after, expected,
+        "the updates after the snapshot at {snapshot}: {logged:?}"
+    );
+    assert!(
+        before.iter().all(|seq| *seq <= snapshot),
+        "{before:?} {snapshot}"
+    );
 }
 
 /// The HMAC-SHA256 of `body` keyed by `key`, in hex (what `X-Agentloop-Signature` carries).
@@ -189,17 +214,21 @@ async fn push_notifications_reach_the_receiver_once_per_state_change_across_kill
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let config = TestConfig::new(&llm.base_url())
-        .extra("[server]\nrun_lease_s = 1\nshutdown_grace_s = 5\n");
+    let config =
+        TestConfig::new(&llm.base_url()).extra("[server]\nrun_lease_s = 1\nshutdown_grace_s = 5\n");
     common::write_test_config(dir.path(), &config);
     let ann = common::create_key(dir.path(), "ann").await;
     let mut served = common::Served::start(dir.path());
 
     let address = served.address.clone();
-    let keys = [("KEY_ANN", ann.clone()), ("PUSH_URL", webhook.url().to_string())];
-    let out = tokio::task::spawn_blocking(move || python_phase(&interpreter, "push", &address, &keys))
-        .await
-        .unwrap();
+    let keys = [
+        ("KEY_ANN", ann.clone()),
+        ("PUSH_URL", webhook.url().to_string()),
+    ];
+    let out =
+        tokio::task::spawn_blocking(move || python_phase(&interpreter, "push", &address, &keys))
+            .await
+            .unwrap();
     let task: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     let task = task["task"].as_str().unwrap().to_string();
 
@@ -217,25 +246,35 @@ async fn push_notifications_reach_the_receiver_once_per_state_change_across_kill
             })
             .collect()
     };
-    eventually("the working state to be pushed again", Duration::from_secs(20), || async {
-        (states(&webhook).len() >= 2).then_some(())
-    })
+    eventually(
+        "the working state to be pushed again",
+        Duration::from_secs(20),
+        || async { (states(&webhook).len() >= 2).then_some(()) },
+    )
     .await;
     served.child.kill().unwrap();
     served.child.wait().unwrap();
     let _second = common::Served::start(dir.path());
-    eventually("the completed state to be pushed", Duration::from_secs(30), || async {
-        states(&webhook)
-            .contains(&"TASK_STATE_COMPLETED".to_string())
-            .then_some(())
-    })
+    eventually(
+        "the completed state to be pushed",
+        Duration::from_secs(30),
+        || async {
+            states(&webhook)
+                .contains(&"TASK_STATE_COMPLETED".to_string())
+                .then_some(())
+        },
+    )
     .await;
 
     let requests = webhook.requests();
     // The refused one, then each state change once.
     assert_eq!(
         states(&webhook),
-        ["TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        [
+            "TASK_STATE_WORKING",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ],
         "{requests:?}"
     );
     let ids: Vec<&str> = requests
@@ -249,7 +288,10 @@ async fn push_notifications_reach_the_receiver_once_per_state_change_across_kill
         let sent = serde_json::to_string(body).unwrap();
         let signed = headers["x-agentloop-signature"].as_str().unwrap();
         // The server wrote the JSON of a value with sorted keys, as this serialisation does.
-        assert_eq!(signed, format!("sha256={}", signature("secret-token", &sent)));
+        assert_eq!(
+            signed,
+            format!("sha256={}", signature("secret-token", &sent))
+        );
     }
     let completed = &requests[2].1["task"];
     assert_eq!(completed["id"], task.as_str());
@@ -295,7 +337,10 @@ async fn agentloop_calls_another_agentloop_over_a2a_as_a_tool() {
         .filter(|event| event.event == "final_response" && event.data["parent_run_id"].is_null())
         .filter_map(|event| event.data["delta"].as_str())
         .collect();
-    assert_eq!(answer, "The helper said: Chained: one, then two.", "{events:?}");
+    assert_eq!(
+        answer, "The helper said: Chained: one, then two.",
+        "{events:?}"
+    );
     // The remote task's progress, nested in the caller's stream.
     let nested: Vec<&str> = events
         .iter()
@@ -323,5 +368,9 @@ async fn agentloop_calls_another_agentloop_over_a2a_as_a_tool() {
         .json()
         .await
         .unwrap();
-    assert_eq!(sessions["sessions"].as_array().unwrap().len(), 1, "{sessions}");
+    assert_eq!(
+        sessions["sessions"].as_array().unwrap().len(),
+        1,
+        "{sessions}"
+    );
 }

@@ -79,11 +79,11 @@ pub use names::sanitize as provider_safe_name;
 pub use output::{OutputMode, OutputSpec, TypedOutput};
 pub use partial_json::parse_partial;
 pub use policy::DEFAULT_USER;
-pub use push_outbox::{PushDelivery, PushOutbox, PushTarget};
 pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, UnknownWorkflow,
     WorkflowSettings,
 };
+pub use push_outbox::{PushDelivery, PushOutbox, PushTarget};
 pub use registry::{SourceLeftOut, ToolRegistry};
 pub use resources::short_of_resources;
 pub use session_resume::{CorruptRun, ResumeError, Resumed};

@@ -76,7 +76,8 @@ pub trait PushOutbox: Send + Sync {
     ) -> Result<Option<PushDelivery>, StoreError>;
 
     /// The notification was received.
-    async fn push_sent(&self, delivery: &PushDelivery, at: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn push_sent(&self, delivery: &PushDelivery, at: DateTime<Utc>)
+    -> Result<(), StoreError>;
 
     /// The notification failed: tried again at `retry_at`, or never (`None`: given up).
     async fn push_failed(

@@ -203,10 +203,18 @@ impl ServerConfig {
                 format!("server.a2a.url must be an http:// or https:// address (got {url:?})"),
             ));
         }
-        if let Some(skill) = self.a2a.skills.iter().find(|skill| skill.id.trim().is_empty()) {
+        if let Some(skill) = self
+            .a2a
+            .skills
+            .iter()
+            .find(|skill| skill.id.trim().is_empty())
+        {
             return Err(InvalidSetting::new(
                 "server.a2a.skills",
-                format!("every [[server.a2a.skills]] needs an id (the skill {:?} has none)", skill.name),
+                format!(
+                    "every [[server.a2a.skills]] needs an id (the skill {:?} has none)",
+                    skill.name
+                ),
             ));
         }
         if self.threads > MAX_THREADS {

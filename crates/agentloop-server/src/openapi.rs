@@ -13,7 +13,9 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{a2a, ag_ui, attachments, chat, openai, runs, service, sessions, state::AppState, steering};
+use crate::{
+    a2a, ag_ui, attachments, chat, openai, runs, service, sessions, state::AppState, steering,
+};
 
 #[derive(OpenApi)]
 #[openapi(

@@ -59,7 +59,9 @@ pub(crate) async fn put_target(db: &Db, target: &PushTarget) -> Result<(), Store
 
 pub(crate) async fn targets(db: &Db, run_id: Uuid) -> Result<Vec<PushTarget>, StoreError> {
     let rows = db
-        .query(&format!("{SELECT_TARGET} WHERE run_id = $1 ORDER BY created_at, id"))
+        .query(&format!(
+            "{SELECT_TARGET} WHERE run_id = $1 ORDER BY created_at, id"
+        ))
         .bind(run_id.to_string())
         .fetch_all(db)
         .await?;

@@ -11,8 +11,8 @@ use agentloop_core::{
     PushOutbox, PushTarget, RunBegin, RunStart, SavedRun, SessionCursor, SessionLock, StepRecord,
     Store, StoreError, SystemClock,
 };
-use chrono::{DateTime, Utc};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use uuid::Uuid;
 
@@ -526,7 +526,11 @@ impl PushOutbox for SqlStore {
             .await
     }
 
-    async fn push_sent(&self, delivery: &PushDelivery, at: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn push_sent(
+        &self,
+        delivery: &PushDelivery,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         self.bounded(CALL_TIMEOUT, push::sent(&self.db, delivery, at))
             .await
     }

@@ -408,7 +408,8 @@ const GET_A2A_PYTHON: &str = "make a venv with the official A2A Python SDK: `pyt
 /// else `~/.cache/agentloop-ci/a2a/bin/python`. Looked for once.
 pub fn a2a_python() -> Option<PathBuf> {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = FOUND.get_or_init(|| ci_python(A2A_PYTHON_ENV, "a2a", "a2a.client", GET_A2A_PYTHON));
+    let found =
+        FOUND.get_or_init(|| ci_python(A2A_PYTHON_ENV, "a2a", "a2a.client", GET_A2A_PYTHON));
     met("the A2A Python SDK", found.clone())
 }
 

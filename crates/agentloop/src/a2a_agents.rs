@@ -38,7 +38,10 @@ impl A2aAgentConfig {
     pub fn validate(&self, name: &str) -> Result<(), InvalidSetting> {
         let key = format!("a2a_agents.{name}.url");
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            let message = format!("{key} must be an http:// or https:// address (got {:?})", self.url);
+            let message = format!(
+                "{key} must be an http:// or https:// address (got {:?})",
+                self.url
+            );
             return Err(InvalidSetting::new(key, message));
         }
         if self.key.is_some() && self.key_env.is_some() {
@@ -105,7 +108,8 @@ impl RemoteAgent {
             return Ok(endpoint);
         }
         let url = format!("{}/.well-known/agent-card.json", self.base);
-        let unavailable = |why: String| ToolError::Unavailable(format!("the agent card at {url}: {why}"));
+        let unavailable =
+            |why: String| ToolError::Unavailable(format!("the agent card at {url}: {why}"));
         let response = self
             .request(self.client.get(&url))
             .send()
@@ -228,7 +232,10 @@ impl Followed {
             return None;
         }
         self.message = Some(text.join("\n"));
-        Some((text.join("\n"), message["metadata"].get("agentloop").cloned()))
+        Some((
+            text.join("\n"),
+            message["metadata"].get("agentloop").cloned(),
+        ))
     }
 
     fn take_parts(&mut self, parts: &Value, append: bool) {
@@ -285,7 +292,10 @@ impl Tool for RemoteAgent {
             .await
             .map_err(|error| ToolError::Unavailable(format!("{endpoint}: {error}")))?;
         if !response.status().is_success() {
-            return Err(ToolError::Failed(format!("{endpoint}: HTTP {}", response.status())));
+            return Err(ToolError::Failed(format!(
+                "{endpoint}: HTTP {}",
+                response.status()
+            )));
         }
         let mut guard = CancelOnDrop {
             client: self.client.clone(),
@@ -412,7 +422,10 @@ impl Relay {
         else {
             return;
         };
-        if matches!(kind, EventKind::ToolSelected { .. } | EventKind::ToolExecuted { .. }) {
+        if matches!(
+            kind,
+            EventKind::ToolSelected { .. } | EventKind::ToolExecuted { .. }
+        ) {
             self.send(kind);
         }
     }
@@ -454,10 +467,16 @@ mod tests {
         let said = followed.push(&json!({"statusUpdate": {"status": {"state": "TASK_STATE_WORKING",
             "message": {"parts": [{"text": "Calling x"}], "metadata": {"agentloop": {"type": "thinking", "iteration": 1}}}}}}));
         assert_eq!(said.unwrap().0, "Calling x");
-        followed.push(&json!({"artifactUpdate": {"artifact": {"parts": [{"text": "Hel"}]}, "append": false}}));
-        followed.push(&json!({"artifactUpdate": {"artifact": {"parts": [{"text": "lo"}]}, "append": true}}));
-        followed.push(&json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"},
-            "metadata": {"usage": {"cost_usd": 0.25}}}}));
+        followed.push(
+            &json!({"artifactUpdate": {"artifact": {"parts": [{"text": "Hel"}]}, "append": false}}),
+        );
+        followed.push(
+            &json!({"artifactUpdate": {"artifact": {"parts": [{"text": "lo"}]}, "append": true}}),
+        );
+        followed.push(
+            &json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"},
+            "metadata": {"usage": {"cost_usd": 0.25}}}}),
+        );
         assert_eq!(followed.answer, "Hello");
         let output = answer("a2a.x", followed).unwrap();
         assert_eq!(output.text, "Hello");
@@ -467,13 +486,17 @@ mod tests {
     #[test]
     fn a_failed_task_is_a_tool_error_and_a_question_asks_for_the_task_id() {
         let mut failed = Followed::default();
-        failed.push(&json!({"statusUpdate": {"status": {"state": "TASK_STATE_FAILED",
-            "message": {"parts": [{"text": "no model"}]}}}}));
+        failed.push(
+            &json!({"statusUpdate": {"status": {"state": "TASK_STATE_FAILED",
+            "message": {"parts": [{"text": "no model"}]}}}}),
+        );
         assert!(answer("a2a.x", failed).is_err());
         let mut asks = Followed::default();
         asks.push(&json!({"task": {"id": "t1", "status": {"state": "TASK_STATE_WORKING"}}}));
-        asks.push(&json!({"statusUpdate": {"status": {"state": "TASK_STATE_INPUT_REQUIRED",
-            "message": {"parts": [{"text": "Which one?"}]}}}}));
+        asks.push(
+            &json!({"statusUpdate": {"status": {"state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"parts": [{"text": "Which one?"}]}}}}),
+        );
         let output = answer("a2a.x", asks).unwrap();
         assert!(output.text.contains("Which one?") && output.text.contains("t1"));
     }

@@ -27,6 +27,7 @@ mod runtime;
 mod side_effects;
 pub mod telemetry;
 
+pub use a2a_agents::{A2aAgentConfig, RemoteAgent};
 pub use agentloop_core::protocol::{
     Attachment, ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role,
     RunInfo, RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus,
@@ -46,7 +47,6 @@ pub use agentloop_mcp::{McpServerConfig, McpSource};
 #[cfg(feature = "server")]
 pub use agentloop_server::ServerConfig;
 pub use agentloop_store::{SqlStore, StoreConfig};
-pub use a2a_agents::{A2aAgentConfig, RemoteAgent};
 pub use config::{Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG_FILE, SettingOrigin};
 pub use runtime::{Runtime, RuntimeError};
 pub use side_effects::WebhookSideEffects;

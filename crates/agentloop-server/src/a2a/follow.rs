@@ -7,7 +7,7 @@ use futures::{Stream, StreamExt, stream::BoxStream};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{rpc::RpcError, task::TaskFold};
+use super::{call::RpcError, task::TaskFold};
 use crate::{client_runs::Events, request_id::RequestScope, state::AppState};
 
 /// The events of `run_id` with `seq > after`, to the end of the run (or of its pause).
@@ -41,7 +41,7 @@ pub fn updates(
     let first = futures::stream::once(futures::future::ready(Ok(json!({"task": fold.task()}))));
     let rest = events
         .map(move |event| {
-            let out = fold.push(&event, |event| super::rpc::shown_error(&scope, event));
+            let out = fold.push(&event, |event| super::call::shown_error(&scope, event));
             futures::stream::iter(out.into_iter().map(Ok))
         })
         .flatten();

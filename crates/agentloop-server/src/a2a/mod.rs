@@ -5,6 +5,7 @@
 //! cancelling and following tasks (`tasks`, `follow`); push notifications of
 //! their state changes from a durable outbox in the store (`push_config`, `push`).
 
+mod call;
 pub mod card;
 mod follow;
 pub mod push;

@@ -70,7 +70,10 @@ pub fn start(store: Arc<dyn Store>, outbox: Arc<dyn PushOutbox>) -> JoinHandle<(
 }
 
 /// Queues the state changes of every open target not queued yet.
-async fn queue(store: &dyn Store, outbox: &dyn PushOutbox) -> Result<(), agentloop_core::StoreError> {
+async fn queue(
+    store: &dyn Store,
+    outbox: &dyn PushOutbox,
+) -> Result<(), agentloop_core::StoreError> {
     for target in outbox.open_push_targets().await? {
         let Some(run) = store.run(target.run_id).await? else {
             continue;
@@ -109,12 +112,13 @@ async fn send(client: &reqwest::Client, outbox: &dyn PushOutbox, delivery: PushD
         .header("content-type", "application/json")
         .header("x-a2a-notification-id", &id);
     if let Some(token) = &target.token {
-        request = request
-            .header("x-a2a-notification-token", token)
-            .header(
-                "x-agentloop-signature",
-                format!("sha256={}", hex(&hmac_sha256(token.as_bytes(), delivery.payload.as_bytes()))),
-            );
+        request = request.header("x-a2a-notification-token", token).header(
+            "x-agentloop-signature",
+            format!(
+                "sha256={}",
+                hex(&hmac_sha256(token.as_bytes(), delivery.payload.as_bytes()))
+            ),
+        );
     }
     if let Some(scheme) = &target.auth_scheme {
         let value = match &target.auth_credentials {

@@ -6,7 +6,7 @@ use agentloop_core::{PushOutbox, PushTarget, protocol::RunInfo};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::rpc::{Answer, Call, RpcError, code, required_str};
+use super::call::{Answer, Call, RpcError, code, required_str};
 use crate::{error::ApiError, owned::owned_run};
 
 /// The outbox, or the error of a server without one.
@@ -42,7 +42,12 @@ pub fn target_of(
             "url: the http:// or https:// address notifications are posted to",
         ));
     }
-    let text = |value: &Value| value.as_str().filter(|text| !text.is_empty()).map(str::to_string);
+    let text = |value: &Value| {
+        value
+            .as_str()
+            .filter(|text| !text.is_empty())
+            .map(str::to_string)
+    };
     Ok(PushTarget {
         run_id,
         id: text(&config["id"]).unwrap_or_else(|| Uuid::now_v7().to_string()),
@@ -102,7 +107,9 @@ pub async fn get(call: Call<'_>) -> Result<Answer, RpcError> {
     let target = targets
         .iter()
         .find(|target| target.id == id)
-        .ok_or_else(|| RpcError::invalid_params(format!("id: task {} has no push config {id:?}", run.id)))?;
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!("id: task {} has no push config {id:?}", run.id))
+        })?;
     Ok(Answer::One(config_of(target)))
 }
 
@@ -118,7 +125,11 @@ pub async fn delete(call: Call<'_>) -> Result<Answer, RpcError> {
     let outbox = outbox(&call)?;
     let run = task_run(&call).await?;
     let id = required_str(&call.params, "id")?;
-    if !outbox.delete_push_target(run.id, id).await.map_err(store_error)? {
+    if !outbox
+        .delete_push_target(run.id, id)
+        .await
+        .map_err(store_error)?
+    {
         return Err(RpcError::invalid_params(format!(
             "id: task {} has no push config {id:?}",
             run.id

@@ -3,12 +3,11 @@
 //! stream of them over SSE for the streaming methods. The key is checked before the body is
 //! read (401 with the API's JSON error otherwise).
 
-use agentloop_core::protocol::{Event, EventKind};
 use axum::{
     Json,
     body::Bytes,
     extract::State,
-    http::{HeaderValue, StatusCode, header},
+    http::{HeaderValue, header},
     response::{
         IntoResponse, Response,
         sse::{self, KeepAlive, Sse},
@@ -17,85 +16,13 @@ use axum::{
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use super::{push_config, send, tasks};
-use crate::{
-    auth::User, error::ApiError, error::ErrorBody, request_id::RequestScope, state::AppState,
-    trace_context::TraceParent,
+use super::{
+    call::{Answer, Call, RpcError, code},
+    push_config, send, tasks,
 };
-
-/// A2A's error codes (JSON-RPC's own, and the protocol's `-320xx`).
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL: i64 = -32603;
-    pub const TASK_NOT_FOUND: i64 = -32001;
-    pub const TASK_NOT_CANCELABLE: i64 = -32002;
-    pub const PUSH_NOT_SUPPORTED: i64 = -32003;
-    pub const UNSUPPORTED_OPERATION: i64 = -32004;
-}
-
-/// A JSON-RPC error: its code, message, and agentloop's error code in `data`.
-#[derive(Debug, Clone)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    pub fn invalid_params(message: impl Into<String>) -> RpcError {
-        RpcError::new(code::INVALID_PARAMS, message)
-    }
-
-    pub fn task_not_found(id: &str) -> RpcError {
-        RpcError::new(code::TASK_NOT_FOUND, format!("task {id} not found"))
-    }
-
-    fn body(&self, id: &Value) -> Value {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(data) = &self.data {
-            error["data"] = data.clone();
-        }
-        json!({"jsonrpc": "2.0", "id": id, "error": error})
-    }
-}
-
-/// The API's errors in JSON-RPC's terms: a 404 is an unknown task, a 400 bad params, a 409 an
-/// operation the task's state does not allow; what went wrong inside is logged, not told.
-impl From<ApiError> for RpcError {
-    fn from(error: ApiError) -> RpcError {
-        if let Some(internal) = &error.internal {
-            tracing::warn!(code = error.code, %internal, "an A2A request failed");
-        }
-        let code = match error.status {
-            StatusCode::NOT_FOUND => code::TASK_NOT_FOUND,
-            StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => code::INVALID_PARAMS,
-            StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS => code::UNSUPPORTED_OPERATION,
-            _ => code::INTERNAL,
-        };
-        RpcError {
-            code,
-            message: error.message,
-            data: Some(json!({"code": error.code, "details": error.details})),
-        }
-    }
-}
-
-/// What a method answers: one result, or a stream of results.
-pub enum Answer {
-    One(Value),
-    Stream(futures::stream::BoxStream<'static, Result<Value, RpcError>>),
-}
+use crate::{
+    auth::User, error::ApiError, error::ErrorBody, state::AppState, trace_context::TraceParent,
+};
 
 /// A2A over JSON-RPC 2.0.
 ///
@@ -173,7 +100,9 @@ pub async fn json_rpc(
         )),
         other => Err(RpcError::new(
             code::METHOD_NOT_FOUND,
-            format!("no method {other:?} (A2A 1.0's methods: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, and the push notification configs' Create, Get, List and Delete)"),
+            format!(
+                "no method {other:?} (A2A 1.0's methods: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, and the push notification configs' Create, Get, List and Delete)"
+            ),
         )),
     };
     match answer {
@@ -183,14 +112,6 @@ pub async fn json_rpc(
         Ok(Answer::Stream(results)) => stream(&state, id, results),
         Err(error) => Json(error.body(&id)).into_response(),
     }
-}
-
-/// What a method is given.
-pub struct Call<'a> {
-    pub state: &'a AppState,
-    pub user: &'a str,
-    pub traceparent: Option<String>,
-    pub params: Value,
 }
 
 /// Each result as a JSON-RPC response in an SSE `data:` line.
@@ -220,23 +141,4 @@ fn stream(
     );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
-}
-
-/// What a client is told of an error event: the code's plain sentence (or the detail with
-/// `[server] expose_error_details`), with the request's id.
-pub fn shown_error(scope: &RequestScope, event: &Event) -> String {
-    match &event.kind {
-        EventKind::Error { code, message } => {
-            crate::disclosure::run_error(scope, event.run_id, *code, message).message
-        }
-        _ => String::new(),
-    }
-}
-
-/// A string field of `params` (`field`), required.
-pub fn required_str<'v>(params: &'v Value, field: &str) -> Result<&'v str, RpcError> {
-    params[field]
-        .as_str()
-        .filter(|value| !value.is_empty())
-        .ok_or_else(|| RpcError::invalid_params(format!("{field}: required")))
 }

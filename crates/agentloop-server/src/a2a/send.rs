@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
+    call::{Answer, Call, RpcError, code},
     follow, push_config,
-    rpc::{Answer, Call, RpcError, code},
     task::{TaskFold, TaskState},
 };
 use crate::{
@@ -129,11 +129,14 @@ pub async fn send_message(call: Call<'_>, streaming: bool) -> Result<Answer, Rpc
     let mut fold = TaskFold::new(run.id, run.session_id, Some(question));
     let scope = crate::request_id::current();
     if run.base_seq > 0 {
-        let earlier = call.state.store.events(run.id, 0).await.map_err(|error| {
-            RpcError::from(crate::error::ApiError::from(error))
-        })?;
+        let earlier = call
+            .state
+            .store
+            .events(run.id, 0)
+            .await
+            .map_err(|error| RpcError::from(crate::error::ApiError::from(error)))?;
         for event in earlier.iter().filter(|event| event.seq <= run.base_seq) {
-            fold.push(event, |event| super::rpc::shown_error(&scope, event));
+            fold.push(event, |event| super::call::shown_error(&scope, event));
         }
     }
     if !started.reads_events() {
@@ -144,7 +147,7 @@ pub async fn send_message(call: Call<'_>, streaming: bool) -> Result<Answer, Rpc
     if !streaming {
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
-            fold.push(&event, |event| super::rpc::shown_error(&scope, event));
+            fold.push(&event, |event| super::call::shown_error(&scope, event));
         }
         return Ok(Answer::One(json!({"task": fold.task()})));
     }
@@ -152,11 +155,7 @@ pub async fn send_message(call: Call<'_>, streaming: bool) -> Result<Answer, Rpc
 }
 
 /// Begins the run of a new task.
-async fn begin(
-    call: &Call<'_>,
-    message: &Message,
-    reader: Reader,
-) -> Result<Started, RpcError> {
+async fn begin(call: &Call<'_>, message: &Message, reader: Reader) -> Result<Started, RpcError> {
     if message.text.trim().is_empty() {
         return Err(RpcError::invalid_params(
             "message.parts: a new task needs a text part (its question)",

@@ -30,7 +30,9 @@ fn fold(events: &[EventKind]) -> (TaskFold, Vec<Value>) {
     let mut task = TaskFold::new(run, Uuid::now_v7(), Some("hi".into()));
     let mut out = Vec::new();
     for (seq, kind) in events.iter().enumerate() {
-        out.extend(task.push(&event(run, seq as u64 + 1, kind.clone()), |_| "failed".into()));
+        out.extend(task.push(&event(run, seq as u64 + 1, kind.clone()), |_| {
+            "failed".into()
+        }));
     }
     (task, out)
 }
@@ -41,16 +43,27 @@ fn a_run_that_answers_is_working_then_streams_its_answer_then_completes() {
         EventKind::RunStarted {
             session_id: Uuid::nil(),
         },
-        EventKind::FinalResponse { delta: "Hel".into() },
+        EventKind::FinalResponse {
+            delta: "Hel".into(),
+        },
         EventKind::FinalResponse { delta: "lo".into() },
         done(RunStatus::Completed, None),
     ]);
-    assert_eq!(out[0]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        out[0]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
     assert_eq!(out[1]["artifactUpdate"]["append"], false);
     assert_eq!(out[2]["artifactUpdate"]["append"], true);
     assert_eq!(out[3]["artifactUpdate"]["lastChunk"], true);
-    assert_eq!(out[3]["artifactUpdate"]["artifact"]["parts"][0]["text"], "Hello");
-    assert_eq!(out[4]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        out[3]["artifactUpdate"]["artifact"]["parts"][0]["text"],
+        "Hello"
+    );
+    assert_eq!(
+        out[4]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
     assert!(task.is_ended());
     let task = task.task();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
@@ -66,7 +79,10 @@ fn a_typed_answer_is_a_data_part_and_a_failure_says_why() {
         },
         done(RunStatus::Completed, Some(json!({"a": 1}))),
     ]);
-    assert_eq!(task.task()["artifacts"][0]["parts"][0]["data"], json!({"a": 1}));
+    assert_eq!(
+        task.task()["artifacts"][0]["parts"][0]["data"],
+        json!({"a": 1})
+    );
     let (task, _) = fold(&[
         EventKind::Error {
             code: agentloop_core::protocol::ErrorCode::InternalError,
@@ -102,12 +118,18 @@ fn an_approval_is_input_required_until_the_next_event_after_the_answer() {
     assert!(task.is_ended());
     let update = &out[1]["statusUpdate"]["status"];
     assert_eq!(update["state"], "TASK_STATE_INPUT_REQUIRED");
-    assert_eq!(update["message"]["parts"][1]["data"]["calls"][0]["call_id"], "c1");
+    assert_eq!(
+        update["message"]["parts"][1]["data"]["calls"][0]["call_id"],
+        "c1"
+    );
     let resumed = task.push(
         &event(Uuid::nil(), 4, EventKind::Thinking { iteration: 2 }),
         |_| String::new(),
     );
-    assert_eq!(resumed[0]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        resumed[0]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
     assert!(!task.is_ended());
 }
 
@@ -130,7 +152,13 @@ fn each_state_change_is_one_notification_and_the_last_is_the_task() {
     assert!(finished);
     assert_eq!(changes.len(), 2, "{changes:?}");
     assert_eq!(changes[0].0, 1);
-    assert_eq!(changes[0].1["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        changes[0].1["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
     assert_eq!(changes[1].0, 4);
-    assert_eq!(changes[1].1["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        changes[1].1["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }

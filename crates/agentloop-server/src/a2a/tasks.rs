@@ -10,8 +10,8 @@ use futures::StreamExt;
 use uuid::Uuid;
 
 use super::{
+    call::{Answer, Call, RpcError, code, required_str},
     follow,
-    rpc::{Answer, Call, RpcError, code, required_str},
     task::TaskFold,
 };
 use crate::{auth::User, error::ApiError, extract::PathId, owned::owned_run, state::AppState};
@@ -56,7 +56,11 @@ pub async fn subscribe(call: Call<'_>) -> Result<Answer, RpcError> {
     if fold.state().is_final() || run.status.is_final() {
         return Err(RpcError::new(
             code::UNSUPPORTED_OPERATION,
-            format!("task {} ended ({}): GetTask reads it", run.id, fold.state().wire()),
+            format!(
+                "task {} ended ({}): GetTask reads it",
+                run.id,
+                fold.state().wire()
+            ),
         ));
     }
     let scope = crate::request_id::current();
@@ -87,7 +91,7 @@ async fn stored(state: &AppState, run: &RunInfo) -> Result<(TaskFold, u64), RpcE
     let scope = crate::request_id::current();
     let mut fold = TaskFold::new(run.id, run.session_id, Some(run.query.clone()));
     for event in &events {
-        fold.push(event, |event| super::rpc::shown_error(&scope, event));
+        fold.push(event, |event| super::call::shown_error(&scope, event));
     }
     let last = events.last().map_or(0, |event| event.seq);
     Ok((fold, last))

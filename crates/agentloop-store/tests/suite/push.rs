@@ -41,22 +41,37 @@ pub async fn a_push_is_queued_once_claimed_by_one_and_sent_in_order(fixture: &Fi
     let store = &fixture.store;
     let session_id = session(fixture, "alice").await;
     let run_id = run(fixture, session_id).await;
-    store.put_push_target(&target(run_id, "hook")).await.unwrap();
+    store
+        .put_push_target(&target(run_id, "hook"))
+        .await
+        .unwrap();
     let pushes = [(3, "{\"n\":3}".to_string()), (7, "{\"n\":7}".to_string())];
-    store.queue_pushes(run_id, "hook", &pushes, false).await.unwrap();
+    store
+        .queue_pushes(run_id, "hook", &pushes, false)
+        .await
+        .unwrap();
     // Queued again (another instance saw the same changes): nothing doubles.
-    store.queue_pushes(run_id, "hook", &pushes, true).await.unwrap();
+    store
+        .queue_pushes(run_id, "hook", &pushes, true)
+        .await
+        .unwrap();
     assert!(store.open_push_targets().await.unwrap().is_empty());
 
     let now = Utc::now();
     let until = now + Duration::seconds(30);
     let first = store.claim_push("one", now, until).await.unwrap().unwrap();
-    assert_eq!((first.seq, first.payload.as_str(), first.attempts), (3, "{\"n\":3}", 1));
+    assert_eq!(
+        (first.seq, first.payload.as_str(), first.attempts),
+        (3, "{\"n\":3}", 1)
+    );
     assert_eq!(first.target.token.as_deref(), Some("secret"));
     // Claimed: nobody else takes it, nor the next of its target before it is sent.
     assert_eq!(store.claim_push("two", now, until).await.unwrap(), None);
     // Failed: due again later, then taken again.
-    store.push_failed(&first, Some(now + Duration::seconds(1)), now).await.unwrap();
+    store
+        .push_failed(&first, Some(now + Duration::seconds(1)), now)
+        .await
+        .unwrap();
     assert_eq!(store.claim_push("two", now, until).await.unwrap(), None);
     let later = now + Duration::seconds(2);
     let again = store
