@@ -374,3 +374,36 @@ async fn agentloop_calls_another_agentloop_over_a2a_as_a_tool() {
         "{sessions}"
     );
 }
+
+/// The official A2A JavaScript SDK (`@a2a-js/sdk` from npm, `tests/a2a-js/client.mjs`): the
+/// card, SendMessage, SendStreamingMessage in the same context, GetTask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_js_sdk_works_against_agentloop_serve() {
+    if !requires::node() {
+        return;
+    }
+    let Some(dir) = common::frontends::npm_package("a2a-js", "@a2a-js/sdk") else {
+        return;
+    };
+    let llm = ScriptedLlm::start_with(respond).await;
+    let home = tempfile::tempdir().unwrap();
+    common::write_test_config(home.path(), &TestConfig::new(&llm.base_url()));
+    let ann = common::create_key(home.path(), "ann").await;
+    let served = common::Served::start(home.path());
+    let mut script = Command::new("node");
+    script
+        .arg(dir.join("client.mjs"))
+        .env("AGENTLOOP_URL", &served.address)
+        .env("KEY_ANN", &ann);
+    let output = tokio::task::spawn_blocking(move || script.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the A2A JS SDK's checks failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
