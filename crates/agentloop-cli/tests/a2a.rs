@@ -127,13 +127,40 @@ async fn the_a2a_sdk_works_against_agentloop_serve() {
     let approved = calls.lines().filter(|line| line.contains("approved-note"));
     assert_eq!(approved.count(), 1, "{calls}");
 
-    // The subscription's updates are the run's tool events after the snapshot, each once: the
-    // progress messages are named `{task}-{seq}`.
+    // The subscription's updates are the run's tool events after the snapshot, each once.
     let subscribed = &checked["subscribed"];
+    let after = assert_no_gap_no_repeat(&served.address, &ann, subscribed).await;
+    let before: Vec<u64> = subscribed["before"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(seq_of)
+        .collect();
+    let snapshot = subscribed["snapshot"].as_u64().unwrap();
+    assert!(
+        before.iter().all(|seq| *seq <= snapshot),
+        "{before:?} {after:?} {snapshot}"
+    );
+}
+
+/// The seq of a progress message's id (`{task}-{seq}`).
+fn seq_of(id: &Value) -> u64 {
+    id.as_str()
+        .unwrap()
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The updates a subscription got (`{task, after: [message ids], snapshot}`) are the run's tool
+/// events after the snapshot's seq, each once and in order; returns their seqs.
+async fn assert_no_gap_no_repeat(address: &str, key: &str, subscribed: &Value) -> Vec<u64> {
     let task = subscribed["task"].as_str().unwrap();
     let response = reqwest::Client::new()
-        .get(format!("{}/v1/runs/{task}/events", served.address))
-        .bearer_auth(&ann)
+        .get(format!("{address}/v1/runs/{task}/events"))
+        .bearer_auth(key)
         .send()
         .await
         .unwrap();
@@ -142,21 +169,6 @@ async fn the_a2a_sdk_works_against_agentloop_serve() {
         .iter()
         .filter(|event| matches!(event.event.as_str(), "tool_selected" | "tool_executed"))
         .map(|event| event.data["seq"].as_u64().unwrap())
-        .collect();
-    let seq_of = |id: &Value| -> u64 {
-        id.as_str()
-            .unwrap()
-            .rsplit('-')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let before: Vec<u64> = subscribed["before"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(seq_of)
         .collect();
     let after: Vec<u64> = subscribed["after"]
         .as_array()
@@ -175,10 +187,7 @@ async fn the_a2a_sdk_works_against_agentloop_serve() {
         after, expected,
         "the updates after the snapshot at {snapshot}: {logged:?}"
     );
-    assert!(
-        before.iter().all(|seq| *seq <= snapshot),
-        "{before:?} {snapshot}"
-    );
+    after
 }
 
 /// The HMAC-SHA256 of `body` keyed by `key`, in hex (what `X-Agentloop-Signature` carries).
@@ -406,4 +415,37 @@ async fn the_a2a_js_sdk_works_against_agentloop_serve() {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Two instances on one PostgreSQL: a task begun on one is followed with SubscribeToTask on
+/// the other, from the store: every update after the snapshot, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_followed_on_another_instance() {
+    let Some(interpreter) = requires::a2a_python() else {
+        return;
+    };
+    if !requires::postgres().await {
+        return;
+    }
+    let schema = agentloop_test_support::postgres::TestSchema::create().await;
+    let llm = ScriptedLlm::start_with(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let config = TestConfig::new(&llm.base_url())
+        .mcp_log(&log)
+        .store(schema.url());
+    common::write_test_config(dir.path(), &config);
+    let ann = common::create_key(dir.path(), "ann").await;
+    let a = common::Served::start(dir.path());
+    let b = common::Served::start(dir.path());
+    let keys = [("KEY_ANN", ann.clone()), ("OTHER_URL", b.address.clone())];
+    let address = a.address.clone();
+    let out =
+        tokio::task::spawn_blocking(move || python_phase(&interpreter, "across", &address, &keys))
+            .await
+            .unwrap();
+    let followed: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_no_gap_no_repeat(&b.address, &ann, &followed).await;
+    drop((a, b));
+    schema.drop_schema().await;
 }

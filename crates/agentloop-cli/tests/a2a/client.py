@@ -36,8 +36,8 @@ def http(key):
     return httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
-async def client(key, **config):
-    return await create_client(URL, client_config=ClientConfig(httpx_client=http(key), **config))
+async def client(key, url=None, **config):
+    return await create_client(url or URL, client_config=ClientConfig(httpx_client=http(key), **config))
 
 
 def ask(text, context_id=None, task_id=None, output=None):
@@ -204,4 +204,23 @@ async def push():
     print(json.dumps({"task": task}))
 
 
-asyncio.run(push() if sys.argv[1:] == ["push"] else main())
+async def across():
+    """A task begun on one instance (AGENTLOOP_URL), followed on another (OTHER_URL)."""
+    ann = os.environ["KEY_ANN"]
+    polling = await client(ann, streaming=False, polling=True)
+    [response] = [r async for r in polling.send_message(ask("slow one to follow elsewhere"))]
+    task = response.task.id
+    other = await client(ann, url=os.environ["OTHER_URL"])
+    events, answer = await collect(other.subscribe(SubscribeToTaskRequest(id=task)))
+    assert events[0].HasField("task") and events[0].task.id == task, events[0]
+    snapshot = int(events[0].task.metadata["agentloop"]["seq"])
+    assert last_state(events) == "TASK_STATE_COMPLETED", events[-1]
+    assert answer == "Finished the slow run.", answer
+    later = [e.status_update.status.message.message_id for e in events[1:]
+             if e.HasField("status_update") and e.status_update.status.HasField("message")]
+    print(f"across: followed on the other instance from seq {snapshot}: {answer!r}")
+    print(json.dumps({"task": task, "after": later, "snapshot": snapshot}))
+
+
+PHASES = {"push": push, "across": across}
+asyncio.run(PHASES.get(sys.argv[1] if len(sys.argv) > 1 else "", main)())
