@@ -23,7 +23,7 @@ use super::task;
 /// How often the targets are looked at when the store gives no news.
 const SCAN_EVERY: Duration = Duration::from_millis(500);
 /// How long a claimed notification is the claimer's alone.
-const CLAIM: Duration = Duration::from_secs(30);
+const CLAIM: Duration = Duration::from_secs(15);
 /// How long a receiver has to answer.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Tries before a notification is given up.
