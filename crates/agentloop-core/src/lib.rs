@@ -37,6 +37,7 @@ mod oauth_tokens;
 pub mod output;
 mod partial_json;
 mod policy;
+mod push_outbox;
 mod registry;
 mod resources;
 mod session_resume;
@@ -84,6 +85,7 @@ pub use policy::{
     MutationLimiter, MutationRate, PolicySettings, Refusal, RunPolicy, UnknownWorkflow,
     WorkflowSettings,
 };
+pub use push_outbox::{PushDelivery, PushOutbox, PushTarget};
 pub use registry::{SourceLeftOut, ToolRegistry};
 pub use resources::short_of_resources;
 pub use session_resume::{CorruptRun, ResumeError, Resumed};

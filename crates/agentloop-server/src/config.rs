@@ -55,6 +55,48 @@ pub struct ServerConfig {
     pub expose_error_details: bool,
     /// `[server.openai]`: the OpenAI-compatible API (`/v1/chat/completions`, `/v1/responses`).
     pub openai: OpenAiSettings,
+    /// `[server.a2a]`: the A2A protocol's agent card and JSON-RPC endpoint (docs/a2a.md).
+    pub a2a: A2aSettings,
+}
+
+/// `[server.a2a]`: what the agent card at `/.well-known/agent-card.json` says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aSettings {
+    /// Whether the card and `POST /a2a` are served.
+    pub enabled: bool,
+    /// The agent's name on its card.
+    pub name: String,
+    /// What the agent does, on its card.
+    pub description: String,
+    /// The address clients reach this server at (`https://agents.example.com`), for the
+    /// card's endpoint; unset: the request's `Host` over `http`.
+    pub url: Option<String>,
+    /// `[[server.a2a.skills]]`: what the card says the agent can do.
+    pub skills: Vec<A2aSkill>,
+}
+
+/// One skill of the agent card.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aSkill {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub examples: Vec<String>,
+}
+
+impl Default for A2aSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            name: "agentloop".to_string(),
+            description: "A tool-calling agent served by agentloop".to_string(),
+            url: None,
+            skills: Vec::new(),
+        }
+    }
 }
 
 /// `[server.openai]`: how the OpenAI-compatible API answers.
@@ -90,6 +132,7 @@ impl Default for ServerConfig {
             max_connections: None,
             expose_error_details: false,
             openai: OpenAiSettings::default(),
+            a2a: A2aSettings::default(),
         }
     }
 }
@@ -150,6 +193,28 @@ impl ServerConfig {
                 "server.max_connections",
                 "server.max_connections must be at least 1 (leave it out to follow the \
                  open-files limit)",
+            ));
+        }
+        if let Some(url) = &self.a2a.url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(InvalidSetting::new(
+                "server.a2a.url",
+                format!("server.a2a.url must be an http:// or https:// address (got {url:?})"),
+            ));
+        }
+        if let Some(skill) = self
+            .a2a
+            .skills
+            .iter()
+            .find(|skill| skill.id.trim().is_empty())
+        {
+            return Err(InvalidSetting::new(
+                "server.a2a.skills",
+                format!(
+                    "every [[server.a2a.skills]] needs an id (the skill {:?} has none)",
+                    skill.name
+                ),
             ));
         }
         if self.threads > MAX_THREADS {

@@ -5,6 +5,7 @@
 //! be followed again, cancelled and looked at. Every request carries an API key that names its
 //! user; another user's sessions and runs answer 404, like ones that do not exist.
 
+mod a2a;
 mod ag_ui;
 mod attachments;
 mod auth;
@@ -52,7 +53,7 @@ use axum::{
 use tokio::net::{TcpListener, TcpSocket};
 
 pub use body::{InputBody, RunBody, RunBodyContext};
-pub use config::{OpenAiSettings, ServerConfig};
+pub use config::{A2aSettings, A2aSkill, OpenAiSettings, ServerConfig};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use mcp_context::{McpContext, McpContextError, PromptRole};
 pub use metrics::Metrics;
@@ -132,6 +133,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<bool> {
     let durable = durable::Durable::start(&mut state).await;
+    // Every instance sends what the outbox has due, its own runs' and those of any other.
+    let pushing = state
+        .push
+        .clone()
+        .filter(|_| state.config.a2a.enabled)
+        .map(|outbox| a2a::push::start(state.store.clone(), outbox));
     let handover = durable.as_ref().map(|durable| durable.agent().clone());
     let runs = state.runs.clone();
     let grace = state.config.shutdown_grace();
@@ -161,6 +168,9 @@ pub async fn serve(
         durable.retire().await;
     }
     http.exit().await;
+    if let Some(pushing) = pushing {
+        pushing.abort();
+    }
     served.map(|()| idle)
 }
 

@@ -13,7 +13,9 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{ag_ui, attachments, chat, openai, runs, service, sessions, state::AppState, steering};
+use crate::{
+    a2a, ag_ui, attachments, chat, openai, runs, service, sessions, state::AppState, steering,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -29,6 +31,7 @@ use crate::{ag_ui, attachments, chat, openai, runs, service, sessions, state::Ap
         (name = "chat", description = "The AI SDK's chat transport (useChat): the UI message stream"),
         (name = "ag-ui", description = "The AG-UI protocol (@ag-ui/client's HttpAgent, CopilotKit)"),
         (name = "openai", description = "The OpenAI-compatible API (models, Chat Completions, Responses); errors in OpenAI's shape `{error: {message, type, param, code}}`"),
+        (name = "a2a", description = "The A2A protocol (1.0, the official a2a-sdk): the agent card and JSON-RPC"),
         (name = "service", description = "Health and metrics"),
     )
 )]
@@ -67,6 +70,8 @@ pub(crate) fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(ag_ui::run_agent))
         .routes(routes!(attachments::get_attachment))
         .merge(openai_routes())
+        .routes(routes!(a2a::card::agent_card))
+        .routes(routes!(a2a::rpc::json_rpc))
         .routes(routes!(sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(service::healthz))

@@ -29,6 +29,9 @@ pub struct AppState {
     /// Sub-agents offered as models of the OpenAI-compatible API (`[agents.NAME] public`),
     /// beside the main agent.
     pub public_agents: Arc<[PublicAgent]>,
+    /// The outbox of A2A push notifications (the store's); `None`: A2A's card says push
+    /// notifications are not supported.
+    pub push: Option<Arc<dyn agentloop_core::PushOutbox>>,
 }
 
 impl AppState {
@@ -57,6 +60,7 @@ impl AppState {
             key_hint: None,
             mcp: None,
             public_agents: Arc::new([]),
+            push: None,
         }
     }
 }

@@ -47,6 +47,7 @@ mod one_statement;
 mod outputs;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod push;
 mod records;
 mod retention;
 mod runs;

@@ -8,10 +8,11 @@ use std::time::Duration;
 use agentloop_core::protocol::{Event, RunInfo, SessionInfo, SessionMessage, ToolExecutionRecord};
 use agentloop_core::{
     ApiKeyInfo, Clock, Instance, KeyStore, NewApiKey, NewRun, NewSession, OAuthTokenStore,
-    OrphanRun, RunBegin, RunStart, SavedRun, SessionCursor, SessionLock, StepRecord, Store,
-    StoreError, SystemClock,
+    OrphanRun, PushDelivery, PushOutbox, PushTarget, RunBegin, RunStart, SavedRun, SessionCursor,
+    SessionLock, StepRecord, Store, StoreError, SystemClock,
 };
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use uuid::Uuid;
 
@@ -21,8 +22,8 @@ use crate::db::Db;
 use crate::notices::Notices;
 use crate::retention::{self, Pruned};
 use crate::{
-    attachments, begin, connect, durable, events, keys, locks, messages, oauth_tokens, records,
-    runs, sessions, step,
+    attachments, begin, connect, durable, events, keys, locks, messages, oauth_tokens, push,
+    records, runs, sessions, step,
 };
 
 /// A call the database does not answer at all (a network that drops packets without closing the
@@ -538,6 +539,72 @@ impl OAuthTokenStore for SqlStore {
 
     async fn delete_oauth_tokens(&self, server: &str, user: &str) -> Result<bool, StoreError> {
         self.bounded(CALL_TIMEOUT, oauth_tokens::delete(&self.db, server, user))
+            .await
+    }
+}
+
+#[async_trait]
+impl PushOutbox for SqlStore {
+    async fn put_push_target(&self, target: &PushTarget) -> Result<(), StoreError> {
+        self.bounded(CALL_TIMEOUT, push::put_target(&self.db, target))
+            .await
+    }
+
+    async fn push_targets(&self, run_id: Uuid) -> Result<Vec<PushTarget>, StoreError> {
+        self.bounded(CALL_TIMEOUT, push::targets(&self.db, run_id))
+            .await
+    }
+
+    async fn delete_push_target(&self, run_id: Uuid, id: &str) -> Result<bool, StoreError> {
+        self.bounded(CALL_TIMEOUT, push::delete_target(&self.db, run_id, id))
+            .await
+    }
+
+    async fn open_push_targets(&self) -> Result<Vec<PushTarget>, StoreError> {
+        self.bounded(CALL_TIMEOUT, push::open_targets(&self.db))
+            .await
+    }
+
+    async fn queue_pushes(
+        &self,
+        run_id: Uuid,
+        target_id: &str,
+        pushes: &[(u64, String)],
+        finished: bool,
+    ) -> Result<(), StoreError> {
+        self.bounded(
+            CALL_TIMEOUT,
+            push::queue(&self.db, run_id, target_id, pushes, finished),
+        )
+        .await
+    }
+
+    async fn claim_push(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Option<PushDelivery>, StoreError> {
+        self.bounded(CALL_TIMEOUT, push::claim(&self.db, owner, now, until))
+            .await
+    }
+
+    async fn push_sent(
+        &self,
+        delivery: &PushDelivery,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.bounded(CALL_TIMEOUT, push::sent(&self.db, delivery, at))
+            .await
+    }
+
+    async fn push_failed(
+        &self,
+        delivery: &PushDelivery,
+        retry_at: Option<DateTime<Utc>>,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.bounded(CALL_TIMEOUT, push::failed(&self.db, delivery, retry_at, at))
             .await
     }
 }

@@ -53,6 +53,7 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "13 run output",
             "14 attachments",
             "15 mcp oauth tokens",
+            "16 a2a push",
             "18 retention"
         ]
     );
@@ -65,8 +66,9 @@ async fn the_schema_in_the_url_holds_the_tables() {
     .await
     .unwrap();
     // users, sessions, messages, runs, tool_executions, tool_outputs, run_events, api_keys,
-    // instances, run_inputs, run_turn, attachments, mcp_oauth_tokens, _sqlx_migrations
-    assert_eq!(tables, 14);
+    // instances, run_inputs, run_turn, attachments, mcp_oauth_tokens, a2a_push_targets,
+    // a2a_push_outbox, _sqlx_migrations
+    assert_eq!(tables, 16);
     assert!(SqlStore::migrate(&url).await.unwrap().is_empty());
     schema.drop_schema().await;
 }

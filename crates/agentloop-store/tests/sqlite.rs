@@ -74,6 +74,7 @@ async fn a_new_file_is_created_and_migrated_once() {
             "13 run output",
             "14 attachments",
             "15 mcp oauth tokens",
+            "16 a2a push",
             "18 retention"
         ]
     );
@@ -337,6 +338,8 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
         .await;
     fixture.execute("DROP TABLE attachments").await;
     fixture.execute("DROP TABLE mcp_oauth_tokens").await;
+    fixture.execute("DROP TABLE a2a_push_outbox").await;
+    fixture.execute("DROP TABLE a2a_push_targets").await;
     fixture.execute("DROP INDEX runs_unpruned").await;
     fixture
         .execute("ALTER TABLE runs DROP COLUMN pruned_at")
@@ -353,6 +356,7 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
             "13 run output",
             "14 attachments",
             "15 mcp oauth tokens",
+            "16 a2a push",
             "18 retention"
         ]
     );

@@ -338,6 +338,22 @@ pub fn mcp_python() -> Option<PathBuf> {
     met("the MCP Python SDK", found.clone())
 }
 
+/// The variable that names a Python with the official A2A SDK (`a2a-sdk` 1.x).
+pub const A2A_PYTHON_ENV: &str = "AGENTLOOP_A2A_PYTHON";
+
+const GET_A2A_PYTHON: &str = "make a venv with the official A2A Python SDK: `python3 -m venv \
+     ~/.cache/agentloop-ci/a2a && ~/.cache/agentloop-ci/a2a/bin/pip install a2a-sdk==1.3.0` (as \
+     .ci/run does), or name a Python that has it in AGENTLOOP_A2A_PYTHON";
+
+/// A Python with the official A2A SDK (`a2a.client`): the one named by [`A2A_PYTHON_ENV`],
+/// else `~/.cache/agentloop-ci/a2a/bin/python`. Looked for once.
+pub fn a2a_python() -> Option<PathBuf> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found =
+        FOUND.get_or_init(|| ci_python(A2A_PYTHON_ENV, "a2a", "a2a.client", GET_A2A_PYTHON));
+    met("the A2A Python SDK", found.clone())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -2,17 +2,24 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
+use axum::{
+    Json, Router,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    routing::post,
+};
 use serde_json::Value;
 
 type Answer = dyn Fn(&Value) -> (u16, Value) + Send + Sync;
-/// What the endpoint shares: the bodies received, and how to answer.
-type Shared = (Arc<Mutex<Vec<Value>>>, Arc<Answer>);
+/// A request received: its headers (lowercase names, text values) and JSON body.
+pub type Received = (Value, Value);
+/// What the endpoint shares: the requests received, and how to answer.
+type Shared = (Arc<Mutex<Vec<Received>>>, Arc<Answer>);
 
 /// An HTTP endpoint on 127.0.0.1 that keeps every JSON body POSTed to it.
 pub struct RecordingWebhook {
     url: String,
-    received: Arc<Mutex<Vec<Value>>>,
+    received: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -48,6 +55,11 @@ impl RecordingWebhook {
 
     /// The bodies received, in order.
     pub fn received(&self) -> Vec<Value> {
+        self.requests().into_iter().map(|(_, body)| body).collect()
+    }
+
+    /// The requests received (headers and body), in order.
+    pub fn requests(&self) -> Vec<Received> {
         self.received
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -63,13 +75,23 @@ impl Drop for RecordingWebhook {
 
 async fn receive(
     State((received, answer)): State<Shared>,
+    headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
     let (status, reply) = answer(&body);
+    let headers: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_string(),
+                Value::String(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+            )
+        })
+        .collect();
     received
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(body);
+        .push((Value::Object(headers), body));
     (
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         Json(reply),

@@ -41,6 +41,8 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowSettings>,
     /// `[agents.NAME]`: sub-agents the main agent calls as the tool `agent.NAME`.
     pub agents: BTreeMap<String, SubAgentSettings>,
+    /// `[a2a_agents.NAME]`: remote agents (A2A) the agent calls as the tool `a2a.NAME`.
+    pub a2a_agents: BTreeMap<String, crate::A2aAgentConfig>,
     /// `[telemetry]`: where traces go (with the `OTEL_*` variables, read when the runtime
     /// starts).
     pub telemetry: crate::telemetry::TelemetrySettings,
@@ -214,6 +216,9 @@ impl Config {
             settings.validate(tool)?;
         }
         for (name, agent) in &self.agents {
+            agent.validate(name)?;
+        }
+        for (name, agent) in &self.a2a_agents {
             agent.validate(name)?;
         }
         self.check_prices()?;

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod a2a_agents;
 mod config;
 pub mod guardrails;
 #[cfg(feature = "server")]
@@ -28,6 +29,7 @@ mod runtime;
 mod side_effects;
 pub mod telemetry;
 
+pub use a2a_agents::{A2aAgentConfig, RemoteAgent};
 pub use agentloop_core::protocol::{
     Attachment, ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role,
     RunInfo, RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus,

@@ -147,6 +147,12 @@ impl Runtime {
                 builder = builder.workflow(Config::public_agent_workflow(name), tools);
             }
         }
+        for (name, remote) in &config.a2a_agents {
+            match crate::RemoteAgent::new(name, remote) {
+                Ok(tool) => builder = builder.tool(tool),
+                Err(error) => warnings.push(format!("a2a.{name} is left out: {error}")),
+            }
+        }
         builder = builder
             .policy(config.policy.clone())
             .tool_descriptions(descriptions);

@@ -117,6 +117,7 @@ pub async fn serve_config(
     ready(address, &store).await?;
     // A SQLite file is one program's: the runs it adopts are its own, left by its last start.
     let single_program = store.backend() == "sqlite";
+    let push = store.clone() as Arc<dyn agentloop::core::PushOutbox>;
     let mut state = AppState::new(
         runtime.agent().clone(),
         store.clone() as Arc<dyn Store>,
@@ -129,6 +130,7 @@ pub async fn serve_config(
     }
     state.key_hint = key_hint.map(Into::into);
     state.mcp = Some(runtime.mcp_context());
+    state.push = Some(push);
     state.public_agents = config.public_agents().into();
     let finished = serve(listener, state, shutdown_signal()).await?;
     runtime.shutdown().await;

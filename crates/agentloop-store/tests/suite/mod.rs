@@ -12,6 +12,7 @@ mod locks;
 mod messages;
 mod oauth_tokens;
 mod outputs;
+mod push;
 mod regenerate;
 mod retention;
 mod runs;
@@ -38,6 +39,7 @@ pub use locks::*;
 pub use messages::*;
 pub use oauth_tokens::*;
 pub use outputs::*;
+pub use push::*;
 pub use regenerate::*;
 pub use retention::*;
 pub use runs::*;
@@ -73,6 +75,8 @@ macro_rules! suite_tests {
             runs_of_a_session_come_oldest_first,
             a_users_runs_since_a_time_add_up_their_tokens_and_cost,
             a_run_row_keeps_its_cost,
+            push_targets_are_set_listed_replaced_and_deleted,
+            a_push_is_queued_once_claimed_by_one_and_sent_in_order,
             tool_records_are_upserted_in_their_first_order,
             events_replay_after_a_seq_and_saving_twice_is_harmless,
             hundreds_of_events_in_one_step_are_all_stored,
