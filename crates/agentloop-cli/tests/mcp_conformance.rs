@@ -26,19 +26,16 @@ use serde_json::Value;
 /// Client scenarios agentloop passes. `auth/resource-mismatch` checks that a client does not
 /// authorize against a server whose metadata names another resource: agentloop does not
 /// authorize at all yet, so it passes for want of trying.
-const PASSING: [&str; 4] = [
+const PASSING: [&str; 5] = [
     "initialize",
     "tools_call",
     "sse-retry",
     "auth/resource-mismatch",
+    "elicitation-sep1034-client-defaults",
 ];
 
 /// Client scenarios agentloop fails today, and why: the second half of issue 41.
-const KNOWN_FAILURES: [(&str, &str); 22] = [
-    (
-        "elicitation-sep1034-client-defaults",
-        "agentloop declines every elicitation/create (elicitation is not implemented yet)",
-    ),
+const KNOWN_FAILURES: [(&str, &str); 21] = [
     ("auth/metadata-default", NO_OAUTH),
     ("auth/metadata-var1", NO_OAUTH),
     ("auth/metadata-var2", NO_OAUTH),

@@ -1,6 +1,7 @@
 //! The thin async driver: performs the steps the [`RunMachine`] asks for against the `Llm` and
 //! the tools, feeds the results back, saves each step, then emits its events.
 
+mod asks;
 mod calls;
 mod deadline;
 mod guardrails;
@@ -58,6 +59,8 @@ pub struct RunServices {
     pub inputs: Option<Arc<dyn InputLog>>,
     /// Where messages sent to runs while they work wait for their driver.
     pub steering: Arc<SteeringBoard>,
+    /// Where the questions of runs' tool calls wait for the user's answers.
+    pub questions: Arc<crate::QuestionBoard>,
 }
 
 /// Sees every input a run's machine is fed, with the time it was fed: with the run's first
@@ -302,7 +305,8 @@ fn drive_steps(
                                 (
                                     CallPurpose::Plan
                                     | CallPurpose::Review
-                                    | CallPurpose::Guardrail,
+                                    | CallPurpose::Guardrail
+                                    | CallPurpose::Sampling,
                                     _,
                                 ) => return,
                             }
@@ -455,6 +459,8 @@ async fn run_tools(
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
     let (progress_sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let (asks_sender, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let mut asks = asks::Asks::new(services, machine);
     let input = machine.input();
     let policy = Arc::new(input.policy.clone());
     let mut running: Running<_> = invocations
@@ -476,6 +482,7 @@ async fn run_tools(
                 traceparent: span.as_ref().and_then(|span| span.traceparent()),
                 // Each call's own, set where it runs.
                 progress: None,
+                asks: None,
             };
             let tool = CallTool {
                 catalog: machine.catalog().clone(),
@@ -487,7 +494,7 @@ async fn run_tools(
                 tool,
                 context,
                 (permits.clone(), gate.clone()),
-                progress_sender.clone(),
+                (progress_sender.clone(), asks_sender.clone()),
             );
             async move {
                 let result = call.await;
@@ -510,6 +517,28 @@ async fn run_tools(
             }
             Some(kind) = progress.recv() => {
                 live(emitter, writer, kind);
+                continue;
+            }
+            Some(ask) = asked.recv() => {
+                if let Some(question) = asks.take(machine, services, ask) {
+                    live(emitter, writer, question);
+                    // Saved at once: a client that comes back, or another process, sees it.
+                    if let Err(error) = writer.commit(machine, emitter, None).await {
+                        return unsaved(machine, services, emitter, error);
+                    }
+                }
+                continue;
+            }
+            sampled = asks.sampled() => {
+                if let Some((model, usage, duration_ms)) = sampled.spent() {
+                    let spent = Input::Sampled { model, usage, duration_ms };
+                    let _ = feed(machine, services.inputs.as_ref(), spent);
+                    if let Err(error) = writer.commit(machine, emitter, None).await {
+                        sampled.answer();
+                        return unsaved(machine, services, emitter, error);
+                    }
+                }
+                sampled.answer();
                 continue;
             }
             // Kept for the LLM call after the batch.
@@ -594,7 +623,10 @@ async fn execute(
     call: CallTool,
     mut context: ToolContext,
     (permits, gate): (Arc<Semaphore>, Arc<RwLock<()>>),
-    progress: tokio::sync::mpsc::UnboundedSender<EventKind>,
+    (progress, asks): (
+        tokio::sync::mpsc::UnboundedSender<EventKind>,
+        tokio::sync::mpsc::UnboundedSender<crate::asking::CallAsk>,
+    ),
 ) -> ToolResult {
     let ToolInvocation {
         call_id,
@@ -662,6 +694,10 @@ async fn execute(
     // or a call that times out leaves nothing running behind (the call is dropped with it).
     let (reports, reported) = tokio::sync::mpsc::unbounded_channel();
     context.progress = Some(reports);
+    // While the call waits for a human's answer, its time limit waits too.
+    let asking = Arc::new(tokio::sync::watch::Sender::new(0));
+    let waiting = asking.subscribe();
+    context.asks = Some(crate::asking::CallAsks::new(&call_id, &name, asks, asking));
     let call = AssertUnwindSafe(tool.call(arguments.clone(), context.clone())).catch_unwind();
     let max_duration = entry
         .settings
@@ -677,7 +713,7 @@ async fn execute(
             message: report.message,
         });
     };
-    let outcome = match deadline::within(call, timeout, max_duration, reported, on_progress).await {
+    let outcome = match deadline::within(call, (timeout, max_duration), (reported, waiting), on_progress).await {
         Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
         Ok(Ok(Err(error))) => ToolOutcome::Failed(error),
         Ok(Err(panic)) => ToolOutcome::Crashed(panic_message(panic.as_ref())),

@@ -15,6 +15,7 @@
 //! ```
 
 mod agent;
+mod asking;
 pub mod attachments;
 mod canonical;
 mod catalog;
@@ -53,6 +54,9 @@ mod typed_run;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
+pub use asking::{
+    AnswerError, CallAsks, Question, QuestionBoard, SamplingRefused, SamplingRequest, fill_in,
+};
 pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};

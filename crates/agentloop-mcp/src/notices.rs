@@ -25,6 +25,8 @@ pub(crate) struct Notices {
     /// `notifications/prompts/list_changed`, and new sessions.
     pub(crate) prompts: Changes,
     pub(crate) progress: ProgressRoutes,
+    /// The calls in flight, which take the server's questions and sampling requests.
+    pub(crate) calls: crate::in_flight::CallsInFlight,
 }
 
 impl Notices {
@@ -34,6 +36,7 @@ impl Notices {
             resources: Changes::new(),
             prompts: Changes::new(),
             progress: ProgressRoutes::default(),
+            calls: crate::in_flight::CallsInFlight::default(),
         }
     }
 

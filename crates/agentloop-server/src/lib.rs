@@ -16,6 +16,7 @@ mod connections;
 mod conversation;
 mod daily;
 mod disclosure;
+mod elicitation;
 mod durable;
 mod error;
 mod extract;

@@ -2,6 +2,7 @@
 
 pub mod cancel;
 pub mod demo;
+pub mod elicit;
 pub mod keys;
 pub mod migrate;
 pub mod offers;

@@ -208,6 +208,12 @@ pub enum Input {
     },
     /// The verdicts of the check the last step asked for, each with how long it took.
     GuardrailVerdicts(Vec<GuardrailVerdict>),
+    /// A tool call's MCP server had the run's model answer it (sampling): counted in the run.
+    Sampled {
+        model: Option<String>,
+        usage: Usage,
+        duration_ms: u64,
+    },
 }
 
 /// Counters of a run in progress.
@@ -468,6 +474,14 @@ impl RunMachine {
             Input::GuardrailVerdicts(verdicts) => {
                 Handled::Next(self.on_guardrail_verdicts(verdicts))
             }
+            Input::Sampled {
+                model,
+                usage,
+                duration_ms,
+            } => {
+                self.account_sampling(model, usage, duration_ms);
+                Handled::BatchRunning
+            }
         }
     }
 
@@ -650,11 +664,13 @@ impl RunMachine {
             kind,
             question: question.clone(),
             calls: calls.clone(),
+            elicitation: None,
         };
         self.emit(EventKind::InputRequired {
             kind,
             question,
             calls,
+            elicitation: None,
         });
         self.emit(EventKind::Done {
             status: RunStatus::AwaitingInput,
