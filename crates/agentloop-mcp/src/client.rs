@@ -9,11 +9,15 @@ use agentloop_core::ToolProgress;
     reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
 )]
 use rmcp::model::{ListRootsResult, Root};
+#[expect(
+    deprecated,
+    reason = "rmcp marks sampling deprecated (SEP-2577); servers still ask"
+)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
 use rmcp::{
     ClientHandler, ErrorData, RoleClient,
     model::{
-        ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, Implementation, ProgressNotificationParam, ProtocolVersion,
+        ClientConfig, ElicitRequestParams, ElicitResult, Implementation, ProgressNotificationParam, ProtocolVersion,
     },
     service::{NotificationContext, RequestContext, RunningService},
 };
@@ -85,6 +89,10 @@ impl ClientHandler for Client {
         Ok(crate::elicit::elicit(&self.server, &self.offer, calls, request, context.ct).await)
     }
 
+    #[expect(
+        deprecated,
+        reason = "rmcp marks sampling deprecated (SEP-2577); servers still ask"
+    )]
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,

@@ -34,7 +34,10 @@ pub(crate) async fn elicit(
             return declined();
         }
     };
-    let question = question(server, request);
+    let Some(question) = question(server, request) else {
+        tracing::warn!(server, "declined the MCP server's question of a mode agentloop does not know");
+        return declined();
+    };
     let answer = tokio::select! {
         answer = tokio::time::timeout(offer.elicitation_timeout, asker.elicit(question)) => answer,
         // The server withdrew it (`notifications/cancelled`).
@@ -51,8 +54,8 @@ pub(crate) async fn elicit(
 }
 
 /// A question as the run shows it.
-fn question(server: &str, request: ElicitRequestParams) -> Question {
-    match request {
+fn question(server: &str, request: ElicitRequestParams) -> Option<Question> {
+    Some(match request {
         ElicitRequestParams::FormElicitationParams {
             message,
             requested_schema,
@@ -73,7 +76,9 @@ fn question(server: &str, request: ElicitRequestParams) -> Question {
             url: Some(url),
             purpose: ElicitationPurpose::Question,
         },
-    }
+        // A mode of a later protocol, which agentloop cannot show.
+        _ => return None,
+    })
 }
 
 fn result(answer: ElicitationAnswer) -> ElicitResult {
@@ -82,17 +87,12 @@ fn result(answer: ElicitationAnswer) -> ElicitResult {
         Action::Decline => ElicitationAction::Decline,
         Action::Cancel => ElicitationAction::Cancel,
     };
-    ElicitResult {
-        action,
-        content: answer.content.filter(|_| action == ElicitationAction::Accept),
-        meta: None,
+    match answer.content.filter(|_| action == ElicitationAction::Accept) {
+        Some(content) => ElicitResult::new(action).with_content(content),
+        None => ElicitResult::new(action),
     }
 }
 
 fn declined() -> ElicitResult {
-    ElicitResult {
-        action: ElicitationAction::Decline,
-        content: None,
-        meta: None,
-    }
+    ElicitResult::new(ElicitationAction::Decline)
 }

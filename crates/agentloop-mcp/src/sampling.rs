@@ -2,6 +2,10 @@
 //! flight (`in_flight.rs`), as one of the run's LLM calls (counted in its usage and budget,
 //! traced with purpose `sampling`), or by `sampling_model`. `sampling = "approve"` asks the
 //! user first (an elicitation with purpose `sampling`); `deny` refuses.
+#![expect(
+    deprecated,
+    reason = "rmcp marks sampling deprecated (SEP-2577); servers still ask"
+)]
 
 use std::sync::Arc;
 
@@ -138,6 +142,7 @@ fn text_of(message: &SamplingMessage) -> String {
             SamplingMessageContentBlock::Audio(_) => "[an audio clip]".to_owned(),
             SamplingMessageContentBlock::ToolUse(_) => "[a tool call]".to_owned(),
             SamplingMessageContentBlock::ToolResult(_) => "[a tool result]".to_owned(),
+            _ => "[content agentloop cannot read]".to_owned(),
         })
         .collect();
     parts.join("\n")
