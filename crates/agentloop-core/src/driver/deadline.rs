@@ -150,4 +150,38 @@ mod tests {
         assert_eq!(started.elapsed(), limit);
         assert_eq!(reports, 8);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_question_holds_the_timeout_until_it_is_answered() {
+        let (sender, receiver) = unbounded_channel();
+        let (asking, waiting) = watch::channel(0usize);
+        let call = async move {
+            let _sender = sender;
+            // A question open for a minute, far over the timeout, then 5 s of work.
+            asking.send_replace(1);
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            asking.send_replace(0);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "answered"
+        };
+        let ended = within(call, (TIMEOUT, None), (receiver, waiting), |_| {}).await;
+        assert_eq!(ended, Ok("answered"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timeout_starts_again_once_the_question_is_answered() {
+        let (sender, receiver) = unbounded_channel();
+        let (asking, waiting) = watch::channel(0usize);
+        let call = async move {
+            let _sender = sender;
+            asking.send_replace(1);
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            asking.send_replace(0);
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        };
+        let started = Instant::now();
+        let ended = within(call, (TIMEOUT, None), (receiver, waiting), |_| {}).await;
+        assert_eq!(ended, Err(TIMEOUT));
+        assert_eq!(started.elapsed(), Duration::from_secs(70));
+    }
 }
