@@ -128,7 +128,9 @@ impl CallAsks {
             return ElicitationAnswer::decline();
         }
         let _open = Open::new(&self.open);
-        answer.await.unwrap_or_else(|_| ElicitationAnswer::decline())
+        answer
+            .await
+            .unwrap_or_else(|_| ElicitationAnswer::decline())
     }
 
     /// Asks the run's model for a completion, counted in the run's usage.
@@ -142,9 +144,7 @@ impl CallAsks {
                 reply,
             },
         };
-        self.sender
-            .send(ask)
-            .map_err(|_| SamplingRefused::NoRun)?;
+        self.sender.send(ask).map_err(|_| SamplingRefused::NoRun)?;
         answer.await.unwrap_or(Err(SamplingRefused::NoRun))
     }
 }
@@ -200,7 +200,11 @@ impl QuestionBoard {
     /// Hands `answer` to the question it names (or to the run's only one), checked against
     /// the question first: `accept` on a form carries content valid against the requested
     /// schema, whose defaults fill what it leaves out. Returns the question's id.
-    pub fn answer(&self, run_id: Uuid, mut answer: ElicitationAnswer) -> Result<String, AnswerError> {
+    pub fn answer(
+        &self,
+        run_id: Uuid,
+        mut answer: ElicitationAnswer,
+    ) -> Result<String, AnswerError> {
         let mut runs = self.lock();
         let questions = runs
             .get_mut(&run_id)
@@ -298,7 +302,10 @@ impl Drop for RunQuestions {
 
 /// The content `answer` gives the server: with `accept` on a form, the content with the
 /// schema's defaults filled in, checked against the schema; nothing otherwise.
-fn checked_content(pending: &Pending, answer: &ElicitationAnswer) -> Result<Option<Value>, AnswerError> {
+fn checked_content(
+    pending: &Pending,
+    answer: &ElicitationAnswer,
+) -> Result<Option<Value>, AnswerError> {
     if answer.action != ElicitationAction::Accept || pending.mode == ElicitationMode::Url {
         return Ok(None);
     }
@@ -416,7 +423,10 @@ mod tests {
                 content: Some(json!({"name": "x"})),
             },
         );
-        assert!(matches!(refused, Err(AnswerError::Invalid(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(AnswerError::Invalid(_))),
+            "{refused:?}"
+        );
         let taken = board.answer(
             run_id,
             ElicitationAnswer {
@@ -429,7 +439,10 @@ mod tests {
         let Ok(answer) = answer.await else {
             panic!("no answer")
         };
-        assert_eq!(answer.content, Some(json!({"name": "John Doe", "age": 30, "score": 2})));
+        assert_eq!(
+            answer.content,
+            Some(json!({"name": "John Doe", "age": 30, "score": 2}))
+        );
         assert_eq!(
             board.answer(run_id, ElicitationAnswer::decline()),
             Err(AnswerError::NoQuestion(run_id))

@@ -713,7 +713,14 @@ async fn execute(
             message: report.message,
         });
     };
-    let outcome = match deadline::within(call, (timeout, max_duration), (reported, waiting), on_progress).await {
+    let outcome = match deadline::within(
+        call,
+        (timeout, max_duration),
+        (reported, waiting),
+        on_progress,
+    )
+    .await
+    {
         Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
         Ok(Ok(Err(error))) => ToolOutcome::Failed(error),
         Ok(Err(panic)) => ToolOutcome::Crashed(panic_message(panic.as_ref())),

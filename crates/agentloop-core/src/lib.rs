@@ -54,10 +54,10 @@ mod typed_run;
 
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
+pub use agentloop_protocol::ErrorCode;
 pub use asking::{
     AnswerError, CallAsks, Question, QuestionBoard, SamplingRefused, SamplingRequest, fill_in,
 };
-pub use agentloop_protocol::ErrorCode;
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use client_tool::ClientTool;

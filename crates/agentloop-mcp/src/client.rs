@@ -6,18 +6,19 @@ use std::sync::Arc;
 use agentloop_core::ToolProgress;
 #[expect(
     deprecated,
-    reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
-)]
-use rmcp::model::{ListRootsResult, Root};
-#[expect(
-    deprecated,
     reason = "rmcp marks sampling deprecated (SEP-2577); servers still ask"
 )]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
+#[expect(
+    deprecated,
+    reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
+)]
+use rmcp::model::{ListRootsResult, Root};
 use rmcp::{
     ClientHandler, ErrorData, RoleClient,
     model::{
-        ClientConfig, ElicitRequestParams, ElicitResult, Implementation, ProgressNotificationParam, ProtocolVersion,
+        ClientConfig, ElicitRequestParams, ElicitResult, Implementation, ProgressNotificationParam,
+        ProtocolVersion,
     },
     service::{NotificationContext, RequestContext, RunningService},
 };

@@ -5,7 +5,9 @@
 
 use agentloop_core::{
     Question,
-    protocol::{ElicitationAction as Action, ElicitationAnswer, ElicitationMode, ElicitationPurpose},
+    protocol::{
+        ElicitationAction as Action, ElicitationAnswer, ElicitationMode, ElicitationPurpose,
+    },
 };
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use tokio_util::sync::CancellationToken;
@@ -24,18 +26,28 @@ pub(crate) async fn elicit(
     cancelled: CancellationToken,
 ) -> ElicitResult {
     if offer.elicitation == ElicitationPolicy::Decline {
-        tracing::debug!(server, "declined the MCP server's question (elicitation = \"decline\")");
+        tracing::debug!(
+            server,
+            "declined the MCP server's question (elicitation = \"decline\")"
+        );
         return declined();
     }
     let asker = match calls.asker() {
         Ok(asker) => asker,
         Err(why) => {
-            tracing::warn!(server, reason = why.reason(), "declined the MCP server's question");
+            tracing::warn!(
+                server,
+                reason = why.reason(),
+                "declined the MCP server's question"
+            );
             return declined();
         }
     };
     let Some(question) = question(server, request) else {
-        tracing::warn!(server, "declined the MCP server's question of a mode agentloop does not know");
+        tracing::warn!(
+            server,
+            "declined the MCP server's question of a mode agentloop does not know"
+        );
         return declined();
     };
     let answer = tokio::select! {
@@ -46,8 +58,11 @@ pub(crate) async fn elicit(
     match answer {
         Ok(answer) => result(answer),
         Err(_elapsed) => {
-            tracing::info!(server, seconds = offer.elicitation_timeout.as_secs_f64(),
-                "nobody answered the MCP server's question in time (elicitation_timeout_s); declined");
+            tracing::info!(
+                server,
+                seconds = offer.elicitation_timeout.as_secs_f64(),
+                "nobody answered the MCP server's question in time (elicitation_timeout_s); declined"
+            );
             declined()
         }
     }
@@ -87,7 +102,10 @@ fn result(answer: ElicitationAnswer) -> ElicitResult {
         Action::Decline => ElicitationAction::Decline,
         Action::Cancel => ElicitationAction::Cancel,
     };
-    match answer.content.filter(|_| action == ElicitationAction::Accept) {
+    match answer
+        .content
+        .filter(|_| action == ElicitationAction::Accept)
+    {
         Some(content) => ElicitResult::new(action).with_content(content),
         None => ElicitResult::new(action),
     }

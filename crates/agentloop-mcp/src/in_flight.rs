@@ -57,7 +57,10 @@ impl CallsInFlight {
     /// is not counted.
     pub(crate) fn enter(&self, run_id: Uuid, asks: Option<CallAsks>) -> Entered {
         let Some(asks) = asks else {
-            return Entered { calls: None, key: 0 };
+            return Entered {
+                calls: None,
+                key: 0,
+            };
         };
         let mut calls = self.lock();
         calls.next += 1;

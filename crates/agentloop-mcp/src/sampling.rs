@@ -113,7 +113,10 @@ fn request(
         }));
     }
     if params.messages.is_empty() {
-        return Err(ErrorData::invalid_params("the request has no messages", None));
+        return Err(ErrorData::invalid_params(
+            "the request has no messages",
+            None,
+        ));
     }
     let request = ModelRequest {
         model: offer.sampling_model.clone(),

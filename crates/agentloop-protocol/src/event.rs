@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{Elicitation, ElicitationAnswer, ErrorCode, GuardrailAction, GuardrailSide, Plan, ToolStatus};
+use crate::{
+    Elicitation, ElicitationAnswer, ErrorCode, GuardrailAction, GuardrailSide, Plan, ToolStatus,
+};
 
 /// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
 /// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.

@@ -53,9 +53,10 @@ pub(crate) fn answer(
         Err(AnswerError::Invalid(message)) => {
             Err(ApiError::bad_request("invalid_elicitation", message))
         }
-        Err(error @ AnswerError::Ambiguous(_)) => {
-            Err(ApiError::bad_request("invalid_elicitation", error.to_string()))
-        }
+        Err(error @ AnswerError::Ambiguous(_)) => Err(ApiError::bad_request(
+            "invalid_elicitation",
+            error.to_string(),
+        )),
         Err(error) => Err(ApiError::conflict(
             "no_open_question",
             format!(

@@ -243,7 +243,10 @@ async fn sampling_over_the_runs_budget_is_refused() {
     };
     let llm = ScriptedLlm::start(vec![
         // More than the budget has left.
-        Reply::tool_call("py__haiku", json!({"topic": "autumn", "max_tokens": 200000})),
+        Reply::tool_call(
+            "py__haiku",
+            json!({"topic": "autumn", "max_tokens": 200000}),
+        ),
         Reply::text("No haiku."),
     ])
     .await;
@@ -276,7 +279,11 @@ async fn sampling_to_approve_asks_first_and_a_refusal_reaches_the_server() {
     let runtime = runtime(&llm, None, &server).await;
     let (_, outcome) = run_answering(&runtime, "a haiku please", |Asked { question, .. }| {
         assert_eq!(question.purpose, ElicitationPurpose::Sampling);
-        assert!(question.message.contains("A haiku about autumn"), "{}", question.message);
+        assert!(
+            question.message.contains("A haiku about autumn"),
+            "{}",
+            question.message
+        );
         Some(ElicitationAnswer {
             id: Some(question.id.clone()),
             action: ElicitationAction::Decline,

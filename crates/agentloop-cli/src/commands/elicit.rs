@@ -51,7 +51,8 @@ pub async fn answer(
             return Ok(reply(ElicitationAction::Decline, None));
         }
     }
-    if elicitation.mode == ElicitationMode::Url || elicitation.purpose == ElicitationPurpose::Sampling
+    if elicitation.mode == ElicitationMode::Url
+        || elicitation.purpose == ElicitationPurpose::Sampling
     {
         return Ok(reply(ElicitationAction::Accept, None));
     }
@@ -65,7 +66,10 @@ pub async fn answer(
         .unwrap_or(&empty);
     for (name, property) in properties {
         loop {
-            let kind = property.get("type").and_then(Value::as_str).unwrap_or("string");
+            let kind = property
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("string");
             let choices = property
                 .get("enum")
                 .map(|choices| format!(" one of {choices}"))
@@ -100,16 +104,20 @@ pub async fn answer(
             }
         }
     }
-    Ok(reply(ElicitationAction::Accept, Some(Value::Object(content))))
+    Ok(reply(
+        ElicitationAction::Accept,
+        Some(Value::Object(content)),
+    ))
 }
 
 /// `text` as a value of the JSON Schema type `kind`.
 fn typed(kind: &str, text: &str) -> Option<Value> {
     match kind {
         "integer" => text.parse::<i64>().ok().map(Value::from),
-        "number" => text.parse::<f64>().ok().and_then(|number| {
-            serde_json::Number::from_f64(number).map(Value::Number)
-        }),
+        "number" => text
+            .parse::<f64>()
+            .ok()
+            .and_then(|number| serde_json::Number::from_f64(number).map(Value::Number)),
         "boolean" => match text.to_ascii_lowercase().as_str() {
             "y" | "yes" | "true" => Some(Value::Bool(true)),
             "n" | "no" | "false" => Some(Value::Bool(false)),

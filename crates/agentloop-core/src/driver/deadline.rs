@@ -145,7 +145,10 @@ mod tests {
         let limit = Duration::from_secs(42);
         let started = Instant::now();
         let mut reports = 0;
-        let ended = within(call, (TIMEOUT, Some(limit)), (receiver, idle()), |_| reports += 1).await;
+        let ended = within(call, (TIMEOUT, Some(limit)), (receiver, idle()), |_| {
+            reports += 1
+        })
+        .await;
         assert_eq!(ended, Err(limit));
         assert_eq!(started.elapsed(), limit);
         assert_eq!(reports, 8);

@@ -65,7 +65,12 @@ impl RunMachine {
     }
 
     /// Counts an LLM call made for a tool call's MCP server (sampling), priced by `model`.
-    pub(super) fn account_sampling(&mut self, model: Option<String>, usage: Usage, duration_ms: u64) {
+    pub(super) fn account_sampling(
+        &mut self,
+        model: Option<String>,
+        usage: Usage,
+        duration_ms: u64,
+    ) {
         let priced = model
             .as_deref()
             .and_then(|model| self.settings.pricing.prices.cost(model, &usage));

@@ -722,6 +722,9 @@ fn a_running_calls_question_is_a_custom_event_and_no_interrupt() {
         .find(|event| event["name"] == "agentloop.input_required")
         .unwrap();
     assert_eq!(custom["value"]["kind"], "elicitation");
-    assert_eq!(custom["value"]["elicitation"]["url"], "https://pay.example/1");
+    assert_eq!(
+        custom["value"]["elicitation"]["url"],
+        "https://pay.example/1"
+    );
     assert_eq!(events.last().unwrap()["outcome"]["type"], "success");
 }
