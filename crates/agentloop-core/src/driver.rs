@@ -1,6 +1,7 @@
 //! The thin async driver: performs the steps the [`RunMachine`] asks for against the `Llm` and
 //! the tools, feeds the results back, saves each step, then emits its events.
 
+mod abandon;
 mod asks;
 mod calls;
 mod deadline;
@@ -115,8 +116,8 @@ fn steer(machine: &mut RunMachine, services: &RunServices, letter: Letter) {
 }
 
 /// Runs `machine` to its end. Each step's changes are saved (when `persistence` is given)
-/// before its events are emitted. Cancellation takes effect at the next safe point: an LLM call
-/// is abandoned, tool calls in flight finish and are recorded first.
+/// before its events are emitted. Cancellation takes effect at once: an LLM call is abandoned,
+/// tool calls in flight are dropped (their MCP servers told) and recorded as cut off.
 ///
 /// Not an `async fn`, nor are the other ways into the driver ([`drive_from`], `drive_saved`):
 /// an `async fn`'s future keeps room for its arguments for as long as it runs, after it moved
@@ -397,6 +398,7 @@ fn drive_steps(
                         emitter,
                         writer: &mut writer,
                         inbox: &mut inbox,
+                        cancel: &cancel,
                     };
                     Box::pin(run_tools(&mut machine, &services, batch, invocations)).await
                 }
@@ -440,6 +442,7 @@ struct Batch<'a> {
     emitter: &'a mut Emitter,
     writer: &'a mut StepWriter,
     inbox: &'a mut Inbox,
+    cancel: &'a CancellationToken,
 }
 
 /// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
@@ -454,7 +457,9 @@ async fn run_tools(
         emitter,
         writer,
         inbox,
+        cancel,
     } = batch;
+    let mut in_flight: Vec<String> = invocations.iter().map(|call| call.call_id.clone()).collect();
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
@@ -547,8 +552,14 @@ async fn run_tools(
                 continue;
             }
             result = running.next() => result,
+            // The calls in flight are dropped: each MCP server is told (`notifications/cancelled`).
+            () = cancel.cancelled() => {
+                drop(running);
+                return abandon::calls(machine, services, in_flight);
+            }
         };
         let Some(result) = result else { break };
+        in_flight.retain(|call_id| *call_id != result.call_id);
         // A sub-agent's last events, and the calls' last reports, come before its result.
         while let Ok(event) = nested.try_recv() {
             relay(emitter, writer, event);

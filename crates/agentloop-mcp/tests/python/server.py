@@ -85,6 +85,23 @@ async def haiku(topic: str, ctx: Context, max_tokens: int = 100) -> str:
     return f"haiku by {result.model}: {result.content.text}"
 
 
+@server.tool()
+async def wait(marker: str, seconds: float = 60) -> str:
+    """Waits, writing "started" to the file `marker`, then "cancelled" if the client cancels
+    the call (notifications/cancelled) before it ends."""
+    import anyio
+
+    with open(marker, "w") as file:
+        file.write("started")
+    try:
+        await anyio.sleep(seconds)
+    except BaseException:
+        with open(marker, "w") as file:
+            file.write("cancelled")
+        raise
+    return "waited"
+
+
 @server.resource("memo://today", mime_type="text/plain")
 def today() -> str:
     """Today's memo."""
