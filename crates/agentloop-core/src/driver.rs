@@ -459,7 +459,10 @@ async fn run_tools(
         inbox,
         cancel,
     } = batch;
-    let mut in_flight: Vec<String> = invocations.iter().map(|call| call.call_id.clone()).collect();
+    let mut in_flight: Vec<String> = invocations
+        .iter()
+        .map(|call| call.call_id.clone())
+        .collect();
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();

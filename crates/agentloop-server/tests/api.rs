@@ -315,7 +315,9 @@ async fn cancel_stops_the_run_at_a_safe_point() {
     assert_eq!(run["status"], "cancelled");
     // Cut off by the cancel (its MCP server told), and recorded so.
     assert_eq!(run["execution_trace"][0]["status"], "error");
-    let error = run["execution_trace"][0]["error"].as_str().unwrap_or_default();
+    let error = run["execution_trace"][0]["error"]
+        .as_str()
+        .unwrap_or_default();
     assert!(error.contains("cancelled"), "{error}");
     let again = server
         .post(&format!("/v1/runs/{run_id}/cancel"), &key)

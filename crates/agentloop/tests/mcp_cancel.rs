@@ -51,9 +51,11 @@ async fn a_cancelled_run_cancels_its_mcp_calls_in_flight_on_the_server() {
     assert_eq!(outcome.status, RunStatus::Cancelled);
     assert_eq!(outcome.records[0].tool, "py.wait");
     assert_eq!(outcome.records[0].status, ToolStatus::Error);
-    eventually("the server to cancel the call", Duration::from_secs(30), || async {
-        (read() == "cancelled").then_some(())
-    })
+    eventually(
+        "the server to cancel the call",
+        Duration::from_secs(30),
+        || async { (read() == "cancelled").then_some(()) },
+    )
     .await;
     assert_eq!(llm.requests().len(), 1, "no LLM call after the cancel");
     runtime.shutdown().await;
