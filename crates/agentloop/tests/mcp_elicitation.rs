@@ -296,3 +296,83 @@ async fn sampling_to_approve_asks_first_and_a_refusal_reaches_the_server() {
     assert_eq!(llm.requests().len(), 2);
     runtime.shutdown().await;
 }
+
+/// The `[mcp_servers.everything]` table of the reference server from npm, plus `settings`;
+/// `None` (skipped, saying why) without Node.js and the package.
+fn everything_server(settings: &str) -> Option<String> {
+    if !requires::mcp_reference_servers() {
+        return None;
+    }
+    let (command, args) = agentloop_test_support::mcp::reference_server_everything();
+    Some(format!(
+        "[mcp_servers.everything]\ncommand = {command:?}\nargs = {}\nstartup_timeout_s = 60\n{settings}\n",
+        json!(args)
+    ))
+}
+
+#[tokio::test]
+async fn the_reference_servers_question_takes_the_answer_and_its_defaults() {
+    let Some(server) = everything_server("") else {
+        return;
+    };
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("everything__trigger-elicitation-request", json!({})),
+        Reply::text("Thanks."),
+    ])
+    .await;
+    let runtime = runtime(&llm, None, &server).await;
+    let (_, outcome) = run_answering(&runtime, "ask me", |Asked { question, .. }| {
+        assert_eq!(question.tool, "everything.trigger-elicitation-request");
+        Some(accept(json!({"name": "Ada", "check": true})))
+    })
+    .await;
+    let output = tool_output(&outcome);
+    assert!(output.contains("- Name: Ada"), "{output}");
+    // Left out of the answer, filled in from the schema's defaults.
+    assert!(output.contains("- Favorite Integer: 42"), "{output}");
+    assert!(output.contains("- Favorite Number: 3.14"), "{output}");
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_reference_server_offers_its_sampling_and_question_tools_only_when_enabled() {
+    let Some(server) = everything_server("elicitation = \"decline\"\nsampling = \"allow\"") else {
+        return;
+    };
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call(
+            "everything__trigger-sampling-request",
+            json!({"prompt": "a word for blue", "maxTokens": 10}),
+        ),
+        Reply::text("azure").with_usage(30, 2),
+        Reply::text("It said azure."),
+    ])
+    .await;
+    let runtime = runtime(&llm, None, &server).await;
+    let (events, outcome) = run_answering(&runtime, "sample", |_| None).await;
+    let offered = ScriptedLlm::offered_tools(&llm.requests()[0]);
+    assert!(
+        offered.contains(&"everything__trigger-sampling-request".to_string()),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.contains(&"everything__trigger-elicitation-request".to_string()),
+        "declared without elicitation: {offered:?}"
+    );
+    let output = tool_output(&outcome);
+    assert!(output.contains("azure"), "{output}");
+    let sampled = &llm.requests()[1];
+    assert_eq!(
+        sampled["messages"][0]["content"],
+        "You are a helpful test server."
+    );
+    assert!(events.iter().any(|event| matches!(
+        &event.kind,
+        EventKind::LlmCall {
+            purpose: LlmCallPurpose::Sampling,
+            prompt_tokens: 30,
+            ..
+        }
+    )));
+    runtime.shutdown().await;
+}
