@@ -71,6 +71,8 @@ pub(crate) enum Ask {
         request: Box<SamplingRequest>,
         reply: oneshot::Sender<Result<ModelReply, SamplingRefused>>,
     },
+    /// A log message of the call's server, kept for the call's record.
+    Log(agentloop_protocol::ToolLog),
 }
 
 /// An ask and the call it comes from.
@@ -131,6 +133,15 @@ impl CallAsks {
         answer
             .await
             .unwrap_or_else(|_| ElicitationAnswer::decline())
+    }
+
+    /// Keeps `log` in the call's record; nothing when the run is gone.
+    pub fn log(&self, log: agentloop_protocol::ToolLog) {
+        let _ = self.sender.send(CallAsk {
+            call_id: self.call_id.clone(),
+            tool: self.tool.clone(),
+            ask: Ask::Log(log),
+        });
     }
 
     /// Asks the run's model for a completion, counted in the run's usage.

@@ -561,7 +561,7 @@ async fn run_tools(
                 return abandon::calls(machine, services, in_flight);
             }
         };
-        let Some(result) = result else { break };
+        let Some(mut result) = result else { break };
         in_flight.retain(|call_id| *call_id != result.call_id);
         // A sub-agent's last events, and the calls' last reports, come before its result.
         while let Ok(event) = nested.try_recv() {
@@ -570,6 +570,12 @@ async fn run_tools(
         while let Ok(kind) = progress.try_recv() {
             live(emitter, writer, kind);
         }
+        while let Ok(ask) = asked.try_recv() {
+            if let Some(question) = asks.take(machine, services, ask) {
+                live(emitter, writer, question);
+            }
+        }
+        result.logs = asks.logs_of(&result.call_id);
         match feed(machine, services.inputs.as_ref(), Input::ToolResult(result)) {
             Handled::Next(step) => return step,
             Handled::BatchRunning => {}
@@ -773,6 +779,8 @@ async fn execute(
         outcome,
         arguments: (arguments != original).then_some(arguments),
         side_effects,
+        // The batch's, added as the result is fed.
+        logs: Vec::new(),
     }
 }
 

@@ -152,5 +152,8 @@ impl ClientHandler for Client {
         _context: NotificationContext<RoleClient>,
     ) {
         log_message(&self.server, &params);
+        if let Some(call) = self.notices.calls.only() {
+            call.log(crate::notices::tool_log(&params));
+        }
     }
 }

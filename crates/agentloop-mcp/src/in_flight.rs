@@ -87,6 +87,14 @@ impl CallsInFlight {
         Ok(last.asks.clone())
     }
 
+    /// The server's call in flight when it has exactly one: what the server logs now is of it.
+    pub(crate) fn only(&self) -> Option<CallAsks> {
+        match self.lock().in_flight.as_slice() {
+            [only] => Some(only.asks.clone()),
+            _ => None,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Calls> {
         // Entries are only pushed and removed whole.
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)

@@ -152,6 +152,28 @@ impl Drop for ProgressRoute {
     }
 }
 
+/// A server's `notifications/message` as its call's record keeps it.
+#[expect(
+    deprecated,
+    reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
+)]
+pub(crate) fn tool_log(
+    message: &LoggingMessageNotificationParam,
+) -> agentloop_core::protocol::ToolLog {
+    let level = serde_json::to_value(message.level)
+        .ok()
+        .and_then(|level| level.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "info".to_owned());
+    agentloop_core::protocol::ToolLog {
+        level,
+        logger: message.logger.clone(),
+        message: match &message.data {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        },
+    }
+}
+
 /// A server's `notifications/message` in agentloop's log, at the matching level: debug at
 /// debug, info and notice at info, warning at warn, error and above at error.
 #[expect(

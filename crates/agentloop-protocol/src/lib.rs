@@ -29,6 +29,6 @@ pub use guardrail::{GuardrailAction, GuardrailSide};
 pub use message::{ChatMessage, Role, ToolCall};
 pub use output::{OutputMode, OutputSpec, is_valid_output_name};
 pub use plan::{Plan, SubTask, SubTaskStatus};
-pub use record::{ToolExecutionRecord, ToolStatus};
+pub use record::{ToolExecutionRecord, ToolLog, ToolStatus};
 pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};
 pub use source::{SourceHealth, SourceState, SourceStatus, SourceTransport};

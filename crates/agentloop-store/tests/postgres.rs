@@ -51,7 +51,8 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "10 notify by trigger",
             "12 superseded messages",
             "13 run output",
-            "14 attachments"
+            "14 attachments",
+            "17 tool logs"
         ]
     );
     let name = schema.name().to_string();

@@ -72,7 +72,8 @@ async fn a_new_file_is_created_and_migrated_once() {
             "11 positions without sequence",
             "12 superseded messages",
             "13 run output",
-            "14 attachments"
+            "14 attachments",
+            "17 tool logs"
         ]
     );
     assert!(path.exists());
@@ -344,7 +345,8 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
             "11 positions without sequence",
             "12 superseded messages",
             "13 run output",
-            "14 attachments"
+            "14 attachments",
+            "17 tool logs"
         ]
     );
     assert_eq!(

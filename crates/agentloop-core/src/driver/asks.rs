@@ -32,6 +32,8 @@ pub(super) struct Asks<'a> {
     /// How many questions each call asked, for their ids.
     asked: HashMap<String, u32>,
     sampling: FuturesUnordered<BoxFuture<'a, Sampled>>,
+    /// What each call's server logged, for its record.
+    logs: HashMap<String, Vec<agentloop_protocol::ToolLog>>,
 }
 
 impl<'a> Asks<'a> {
@@ -40,6 +42,7 @@ impl<'a> Asks<'a> {
             questions: services.questions.open(machine.run_id()),
             asked: HashMap::new(),
             sampling: FuturesUnordered::new(),
+            logs: HashMap::new(),
         }
     }
 
@@ -53,6 +56,10 @@ impl<'a> Asks<'a> {
     ) -> Option<EventKind> {
         let CallAsk { call_id, tool, ask } = ask;
         match ask {
+            Ask::Log(log) => {
+                self.logs.entry(call_id).or_default().push(log);
+                None
+            }
             Ask::Question { question, reply } => {
                 let count = self.asked.entry(call_id.clone()).or_default();
                 *count += 1;
@@ -115,6 +122,11 @@ impl<'a> Asks<'a> {
                 None
             }
         }
+    }
+
+    /// What the server of `call_id` logged while it ran.
+    pub(super) fn logs_of(&mut self, call_id: &str) -> Vec<agentloop_protocol::ToolLog> {
+        self.logs.remove(call_id).unwrap_or_default()
     }
 
     /// The next sampling call that ends; pending while none runs.
