@@ -230,11 +230,6 @@ impl Agent {
         self.services.questions.answer(run_id, answer)
     }
 
-    /// The ids of the questions the run `run_id` has open in this process.
-    pub fn open_questions(&self, run_id: Uuid) -> Vec<String> {
-        self.services.questions.open_questions(run_id)
-    }
-
     /// Hands this agent's runs over: each run in progress stops at its next saved step (an LLM
     /// call under way is abandoned, tool calls under way finish and are saved first) and ends
     /// without an outcome, to be adopted. Runs without a store are not affected.

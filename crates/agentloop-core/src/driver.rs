@@ -539,7 +539,7 @@ async fn run_tools(
             }
             sampled = asks.sampled() => {
                 if let Some((model, usage, duration_ms)) = sampled.spent() {
-                    let spent = Input::Sampled { model, usage, duration_ms };
+                    let spent = Input::Sampled(crate::machine::SampledCall { model, usage, duration_ms });
                     let _ = feed(machine, services.inputs.as_ref(), spent);
                     if let Err(error) = writer.commit(machine, emitter, None).await {
                         sampled.answer();

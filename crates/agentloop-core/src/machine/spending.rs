@@ -14,6 +14,14 @@ use agentloop_protocol::{EventKind, LlmCallPurpose, Usage};
 use super::{RunMachine, state::Phase};
 use crate::llm::ModelReply;
 
+/// An LLM call made for a tool call's MCP server (sampling), as the driver reports it.
+#[derive(Debug, Clone)]
+pub struct SampledCall {
+    pub model: Option<String>,
+    pub usage: Usage,
+    pub duration_ms: u64,
+}
+
 impl RunMachine {
     /// The model the pending call asked for: the phase's own (planning, review), else the
     /// run's, else the configured one.
@@ -65,12 +73,12 @@ impl RunMachine {
     }
 
     /// Counts an LLM call made for a tool call's MCP server (sampling), priced by `model`.
-    pub(super) fn account_sampling(
-        &mut self,
-        model: Option<String>,
-        usage: Usage,
-        duration_ms: u64,
-    ) {
+    pub(super) fn account_sampling(&mut self, call: SampledCall) {
+        let SampledCall {
+            model,
+            usage,
+            duration_ms,
+        } = call;
         let priced = model
             .as_deref()
             .and_then(|model| self.settings.pricing.prices.cost(model, &usage));
