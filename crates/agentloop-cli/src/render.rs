@@ -124,9 +124,16 @@ impl StepView {
                 self.status(&format!("{tool} {done}{message}"));
             }
             EventKind::InputRequired {
-                calls, question, ..
+                calls,
+                question,
+                elicitation,
+                ..
             } => {
                 self.clear();
+                if elicitation.is_some() {
+                    // The prompt shows it.
+                    return;
+                }
                 match question {
                     Some(question) if calls.is_empty() => eprintln!("? {question}"),
                     _ => eprintln!(

@@ -28,6 +28,7 @@ async fn the_ag_ui_client_works_against_agentloop_serve() {
         url_env: "AGENTLOOP_URL",
         env: Vec::new(),
         what: "AG-UI checks",
+        extra: String::new(),
     }
     .run()
     .await;

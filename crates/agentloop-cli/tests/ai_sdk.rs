@@ -29,6 +29,7 @@ async fn the_ai_sdk_chat_transport_works_against_agentloop_serve() {
         url_env: "AGENTLOOP_URL",
         env: Vec::new(),
         what: "AI SDK checks",
+        extra: String::new(),
     }
     .run()
     .await;

@@ -26,7 +26,8 @@ use serde_json::Value;
 /// Client scenarios agentloop passes. The `auth/*` ones authorize with OAuth through
 /// `[mcp_servers.conformance.oauth] interactive = false` (the suite's authorization server
 /// approves at once), as `client.sh` configures them.
-const PASSING: [&str; 21] = [
+const PASSING: [&str; 22] = [
+    "elicitation-sep1034-client-defaults",
     "initialize",
     "tools_call",
     "sse-retry",
@@ -59,11 +60,7 @@ const PASSING_ALSO: [&str; 1] = [
 ];
 
 /// Client scenarios agentloop fails today, and why.
-const KNOWN_FAILURES: [(&str, &str); 4] = [
-    (
-        "elicitation-sep1034-client-defaults",
-        "agentloop declines every elicitation/create (elicitation is not implemented yet)",
-    ),
+const KNOWN_FAILURES: [(&str, &str); 3] = [
     (
         "auth/2025-03-26-oauth-metadata-backcompat",
         "the suite's 2025-03-26 server serves its metadata at the root with the issuer \

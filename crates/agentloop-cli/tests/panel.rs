@@ -77,6 +77,12 @@ fn respond(request: &Value) -> Reply {
             _ => Reply::text(format!("Working on it. You told me: {}", results[0])),
         };
     }
+    if question.starts_with("book") {
+        return match step {
+            0 => Reply::tool_call("py__book", json!({"day": "Friday"})),
+            _ => Reply::text(format!("The tool said: {}", results[0])),
+        };
+    }
     if question.starts_with("stop") {
         return sleep(2000);
     }
@@ -146,6 +152,14 @@ async fn the_panel_works_in_a_real_browser() {
     if common::frontends::npm_package("panel", "playwright-core").is_none() {
         return;
     }
+    // The Python SDK's server asks the form's question (elicitation).
+    let Some(python) = requires::mcp_python() else {
+        return;
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../agentloop-mcp/tests/python/server.py"
+    );
     let checked = NodeChecks {
         script: panel_dir().join("panel.mjs"),
         respond,
@@ -155,6 +169,9 @@ async fn the_panel_works_in_a_real_browser() {
             ("SCREENSHOTS", screenshots().display().to_string()),
         ],
         what: "browser tests",
+        extra: format!(
+            "[mcp_servers.py]\ncommand = {python:?}\nargs = [{script:?}]\nstartup_timeout_s = 60\n"
+        ),
     }
     .run()
     .await;

@@ -219,6 +219,17 @@ impl Agent {
         self.services.steering.send(run_id, text)
     }
 
+    /// Answers a question (MCP elicitation) a tool call of the run `run_id`, driven by this
+    /// agent in this process, is waiting on ([`crate::QuestionBoard::answer`]); returns the
+    /// question's id.
+    pub fn answer_question(
+        &self,
+        run_id: Uuid,
+        answer: crate::protocol::ElicitationAnswer,
+    ) -> Result<String, crate::AnswerError> {
+        self.services.questions.answer(run_id, answer)
+    }
+
     /// Hands this agent's runs over: each run in progress stops at its next saved step (an LLM
     /// call under way is abandoned, tool calls under way finish and are saved first) and ends
     /// without an outcome, to be adopted. Runs without a store are not affected.
@@ -705,6 +716,7 @@ impl AgentBuilder {
                 hooks,
                 inputs: self.inputs,
                 steering: Arc::default(),
+                questions: Arc::default(),
             },
             store: self.store,
             workflows,

@@ -1,6 +1,8 @@
 //! The thin async driver: performs the steps the [`RunMachine`] asks for against the `Llm` and
 //! the tools, feeds the results back, saves each step, then emits its events.
 
+mod abandon;
+mod asks;
 mod calls;
 mod deadline;
 mod guardrails;
@@ -58,6 +60,8 @@ pub struct RunServices {
     pub inputs: Option<Arc<dyn InputLog>>,
     /// Where messages sent to runs while they work wait for their driver.
     pub steering: Arc<SteeringBoard>,
+    /// Where the questions of runs' tool calls wait for the user's answers.
+    pub questions: Arc<crate::QuestionBoard>,
 }
 
 /// Sees every input a run's machine is fed, with the time it was fed: with the run's first
@@ -112,8 +116,8 @@ fn steer(machine: &mut RunMachine, services: &RunServices, letter: Letter) {
 }
 
 /// Runs `machine` to its end. Each step's changes are saved (when `persistence` is given)
-/// before its events are emitted. Cancellation takes effect at the next safe point: an LLM call
-/// is abandoned, tool calls in flight finish and are recorded first.
+/// before its events are emitted. Cancellation takes effect at once: an LLM call is abandoned,
+/// tool calls in flight are dropped (their MCP servers told) and recorded as cut off.
 ///
 /// Not an `async fn`, nor are the other ways into the driver ([`drive_from`], `drive_saved`):
 /// an `async fn`'s future keeps room for its arguments for as long as it runs, after it moved
@@ -302,7 +306,8 @@ fn drive_steps(
                                 (
                                     CallPurpose::Plan
                                     | CallPurpose::Review
-                                    | CallPurpose::Guardrail,
+                                    | CallPurpose::Guardrail
+                                    | CallPurpose::Sampling,
                                     _,
                                 ) => return,
                             }
@@ -393,6 +398,7 @@ fn drive_steps(
                         emitter,
                         writer: &mut writer,
                         inbox: &mut inbox,
+                        cancel: &cancel,
                     };
                     Box::pin(run_tools(&mut machine, &services, batch, invocations)).await
                 }
@@ -436,6 +442,7 @@ struct Batch<'a> {
     emitter: &'a mut Emitter,
     writer: &'a mut StepWriter,
     inbox: &'a mut Inbox,
+    cancel: &'a CancellationToken,
 }
 
 /// Runs a batch: up to `parallel_tools` at once; tools that do not support parallel calls run
@@ -450,11 +457,18 @@ async fn run_tools(
         emitter,
         writer,
         inbox,
+        cancel,
     } = batch;
+    let mut in_flight: Vec<String> = invocations
+        .iter()
+        .map(|call| call.call_id.clone())
+        .collect();
     let permits = Arc::new(Semaphore::new(services.settings.parallel_tools.max(1)));
     let gate = Arc::new(RwLock::new(()));
     let (nested_sender, mut nested) = tokio::sync::mpsc::unbounded_channel();
     let (progress_sender, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let (asks_sender, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let mut asks = asks::Asks::new(services, machine);
     let input = machine.input();
     let policy = Arc::new(input.policy.clone());
     let mut running: Running<_> = invocations
@@ -476,6 +490,7 @@ async fn run_tools(
                 traceparent: span.as_ref().and_then(|span| span.traceparent()),
                 // Each call's own, set where it runs.
                 progress: None,
+                asks: None,
             };
             let tool = CallTool {
                 catalog: machine.catalog().clone(),
@@ -487,7 +502,7 @@ async fn run_tools(
                 tool,
                 context,
                 (permits.clone(), gate.clone()),
-                progress_sender.clone(),
+                (progress_sender.clone(), asks_sender.clone()),
             );
             async move {
                 let result = call.await;
@@ -512,14 +527,42 @@ async fn run_tools(
                 live(emitter, writer, kind);
                 continue;
             }
+            Some(ask) = asked.recv() => {
+                if let Some(question) = asks.take(machine, services, ask) {
+                    live(emitter, writer, question);
+                    // Saved at once: a client that comes back, or another process, sees it.
+                    if let Err(error) = writer.commit(machine, emitter, None).await {
+                        return unsaved(machine, services, emitter, error);
+                    }
+                }
+                continue;
+            }
+            sampled = asks.sampled() => {
+                if let Some((model, usage, duration_ms)) = sampled.spent() {
+                    let spent = Input::Sampled(crate::machine::SampledCall { model, usage, duration_ms });
+                    let _ = feed(machine, services.inputs.as_ref(), spent);
+                    if let Err(error) = writer.commit(machine, emitter, None).await {
+                        sampled.answer();
+                        return unsaved(machine, services, emitter, error);
+                    }
+                }
+                sampled.answer();
+                continue;
+            }
             // Kept for the LLM call after the batch.
             letter = inbox.recv() => {
                 steer(machine, services, letter);
                 continue;
             }
             result = running.next() => result,
+            // The calls in flight are dropped: each MCP server is told (`notifications/cancelled`).
+            () = cancel.cancelled() => {
+                drop(running);
+                return abandon::calls(machine, services, in_flight);
+            }
         };
-        let Some(result) = result else { break };
+        let Some(mut result) = result else { break };
+        in_flight.retain(|call_id| *call_id != result.call_id);
         // A sub-agent's last events, and the calls' last reports, come before its result.
         while let Ok(event) = nested.try_recv() {
             relay(emitter, writer, event);
@@ -527,6 +570,12 @@ async fn run_tools(
         while let Ok(kind) = progress.try_recv() {
             live(emitter, writer, kind);
         }
+        while let Ok(ask) = asked.try_recv() {
+            if let Some(question) = asks.take(machine, services, ask) {
+                live(emitter, writer, question);
+            }
+        }
+        result.logs = asks.logs_of(&result.call_id);
         match feed(machine, services.inputs.as_ref(), Input::ToolResult(result)) {
             Handled::Next(step) => return step,
             Handled::BatchRunning => {}
@@ -594,7 +643,10 @@ async fn execute(
     call: CallTool,
     mut context: ToolContext,
     (permits, gate): (Arc<Semaphore>, Arc<RwLock<()>>),
-    progress: tokio::sync::mpsc::UnboundedSender<EventKind>,
+    (progress, asks): (
+        tokio::sync::mpsc::UnboundedSender<EventKind>,
+        tokio::sync::mpsc::UnboundedSender<crate::asking::CallAsk>,
+    ),
 ) -> ToolResult {
     let ToolInvocation {
         call_id,
@@ -662,6 +714,10 @@ async fn execute(
     // or a call that times out leaves nothing running behind (the call is dropped with it).
     let (reports, reported) = tokio::sync::mpsc::unbounded_channel();
     context.progress = Some(reports);
+    // While the call waits for a human's answer, its time limit waits too.
+    let asking = Arc::new(tokio::sync::watch::Sender::new(0));
+    let waiting = asking.subscribe();
+    context.asks = Some(crate::asking::CallAsks::new(&call_id, &name, asks, asking));
     let call = AssertUnwindSafe(tool.call(arguments.clone(), context.clone())).catch_unwind();
     let max_duration = entry
         .settings
@@ -677,7 +733,14 @@ async fn execute(
             message: report.message,
         });
     };
-    let outcome = match deadline::within(call, timeout, max_duration, reported, on_progress).await {
+    let outcome = match deadline::within(
+        call,
+        (timeout, max_duration),
+        (reported, waiting),
+        on_progress,
+    )
+    .await
+    {
         Ok(Ok(Ok(output))) => ToolOutcome::Success(output),
         Ok(Ok(Err(error))) => ToolOutcome::Failed(error),
         Ok(Err(panic)) => ToolOutcome::Crashed(panic_message(panic.as_ref())),
@@ -716,6 +779,8 @@ async fn execute(
         outcome,
         arguments: (arguments != original).then_some(arguments),
         side_effects,
+        // The batch's, added as the result is fed.
+        logs: Vec::new(),
     }
 }
 

@@ -15,6 +15,7 @@
 //! ```
 
 mod agent;
+mod asking;
 pub mod attachments;
 mod canonical;
 mod catalog;
@@ -56,6 +57,9 @@ mod typed_run;
 pub use agent::{Agent, AgentBuilder, AgentError, RunHandle, RunRequest};
 pub use agentloop_protocol as protocol;
 pub use agentloop_protocol::ErrorCode;
+pub use asking::{
+    AnswerError, CallAsks, Question, QuestionBoard, SamplingRefused, SamplingRequest, fill_in,
+};
 pub use canonical::canonical_json;
 pub use catalog::{CatalogEntry, SchemaViolations, ToolCatalog};
 pub use client_tool::ClientTool;

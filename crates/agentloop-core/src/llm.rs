@@ -29,6 +29,9 @@ pub enum CallPurpose {
     Review,
     /// An `llm` guardrail's verdict on a question or an answer, not shown to the user.
     Guardrail,
+    /// An MCP server's sampling request, answered for one of the run's tool calls; not
+    /// shown to the user.
+    Sampling,
 }
 
 /// A tool as offered to the model, under its provider-safe name. The schema is shared: it is

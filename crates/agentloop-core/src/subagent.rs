@@ -286,6 +286,9 @@ impl Tool for SubAgentTool {
             inputs: self.parent.inputs.clone(),
             // Sub-agents are not steered: what the user writes goes to the run they work for.
             steering: Arc::default(),
+            // Nor asked: a sub-agent's MCP calls find nobody to answer their questions, which
+            // are declined when their time is up.
+            questions: Arc::default(),
         };
         let mut emitter = Emitter::new(run_id, Arc::new(Relay(context.events.clone())));
         // Cancelled with the caller's call: the call's time limit drops this future.

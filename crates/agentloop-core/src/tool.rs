@@ -154,6 +154,9 @@ pub struct ToolContext {
     pub traceparent: Option<String>,
     /// Where the call reports how far it has come ([`ToolContext::report_progress`]).
     pub progress: Option<tokio::sync::mpsc::UnboundedSender<ToolProgress>>,
+    /// Where the call asks its run a question for the user (MCP elicitation) or a completion
+    /// of its model (MCP sampling); `None` outside a run.
+    pub asks: Option<crate::asking::CallAsks>,
 }
 
 /// How far a running call has come (MCP `notifications/progress`). Each report becomes a

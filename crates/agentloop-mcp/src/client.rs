@@ -6,19 +6,27 @@ use std::sync::Arc;
 use agentloop_core::ToolProgress;
 #[expect(
     deprecated,
+    reason = "rmcp marks sampling deprecated (SEP-2577); servers still ask"
+)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
+#[expect(
+    deprecated,
     reason = "rmcp marks roots deprecated (SEP-2577); servers still ask"
 )]
 use rmcp::model::{ListRootsResult, Root};
 use rmcp::{
     ClientHandler, ErrorData, RoleClient,
     model::{
-        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
-        ProtocolVersion, RootsCapabilities,
+        ClientConfig, ElicitRequestParams, ElicitResult, Implementation, ProgressNotificationParam,
+        ProtocolVersion,
     },
     service::{NotificationContext, RequestContext, RunningService},
 };
 
-use crate::notices::{Notices, log_message};
+use crate::{
+    notices::{Notices, log_message},
+    offer::ClientOffer,
+};
 
 /// A running rmcp client session with one server.
 pub(crate) type Service = RunningService<RoleClient, Client>;
@@ -29,29 +37,25 @@ pub(crate) type Service = RunningService<RoleClient, Client>;
 pub(crate) struct Client {
     server: String,
     notices: Notices,
-    /// `[mcp_servers.NAME] roots`, as URIs: the roots capability is declared only with some.
-    roots: Arc<[String]>,
+    /// What the server is offered (roots, elicitation, sampling) and how its requests are
+    /// answered.
+    offer: Arc<ClientOffer>,
 }
 
 impl Client {
-    pub(crate) fn new(server: &str, notices: Notices, roots: Arc<[String]>) -> Self {
+    pub(crate) fn new(server: &str, notices: Notices, offer: Arc<ClientOffer>) -> Self {
         Self {
             server: server.to_owned(),
             notices,
-            roots,
+            offer,
         }
     }
 }
 
 impl ClientHandler for Client {
     fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        if !self.roots.is_empty() {
-            // Fixed for the life of the process: no `roots/list_changed` is ever sent.
-            capabilities.roots = Some(RootsCapabilities::default());
-        }
         ClientConfig::new(
-            capabilities,
+            self.offer.capabilities(),
             Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
         )
         // The legacy `initialize` handshake is what every server speaks today, over stdio and
@@ -69,11 +73,34 @@ impl ClientHandler for Client {
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
         Ok(ListRootsResult::new(
-            self.roots
+            self.offer
+                .roots
                 .iter()
                 .map(|uri| Root::new(uri.as_str()))
                 .collect(),
         ))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let calls = &self.notices.calls;
+        Ok(crate::elicit::elicit(&self.server, &self.offer, calls, request, context.ct).await)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "rmcp marks sampling deprecated (SEP-2577); servers still ask"
+    )]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let calls = &self.notices.calls;
+        crate::sampling::sample(&self.server, &self.offer, calls, params, context.ct).await
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -125,5 +152,8 @@ impl ClientHandler for Client {
         _context: NotificationContext<RoleClient>,
     ) {
         log_message(&self.server, &params);
+        if let Some(call) = self.notices.calls.only() {
+            call.log(crate::notices::tool_log(&params));
+        }
     }
 }

@@ -11,11 +11,13 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 use crate::oauth::OAuthConfig;
+pub use crate::offer::{ElicitationPolicy, SamplingPolicy};
 
 const DEFAULT_STARTUP_TIMEOUT_S: f64 = 30.0;
 const DEFAULT_MAX_RESTARTS: u32 = 10;
 const DEFAULT_RESTART_BACKOFF_S: f64 = 0.5;
 const DEFAULT_RESTART_BACKOFF_MAX_S: f64 = 30.0;
+const DEFAULT_ELICITATION_TIMEOUT_S: f64 = 600.0;
 
 /// Headers the MCP transport sets itself: a value from the configuration would break the
 /// protocol (`content-type` included, because the client only sets it when it is absent).
@@ -78,6 +80,25 @@ pub struct McpServerConfig {
     /// (it does so anyway, with a client registered dynamically, when the table is absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthConfig>,
+    /// What agentloop does when the server asks the user something while a tool runs (MCP
+    /// elicitation): `ask` shows the question (`input_required` with kind `elicitation`) and
+    /// sends the answer back; `decline` declines at once, and the capability is not declared.
+    #[serde(default)]
+    pub elicitation: ElicitationPolicy,
+    /// How long a question waits for its answer before agentloop declines it.
+    #[serde(default = "default_elicitation_timeout_s")]
+    pub elicitation_timeout_s: f64,
+    /// Whether the server may use the run's model (MCP sampling): `allow`, `approve` (a human
+    /// approves each request, like a tool call) or `deny` (the capability is not declared).
+    #[serde(default)]
+    pub sampling: SamplingPolicy,
+    /// The model that answers the server's sampling requests; the run's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_model: Option<String>,
+}
+
+fn default_elicitation_timeout_s() -> f64 {
+    DEFAULT_ELICITATION_TIMEOUT_S
 }
 
 fn default_startup_timeout_s() -> f64 {
@@ -128,6 +149,10 @@ impl McpServerConfig {
             max_duration_s: None,
             roots: Vec::new(),
             oauth: None,
+            elicitation: ElicitationPolicy::default(),
+            elicitation_timeout_s: DEFAULT_ELICITATION_TIMEOUT_S,
+            sampling: SamplingPolicy::default(),
+            sampling_model: None,
         }
     }
 
@@ -187,6 +212,40 @@ impl McpServerConfig {
                 }
             })
             .collect()
+    }
+
+    /// Shows the server's questions (`ask`) or declines them (`decline`).
+    pub fn with_elicitation(mut self, policy: ElicitationPolicy, timeout_s: f64) -> Self {
+        self.elicitation = policy;
+        self.elicitation_timeout_s = timeout_s;
+        self
+    }
+
+    /// Lets the server use the run's model (`allow`, `approve`) or not (`deny`).
+    pub fn with_sampling(mut self, policy: SamplingPolicy, model: Option<String>) -> Self {
+        self.sampling = policy;
+        self.sampling_model = model;
+        self
+    }
+
+    /// How long a question waits for its answer; `None` when the setting is unusable.
+    pub(crate) fn elicitation_timeout(&self) -> Option<Duration> {
+        Duration::try_from_secs_f64(self.elicitation_timeout_s)
+            .ok()
+            .filter(|timeout| !timeout.is_zero())
+    }
+
+    /// What agentloop offers the server in the handshake, and how it answers its requests.
+    pub(crate) fn offer(&self) -> crate::offer::ClientOffer {
+        crate::offer::ClientOffer {
+            roots: self.root_uris().into(),
+            elicitation: self.elicitation,
+            elicitation_timeout: self
+                .elicitation_timeout()
+                .unwrap_or(Duration::from_secs_f64(DEFAULT_ELICITATION_TIMEOUT_S)),
+            sampling: self.sampling,
+            sampling_model: self.sampling_model.clone(),
+        }
     }
 
     /// Caps every call of the server's tools at `seconds` in all.
@@ -256,6 +315,14 @@ impl McpServerConfig {
             let message = format!(
                 "{key} must be a positive number of seconds, got {}",
                 self.startup_timeout_s
+            );
+            return Err(InvalidSetting::new(key, message));
+        }
+        if self.elicitation_timeout().is_none() {
+            let key = format!("mcp_servers.{name}.elicitation_timeout_s");
+            let message = format!(
+                "{key} must be a positive number of seconds, got {}",
+                self.elicitation_timeout_s
             );
             return Err(InvalidSetting::new(key, message));
         }

@@ -48,7 +48,7 @@ pub(crate) struct HttpLink {
     /// Bounds a new handshake after the server forgot the session, like the first one.
     handshake_timeout: Duration,
     notices: Notices,
-    roots: Arc<[String]>,
+    offer: Arc<crate::offer::ClientOffer>,
     session: Mutex<Session>,
     /// Held while a new session is opened, so that calls failing together open one.
     reopening: tokio::sync::Mutex<()>,
@@ -116,7 +116,7 @@ impl HttpLink {
             headers,
             handshake_timeout: timeout,
             notices,
-            roots: config.root_uris().into(),
+            offer: Arc::new(config.offer()),
             session: Mutex::new(Session {
                 service: None,
                 generation: 0,
@@ -190,7 +190,7 @@ impl HttpLink {
             },
             config,
         );
-        Client::new(&self.server, self.notices.clone(), self.roots.clone())
+        Client::new(&self.server, self.notices.clone(), self.offer.clone())
             .serve(transport)
             .await
     }

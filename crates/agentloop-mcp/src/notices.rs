@@ -25,6 +25,8 @@ pub(crate) struct Notices {
     /// `notifications/prompts/list_changed`, and new sessions.
     pub(crate) prompts: Changes,
     pub(crate) progress: ProgressRoutes,
+    /// The calls in flight, which take the server's questions and sampling requests.
+    pub(crate) calls: crate::in_flight::CallsInFlight,
 }
 
 impl Notices {
@@ -34,6 +36,7 @@ impl Notices {
             resources: Changes::new(),
             prompts: Changes::new(),
             progress: ProgressRoutes::default(),
+            calls: crate::in_flight::CallsInFlight::default(),
         }
     }
 
@@ -146,6 +149,28 @@ pub(crate) struct ProgressRoute {
 impl Drop for ProgressRoute {
     fn drop(&mut self) {
         self.routes.lock().remove(&self.token);
+    }
+}
+
+/// A server's `notifications/message` as its call's record keeps it.
+#[expect(
+    deprecated,
+    reason = "rmcp marks logging deprecated (SEP-2577); servers still send it"
+)]
+pub(crate) fn tool_log(
+    message: &LoggingMessageNotificationParam,
+) -> agentloop_core::protocol::ToolLog {
+    let level = serde_json::to_value(message.level)
+        .ok()
+        .and_then(|level| level.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "info".to_owned());
+    agentloop_core::protocol::ToolLog {
+        level,
+        logger: message.logger.clone(),
+        message: match &message.data {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        },
     }
 }
 

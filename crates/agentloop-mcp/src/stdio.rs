@@ -84,9 +84,9 @@ impl StdioLink {
         transport: ChildTransport,
         lifeline: Arc<Lifeline>,
         notices: Notices,
-        roots: Arc<[String]>,
+        offer: Arc<crate::offer::ClientOffer>,
     ) -> Result<StdioLink, McpError> {
-        match Client::new(server, notices, roots).serve(transport).await {
+        match Client::new(server, notices, offer).serve(transport).await {
             Ok(service) => Ok(StdioLink {
                 server: server.to_owned(),
                 peer: service.peer().clone(),
@@ -187,7 +187,7 @@ pub(crate) async fn launch(
         transport,
         lifeline.clone(),
         notices,
-        config.root_uris().into(),
+        Arc::new(config.offer()),
     );
     match tokio::time::timeout(timeout, handshake).await {
         Ok(handshake) => handshake,

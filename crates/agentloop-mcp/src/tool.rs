@@ -138,6 +138,12 @@ impl Tool for McpTool {
         if let Some(traceparent) = context.traceparent {
             meta.insert(TRACEPARENT_META.to_owned(), Value::String(traceparent));
         }
+        // Takes the server's questions and sampling requests while it runs.
+        let _in_flight = self
+            .connection
+            .notices()
+            .calls
+            .enter(context.run_id, context.asks.clone());
         let call =
             self.connection
                 .call_tool(&self.remote_name, arguments, Some(meta), context.progress);

@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{ErrorCode, GuardrailAction, GuardrailSide, Plan, ToolStatus};
+use crate::{
+    Elicitation, ElicitationAnswer, ErrorCode, GuardrailAction, GuardrailSide, Plan, ToolStatus,
+};
 
 /// One event of a run: the single source for the SSE stream, `agentloop run --json`, the store's
 /// event log and the web panel. Serialises as `{"type", "run_id", "seq", ...fields}`.
@@ -119,6 +121,10 @@ pub enum EventKind {
         question: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         calls: Vec<PendingCall>,
+        /// Kind `elicitation`: what a running tool call asks (the run does not pause; the call
+        /// waits for `POST /v1/runs/{id}/input` with `elicitation`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elicitation: Option<Box<Elicitation>>,
     },
     /// A chunk of the final answer; the chunks of a run, in order, are the whole answer.
     FinalResponse {
@@ -258,6 +264,8 @@ pub enum LlmCallPurpose {
     Summary,
     /// An `llm` guardrail's verdict.
     Guardrail,
+    /// An MCP server's `sampling/createMessage`, answered by the run's model.
+    Sampling,
 }
 
 impl LlmCallPurpose {
@@ -268,6 +276,7 @@ impl LlmCallPurpose {
             LlmCallPurpose::Review => "review",
             LlmCallPurpose::Summary => "summary",
             LlmCallPurpose::Guardrail => "guardrail",
+            LlmCallPurpose::Sampling => "sampling",
         }
     }
 }
@@ -348,6 +357,8 @@ impl RunStatus {
 pub enum InputKind {
     Clarification,
     Approval,
+    /// A running tool call's question (MCP elicitation): the event's `elicitation`.
+    Elicitation,
 }
 
 /// What a paused run waits for: the fields of its `input_required` event.
@@ -361,6 +372,9 @@ pub struct InputRequest {
     /// The calls to approve or deny (`approval`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<PendingCall>,
+    /// The question of a running call (`elicitation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation: Option<Box<Elicitation>>,
 }
 
 /// A human's answer to a paused run: decisions on the calls waiting for approval, or the answer
@@ -381,6 +395,9 @@ pub struct InputAnswer {
     /// client's own code answered, given to the model as the tool's output.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub results: BTreeMap<String, String>,
+    /// The answer to a running call's question (`input_required` with kind `elicitation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation: Option<ElicitationAnswer>,
 }
 
 /// A tool call waiting for a human decision.

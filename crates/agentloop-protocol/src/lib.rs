@@ -5,6 +5,7 @@
 //! DESIGN §6. No behaviour lives here.
 
 mod attachment;
+mod elicitation;
 mod error_code;
 mod event;
 mod guardrail;
@@ -16,6 +17,9 @@ mod session;
 mod source;
 
 pub use attachment::Attachment;
+pub use elicitation::{
+    Elicitation, ElicitationAction, ElicitationAnswer, ElicitationMode, ElicitationPurpose,
+};
 pub use error_code::ErrorCode;
 pub use event::{
     Event, EventKind, FinalizeReason, InputAnswer, InputKind, InputRequest, LlmCallPurpose,
@@ -25,6 +29,6 @@ pub use guardrail::{GuardrailAction, GuardrailSide};
 pub use message::{ChatMessage, Role, ToolCall};
 pub use output::{OutputMode, OutputSpec, is_valid_output_name};
 pub use plan::{Plan, SubTask, SubTaskStatus};
-pub use record::{ToolExecutionRecord, ToolStatus};
+pub use record::{ToolExecutionRecord, ToolLog, ToolStatus};
 pub use session::{MessageKind, RunInfo, SessionInfo, SessionMessage};
 pub use source::{SourceHealth, SourceState, SourceStatus, SourceTransport};

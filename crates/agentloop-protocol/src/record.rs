@@ -52,4 +52,20 @@ pub struct ToolExecutionRecord {
     /// `_meta["agentloop/cost_usd"]`, a sub-agent's LLM calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// What the tool's MCP server logged while the call ran (`notifications/message`), when it
+    /// was the server's only call in flight.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<ToolLog>,
+}
+
+/// One log message of a call's MCP server (`notifications/message`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolLog {
+    /// `debug`, `info`, `notice`, `warning`, `error`, `critical`, `alert` or `emergency`.
+    pub level: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logger: Option<String>,
+    /// The message's `data`: its text, or its JSON.
+    pub message: String,
 }

@@ -88,6 +88,10 @@ export class Api {
     return this.send("POST", `/v1/runs/${encodeURIComponent(runId)}/input`, { ...answer, stream: true },
       { Accept: "text/event-stream" }, signal);
   }
+  /** The answer to a running call's question (MCP elicitation). */
+  elicit(runId, answer) {
+    return this.json("POST", `/v1/runs/${encodeURIComponent(runId)}/input`, { elicitation: answer });
+  }
   /** The events of a run after `lastSeq` (Last-Event-ID), replayed then live. */
   events(runId, lastSeq, signal) {
     const extra = { Accept: "text/event-stream" };

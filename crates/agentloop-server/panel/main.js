@@ -135,7 +135,7 @@ async function removeSession() {
 // ---- the live run ----
 
 function actions() {
-  return { decide: (decision) => resume(decision) };
+  return { decide: (decision) => resume(decision), elicit: (runId, answer) => api.elicit(runId, answer) };
 }
 
 function saveLive() {

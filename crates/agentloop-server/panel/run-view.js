@@ -5,6 +5,7 @@
 import { h, append } from "./dom.js";
 import { render } from "./markdown.js";
 import { StepList } from "./steps.js";
+import { questionForm } from "./question.js";
 
 const STATUS = {
   starting: "starting…",
@@ -53,6 +54,9 @@ export class RunView {
     this.stepsList = h("ol", { class: "steps", "aria-label": "Steps" });
     this.steps = new StepList(this.stepsList);
     this.pause = h("div", { class: "pause", hidden: true });
+    // Questions of running calls (elicitation), by call: the run goes on meanwhile.
+    this.questions = h("div", { class: "questions" });
+    this.asked = new Map();
     this.answerText = "";
     this.answer = h("div", { class: "answer", hidden: true });
     this.error = h("div", { class: "run-error", role: "alert", hidden: true });
@@ -60,7 +64,7 @@ export class RunView {
     this.subRuns = new Map();
     this.element = h("li", { class: "run" },
       question === null ? null : h("div", { class: "question" }, h("p", { text: question })),
-      h("div", { class: "work" }, this.status, this.plan, this.stepsList, this.pause),
+      h("div", { class: "work" }, this.status, this.plan, this.stepsList, this.questions, this.pause),
       this.answer, this.error, this.usage);
     this.scheduled = false;
     this.setStatus("starting");
@@ -80,6 +84,9 @@ export class RunView {
   /** Applies one event of the run's stream. */
   apply(event) {
     if (event.parent_run_id) return this.applySub(event);
+    if (event.type === "input_required" && event.elicitation) return this.ask(event.elicitation);
+    // A call that ended has no question open any more.
+    if (event.type === "tool_executed" || event.type === "done") this.closeQuestions(event.call_id);
     if (event.type !== "input_required" && !this.pause.hidden && event.type !== "done") this.clearPause();
     if (this.steps.apply(event)) {
       if (event.type === "tool_selected") this.setStatus("calling");
@@ -210,6 +217,24 @@ export class RunView {
     }
   }
 
+  /** A running call's question: a form, until it is answered or its call ends. */
+  ask(question) {
+    const send = (answer) => this.actions.elicit(this.runId, answer);
+    const form = questionForm(question, send);
+    this.asked.get(question.call_id)?.forEach((old) => old.remove());
+    this.asked.set(question.call_id, [form]);
+    this.questions.append(form);
+  }
+
+  /** Closes the questions of `callId` (all of them when it is undefined). */
+  closeQuestions(callId) {
+    for (const [call, forms] of this.asked) {
+      if (callId !== undefined && call !== callId) continue;
+      forms.forEach((form) => form.remove());
+      this.asked.delete(call);
+    }
+  }
+
   clearPause() {
     this.pause.hidden = true;
     this.pause.replaceChildren();
@@ -236,7 +261,7 @@ export class RunView {
 
   /** A run of the history, as stored. */
   static stored(run, answer, trace) {
-    const view = new RunView(run.query, { decide() {} });
+    const view = new RunView(run.query, { decide() {}, elicit() {} });
     view.runId = run.id;
     view.stepsList.replaceWith(trace);
     view.stepsList = trace;

@@ -313,14 +313,17 @@ pub(crate) async fn pending_request(
 ) -> Result<Option<InputRequest>, ApiError> {
     let events = state.store.events(run_id, 0).await?;
     Ok(events.into_iter().rev().find_map(|event| match event.kind {
+        // A running call's question (elicitation) is not a pause.
         EventKind::InputRequired {
             kind,
             question,
             calls,
+            elicitation: None,
         } if event.parent_run_id.is_none() => Some(InputRequest {
             kind,
             question,
             calls,
+            elicitation: None,
         }),
         _ => None,
     }))
@@ -540,6 +543,7 @@ mod tests {
             kind,
             question: None,
             calls,
+            elicitation: None,
         }
     }
 

@@ -370,6 +370,8 @@ mod tests {
             .map(String::as_str)
             .collect();
         fields.push("stream");
+        // Left out when absent, like the other optional answer.
+        fields.push("elicitation");
         fields.sort_unstable();
         assert_eq!(fields, INPUT_FIELDS);
     }
@@ -445,7 +447,7 @@ impl InputBody {
 }
 
 /// The fields of [`InputBody`]: those of [`InputAnswer`], and `stream`.
-const INPUT_FIELDS: [&str; 4] = ["answer", "approve", "deny", "stream"];
+const INPUT_FIELDS: [&str; 5] = ["answer", "approve", "deny", "elicitation", "stream"];
 
 /// Parses a JSON body; a problem names its field.
 fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

@@ -18,6 +18,7 @@ mod conversation;
 mod daily;
 mod disclosure;
 mod durable;
+mod elicitation;
 mod error;
 mod extract;
 mod health;

@@ -52,6 +52,7 @@ const ASSETS: &[Asset] = &[
     asset!("dom.js", JS),
     asset!("markdown.js", JS),
     asset!("sessions.js", JS),
+    asset!("question.js", JS),
     asset!("run-view.js", JS),
     asset!("steps.js", JS),
     asset!("follow.js", JS),

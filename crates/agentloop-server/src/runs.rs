@@ -193,6 +193,13 @@ async fn answer(state: &AppState, started: Started) -> Result<Response, ApiError
 /// The run resumes, also after a server restart: approved calls run, denied ones become tool
 /// errors the model reads. The answer is like the one of `POST /v1/runs`: the run's further
 /// events (or, with `stream: false`, the run once it ends or pauses again).
+///
+/// A body with `elicitation` answers a question a running tool call asks (`input_required`
+/// with kind `elicitation`; the run did not pause): the answer goes to the call at once and
+/// the route answers `200` with `ElicitationAnswered` (follow the run with
+/// `GET /v1/runs/{id}/events`). `accept` content must fit the question's `requested_schema`
+/// (its defaults fill what it leaves out): else `400 invalid_elicitation`; a run with no such
+/// question open in this instance answers `409 no_open_question`.
 #[utoipa::path(
     post,
     path = "/v1/runs/{id}/input",
@@ -200,9 +207,9 @@ async fn answer(state: &AppState, started: Started) -> Result<Response, ApiError
     params(("id" = Uuid, Path, description = "Run id")),
     request_body = InputBody,
     responses(
-        (status = 200, description = "The run's further events, or the run as JSON",
-            content((RunResult = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
-        (status = 400, description = "The decision does not fit the waiting calls", body = ErrorBody),
+        (status = 200, description = "The run's further events, or the run as JSON; an elicitation's answer taken",
+            content((RunResult = "application/json"), (crate::elicitation::ElicitationAnswered = "application/json"), (agentloop_core::protocol::Event = "text/event-stream"))),
+        (status = 400, description = "The decision does not fit the waiting calls, or the elicitation's content its schema (`invalid_elicitation`)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run does not wait for input", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
@@ -217,6 +224,9 @@ pub async fn run_input(
 ) -> Result<Response, ApiError> {
     let id = id.parse("run")?;
     owned_run(&state, id, &user).await?;
+    if let Some(answer) = input.input.elicitation.clone() {
+        return crate::elicitation::answer(&state, id, &input.input, answer);
+    }
     let resumed = state.agent.resume(id, &input.input).await?;
     let run = state.runs.resume(
         &state.agent,

@@ -129,6 +129,7 @@ fn loop_step(session_id: Uuid, run_id: Uuid, iteration: u32, seqs: &Seqs) -> Ste
         structured_result: Some(result.clone()),
         error: None,
         cost_usd: None,
+        logs: Vec::new(),
     };
     let kinds = [
         EventKind::Thinking { iteration },

@@ -15,13 +15,13 @@ use crate::outputs::{SharedOutputs, Stored};
 use crate::sql::Query;
 
 const COLUMNS: &str = "call_id, iteration, tool, arguments, started_at, duration_ms, status, \
-    result, result_hash, structured_result, structured_is_result, error, cost_usd";
-const WIDTH: usize = 14;
+    result, result_hash, structured_result, structured_is_result, error, cost_usd, logs";
+const WIDTH: usize = 15;
 
 /// The columns of `t` (tool_executions) and the shared text its `result_hash` names, if any.
 const SELECT: &str = "SELECT t.call_id, t.iteration, t.tool, t.arguments, t.started_at, \
     t.duration_ms, t.status, t.result, t.result_hash, t.structured_result, \
-    t.structured_is_result, t.error, t.cost_usd, o.text AS shared_result \
+    t.structured_is_result, t.error, t.cost_usd, t.logs, o.text AS shared_result \
     FROM tool_executions t \
     LEFT JOIN tool_outputs o ON o.run_id = t.run_id AND o.hash = t.result_hash";
 
@@ -43,6 +43,8 @@ pub(crate) struct RecordRow<'r> {
     error: Option<Cow<'r, str>>,
     /// What the tool reported the call cost, in USD.
     cost_usd: Option<f64>,
+    /// What its MCP server logged while it ran (JSON), NULL when nothing.
+    logs: Option<String>,
 }
 
 /// One row per call: PostgreSQL refuses an upsert that touches the same row twice, so a call
@@ -88,6 +90,11 @@ pub(crate) fn encode<'r>(
             structured_is_result: i64::from(structured_is_result),
             error: db.optional_text(record.error.as_deref()),
             cost_usd: record.cost_usd,
+            logs: if record.logs.is_empty() {
+                None
+            } else {
+                Some(to_json(&record.logs, "a tool call's logs")?)
+            },
         };
         match rows
             .iter_mut()
@@ -113,7 +120,7 @@ pub(crate) fn upsert_queries<'p>(
         duration_ms = excluded.duration_ms, status = excluded.status, result = excluded.result, \
         result_hash = excluded.result_hash, structured_result = excluded.structured_result, \
         structured_is_result = excluded.structured_is_result, error = excluded.error, \
-        cost_usd = excluded.cost_usd";
+        cost_usd = excluded.cost_usd, logs = excluded.logs";
     rows.chunks(rows_per_statement(WIDTH))
         .map(|chunk| {
             let mut query = db.query(&values_sql(&head, WIDTH, chunk.len(), tail));
@@ -132,7 +139,8 @@ pub(crate) fn upsert_queries<'p>(
                     .bind(row.structured_result.as_deref())
                     .bind(row.structured_is_result)
                     .bind(row.error.as_deref())
-                    .bind(row.cost_usd);
+                    .bind(row.cost_usd)
+                    .bind(row.logs.as_deref());
             }
             query
         })
@@ -199,6 +207,7 @@ fn decode(db: &Db, row: &Row) -> Result<ToolExecutionRecord, StoreError> {
         structured_result,
         error: cells.optional_free_text("error")?,
         cost_usd: cells.optional_real("cost_usd")?,
+        logs: cells.optional_json("logs")?.unwrap_or_default(),
     })
 }
 

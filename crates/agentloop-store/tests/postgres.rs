@@ -54,6 +54,7 @@ async fn the_schema_in_the_url_holds_the_tables() {
             "14 attachments",
             "15 mcp oauth tokens",
             "16 a2a push",
+            "17 tool logs",
             "18 retention"
         ]
     );

@@ -75,6 +75,7 @@ async fn a_new_file_is_created_and_migrated_once() {
             "14 attachments",
             "15 mcp oauth tokens",
             "16 a2a push",
+            "17 tool logs",
             "18 retention"
         ]
     );
@@ -357,6 +358,7 @@ async fn positions_numbered_by_autoincrement_are_kept_when_the_tables_are_rebuil
             "14 attachments",
             "15 mcp oauth tokens",
             "16 a2a push",
+            "17 tool logs",
             "18 retention"
         ]
     );

@@ -32,8 +32,8 @@ pub mod telemetry;
 pub use a2a_agents::{A2aAgentConfig, RemoteAgent};
 pub use agentloop_core::protocol::{
     Attachment, ChatMessage, ErrorCode, Event, EventKind, FinalizeReason, MessageKind, Role,
-    RunInfo, RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolStatus,
-    Usage,
+    RunInfo, RunStatus, SessionInfo, SessionMessage, ToolCall, ToolExecutionRecord, ToolLog,
+    ToolStatus, Usage,
 };
 pub use agentloop_core::{
     Agent, AgentBuilder, AgentError, AgentSettings, CatalogEntry, EventSink, FnTool, KeyStore, Llm,

@@ -2,6 +2,7 @@
 
 pub mod cancel;
 pub mod demo;
+pub mod elicit;
 pub mod eval;
 pub mod keys;
 pub mod mcp;

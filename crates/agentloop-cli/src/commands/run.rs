@@ -343,6 +343,8 @@ async fn prompt(
     match input.kind {
         InputKind::Approval => ask(&input.calls, keyboard).await.map(Some),
         InputKind::Clarification => answer_question(keyboard).await,
+        // Asked and answered while the run works (`Printer::follow`); never a pause.
+        InputKind::Elicitation => Ok(None),
     }
 }
 
@@ -421,15 +423,28 @@ impl Printer {
                 continue;
             }
             match event.kind {
+                // A running call's question: answered here; the run goes on meanwhile.
+                EventKind::InputRequired {
+                    elicitation: Some(elicitation),
+                    ..
+                } => {
+                    let (agent, run_id) = run;
+                    let answer = super::elicit::answer(&elicitation, &mut self.keyboard).await?;
+                    if let Err(error) = agent.answer_question(run_id, answer) {
+                        self.view.warn(&format!("answer not taken: {error}"));
+                    }
+                }
                 EventKind::InputRequired {
                     kind,
                     question,
                     calls,
+                    elicitation: None,
                 } => {
                     waiting = Some(InputRequest {
                         kind,
                         question,
                         calls,
+                        elicitation: None,
                     })
                 }
                 EventKind::Done { status, .. } => pass.status = status,

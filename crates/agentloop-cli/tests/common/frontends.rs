@@ -24,6 +24,8 @@ pub struct NodeChecks<'a> {
     pub env: Vec<(&'a str, String)>,
     /// What the checks are, for the failure message.
     pub what: &'a str,
+    /// More of the configuration (TOML), after the rest.
+    pub extra: String,
 }
 
 /// What the model was asked and which tool calls ran, once the checks passed.
@@ -41,7 +43,10 @@ impl NodeChecks<'_> {
         let log = dir.path().join("calls.jsonl");
         let config = TestConfig::new(&llm.base_url())
             .mcp_log(&log)
-            .extra("[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n");
+            .extra(&format!(
+                "[agent]\nask_user = true\n\n[tools.\"test.record\"]\nneeds_approval = true\n\n{}",
+                self.extra
+            ));
         super::write_test_config(dir.path(), &config);
         let ann = super::create_key(dir.path(), "ann").await;
         let bob = super::create_key(dir.path(), "bob").await;

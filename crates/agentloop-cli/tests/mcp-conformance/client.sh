@@ -55,4 +55,7 @@ $call
 [[scenarios.steps]]
 text = "Done."
 TOML
-exec "$AGENTLOOP" --config "$dir/agentloop.toml" run "run the conformance scenario"
+# The answers typed at `agentloop run`'s prompts: an elicitation is accepted with every field
+# left empty, so that the requested schema's defaults fill them (what
+# elicitation-sep1034-client-defaults checks); other scenarios ask nothing.
+printf 'y\n\n\n\n\n\n\n' | "$AGENTLOOP" --config "$dir/agentloop.toml" run "run the conformance scenario"

@@ -146,6 +146,22 @@ try {
     check((await lastRun().locator(".answer").textContent()).includes("Project 7"), "the answer reached the model");
   });
 
+  await step("a tool's question is answered in a form built from its schema", async () => {
+    await newSession();
+    await ask("book a table");
+    const form = lastRun().locator("form.elicitation");
+    await form.waitFor();
+    check((await form.textContent()).includes("Who is the table on Friday for?"), "the question is shown");
+    check(await form.getByLabel("How many people").inputValue() === "2", "a default is filled in");
+    await shot("elicitation");
+    await form.getByLabel("Who the table is for").fill("Ada");
+    await form.getByRole("button", { name: "Send", exact: true }).click();
+    await finished();
+    check(await lastRun().locator("form.elicitation").count() === 0, "the form is gone once answered");
+    const answer = await lastRun().locator(".answer").textContent();
+    check(answer.includes("booked Friday for Ada, 2 guests"), `the answer reached the tool (${answer})`);
+  });
+
   await step("Stop cancels the run", async () => {
     await newSession();
     await ask("stop me");

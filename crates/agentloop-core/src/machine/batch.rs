@@ -31,6 +31,8 @@ pub struct ToolResult {
     pub arguments: Option<Value>,
     /// What after-call hooks reported, in their order.
     pub side_effects: Vec<SideEffectNote>,
+    /// What the tool logged while it ran (MCP `notifications/message`).
+    pub logs: Vec<agentloop_protocol::ToolLog>,
 }
 
 impl ToolResult {
@@ -49,6 +51,7 @@ impl ToolResult {
             outcome,
             arguments: None,
             side_effects: Vec::new(),
+            logs: Vec::new(),
         }
     }
 }
@@ -258,6 +261,7 @@ pub(crate) fn refused_record(
         structured_result: None,
         error: Some(error),
         cost_usd: None,
+        logs: Vec::new(),
     }
 }
 

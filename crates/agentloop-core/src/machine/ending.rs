@@ -211,6 +211,7 @@ fn trace_records(records: &[ToolExecutionRecord]) -> Vec<serde_json::Value> {
                 structured_result: None,
                 error: record.error.clone(),
                 cost_usd: None,
+                logs: Vec::new(),
             };
             let mut value = json!(outline);
             if let Some(result) = &record.result {

@@ -218,6 +218,7 @@ mod tests {
             structured_result: None,
             error: None,
             cost_usd: None,
+            logs: Vec::new(),
         }
     }
 

@@ -42,6 +42,7 @@ pub use agentloop_protocol::InputAnswer;
 pub use batch::{CallRefusal, SideEffectNote, ToolInvocation, ToolOutcome, ToolResult};
 pub use checkpoint::{OtherStateVersion, UnreadableState, first_checkpoint};
 pub use pipeline::recheck;
+pub use spending::SampledCall;
 pub use state::RunState;
 pub use steering::SteerError;
 pub use text::{OUTCOME_UNKNOWN, bound, fallback_answer, one_line, records_digest};
@@ -208,6 +209,8 @@ pub enum Input {
     },
     /// The verdicts of the check the last step asked for, each with how long it took.
     GuardrailVerdicts(Vec<GuardrailVerdict>),
+    /// A tool call's MCP server had the run's model answer it (sampling): counted in the run.
+    Sampled(SampledCall),
 }
 
 /// Counters of a run in progress.
@@ -468,6 +471,10 @@ impl RunMachine {
             Input::GuardrailVerdicts(verdicts) => {
                 Handled::Next(self.on_guardrail_verdicts(verdicts))
             }
+            Input::Sampled(call) => {
+                self.account_sampling(call);
+                Handled::BatchRunning
+            }
         }
     }
 
@@ -650,11 +657,13 @@ impl RunMachine {
             kind,
             question: question.clone(),
             calls: calls.clone(),
+            elicitation: None,
         };
         self.emit(EventKind::InputRequired {
             kind,
             question,
             calls,
+            elicitation: None,
         });
         self.emit(EventKind::Done {
             status: RunStatus::AwaitingInput,

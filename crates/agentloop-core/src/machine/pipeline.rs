@@ -126,6 +126,7 @@ impl RunMachine {
             structured_result: structured,
             error: error.clone(),
             cost_usd,
+            logs: result.logs,
         };
         let event = EventKind::ToolExecuted {
             call_id: record.call_id.clone(),

@@ -14,6 +14,14 @@ use agentloop_protocol::{EventKind, LlmCallPurpose, Usage};
 use super::{RunMachine, state::Phase};
 use crate::llm::ModelReply;
 
+/// An LLM call made for a tool call's MCP server (sampling), as the driver reports it.
+#[derive(Debug, Clone)]
+pub struct SampledCall {
+    pub model: Option<String>,
+    pub usage: Usage,
+    pub duration_ms: u64,
+}
+
 impl RunMachine {
     /// The model the pending call asked for: the phase's own (planning, review), else the
     /// run's, else the configured one.
@@ -62,6 +70,50 @@ impl RunMachine {
             cached_tokens: usage.cache_read_tokens,
             cost_usd: priced,
         });
+    }
+
+    /// Counts an LLM call made for a tool call's MCP server (sampling), priced by `model`.
+    pub(super) fn account_sampling(&mut self, call: SampledCall) {
+        let SampledCall {
+            model,
+            usage,
+            duration_ms,
+        } = call;
+        let priced = model
+            .as_deref()
+            .and_then(|model| self.settings.pricing.prices.cost(model, &usage));
+        self.state.usage.add(Usage {
+            cost_usd: priced,
+            cost_complete: priced.is_some(),
+            ..usage
+        });
+        self.emit(EventKind::LlmCall {
+            iteration: self.state.iteration,
+            purpose: LlmCallPurpose::Sampling,
+            model,
+            duration_ms,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage.cache_read_tokens,
+            cost_usd: priced,
+        });
+    }
+
+    /// Whether a sampling request that may spend up to `max_tokens` would take the run over
+    /// its budget: its tokens on top of what the run spent; with a cost budget, a run whose
+    /// cost is not known or already spent refuses it.
+    pub fn sampling_over_budget(&self, max_tokens: u64) -> bool {
+        let budget = self.state.input.budget;
+        let spent = self.state.usage;
+        if let Some(max) = budget.max_tokens
+            && spent.total() + max_tokens > max
+        {
+            return true;
+        }
+        if let Some(max) = budget.max_cost_usd {
+            return !spent.cost_complete || spent.cost_usd.unwrap_or(0.0) >= max;
+        }
+        false
     }
 
     /// The prompt tokens of the next step, from the counts the run keeps of each message and

@@ -79,6 +79,7 @@ pub fn request_json(request: &ModelRequest) -> Value {
         CallPurpose::Plan => "plan",
         CallPurpose::Review => "review",
         CallPurpose::Guardrail => "guardrail",
+        CallPurpose::Sampling => "sampling",
     };
     let tool_choice = match request.tool_choice {
         ToolChoice::Auto => "auto",

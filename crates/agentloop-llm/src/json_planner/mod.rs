@@ -101,7 +101,10 @@ impl Llm for JsonToolCalling {
             CallPurpose::Step | CallPurpose::Finalize => self.step(request, on_text).await,
             // These ask for JSON of their own and read the reply themselves: only the native
             // tool calling is taken out of the request.
-            CallPurpose::Plan | CallPurpose::Review | CallPurpose::Guardrail => {
+            CallPurpose::Plan
+            | CallPurpose::Review
+            | CallPurpose::Guardrail
+            | CallPurpose::Sampling => {
                 let converted = prompt::convert_without_protocol(request);
                 self.inner.complete(&converted, on_text).await
             }

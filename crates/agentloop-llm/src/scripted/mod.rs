@@ -117,6 +117,13 @@ impl ScriptedModel {
                     self.source.display()
                 )));
             }
+            CallPurpose::Sampling => {
+                return Err(LlmError::NoAnswer(format!(
+                    "the scripted model of {} does not answer MCP servers' sampling requests; \
+                     give the server a sampling_model of its own",
+                    self.source.display()
+                )));
+            }
             CallPurpose::Step | CallPurpose::Finalize => {}
         }
         let turn = messages[question + 1..]

@@ -1,12 +1,14 @@
 """An MCP server written with the official Python SDK (mcp 2.x: MCPServer, formerly FastMCP),
 which crates/agentloop-mcp/tests/python_sdk.rs starts over stdio (no argument) or over
 streamable HTTP (`--http PORT`): structured output, progress and logs, roots, resources and
-prompts."""
+prompts, elicitation and sampling."""
 
 import sys
+import warnings
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("agentloop-python-test")
@@ -38,6 +40,66 @@ async def roots(ctx: Context) -> str:
     """The client's roots (roots/list), one URI per line."""
     listed = await ctx.session.list_roots()
     return "\n".join(str(root.uri) for root in listed.roots)
+
+
+class Booking(BaseModel):
+    name: str = Field(description="Who the table is for")
+    guests: int = Field(default=2, description="How many people")
+    terrace: bool = False
+
+
+@server.tool()
+async def book(day: str, ctx: Context) -> str:
+    """Books a table for a day, asking the user who for (elicitation, form mode)."""
+    answer = await ctx.elicit(f"Who is the table on {day} for?", Booking)
+    if answer.action != "accept":
+        return f"not booked: {answer.action}"
+    booking = answer.data
+    place = "terrace" if booking.terrace else "inside"
+    return f"booked {day} for {booking.name}, {booking.guests} guests, {place}"
+
+
+@server.tool()
+async def pay(amount: int, ctx: Context) -> str:
+    """Pays an amount, sending the user to a payment page (elicitation, URL mode)."""
+    answer = await ctx.elicit_url(
+        f"Pay {amount} EUR on the payment page", f"https://pay.example/{amount}", f"pay-{amount}"
+    )
+    return f"payment: {answer.action}"
+
+
+@server.tool()
+async def haiku(topic: str, ctx: Context, max_tokens: int = 100) -> str:
+    """Writes a haiku about a topic with the client's model (sampling/createMessage)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"A haiku about {topic}"))],
+                max_tokens=max_tokens,
+                system_prompt="You write haiku.",
+                related_request_id=ctx.request_id,
+            )
+        except Exception as error:  # the client refused: the tool says why
+            return f"no haiku: {error}"
+    return f"haiku by {result.model}: {result.content.text}"
+
+
+@server.tool()
+async def wait(marker: str, seconds: float = 60) -> str:
+    """Waits, writing "started" to the file `marker`, then "cancelled" if the client cancels
+    the call (notifications/cancelled) before it ends."""
+    import anyio
+
+    with open(marker, "w") as file:
+        file.write("started")
+    try:
+        await anyio.sleep(seconds)
+    except BaseException:
+        with open(marker, "w") as file:
+            file.write("cancelled")
+        raise
+    return "waited"
 
 
 @server.resource("memo://today", mime_type="text/plain")

@@ -290,6 +290,7 @@ mod tests {
                 arguments: json!({}),
                 client: false,
             }],
+            elicitation: None,
         }
     }
 
@@ -323,6 +324,7 @@ mod tests {
             kind: InputKind::Clarification,
             question: Some("Which?".into()),
             calls: Vec::new(),
+            elicitation: None,
         };
         let told = answer_of(Some(&clarification), &message(json!([{"text": "Apollo"}]))).unwrap();
         assert_eq!(told.answer.as_deref(), Some("Apollo"));

@@ -119,10 +119,12 @@ impl TaskFold {
             return Vec::new();
         }
         let mut out = Vec::new();
-        let pausing = matches!(
-            event.kind,
-            EventKind::InputRequired { .. } | EventKind::Done { .. } | EventKind::Error { .. }
-        );
+        // A tool's question (elicitation) does not pause the run: its call waits.
+        let pausing = match &event.kind {
+            EventKind::InputRequired { kind, .. } => *kind != InputKind::Elicitation,
+            EventKind::Done { .. } | EventKind::Error { .. } => true,
+            _ => false,
+        };
         if !pausing && matches!(self.state, TaskState::Submitted | TaskState::InputRequired) {
             self.ended = false;
             self.state = TaskState::Working;
@@ -145,10 +147,27 @@ impl TaskFold {
                 self.answer.push_str(delta);
                 out.push(self.artifact_update(vec![json!({"text": delta})], append, false));
             }
+            // The task keeps working; the question and where to answer it go with a status
+            // update (its answer is `POST /v1/runs/{id}/input` with `elicitation`).
+            EventKind::InputRequired {
+                elicitation: Some(elicitation),
+                ..
+            } => {
+                let mut message = self.text_message(event.seq, &elicitation.message);
+                if let Some(parts) = message["parts"].as_array_mut() {
+                    parts.push(json!({"data": {
+                        "kind": "elicitation",
+                        "elicitation": elicitation,
+                        "answer": format!("POST /v1/runs/{}/input with `elicitation`", self.run_id),
+                    }}));
+                }
+                out.push(self.status_update(Some(message)));
+            }
             EventKind::InputRequired {
                 kind,
                 question,
                 calls,
+                ..
             } => {
                 self.state = TaskState::InputRequired;
                 let text = match (kind, question) {
@@ -172,6 +191,7 @@ impl TaskFold {
                         "kind": match kind {
                             InputKind::Approval => "approval",
                             InputKind::Clarification => "clarification",
+                            InputKind::Elicitation => "elicitation",
                         },
                         "calls": calls,
                     }}));

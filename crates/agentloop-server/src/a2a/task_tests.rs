@@ -111,6 +111,7 @@ fn an_approval_is_input_required_until_the_next_event_after_the_answer() {
             kind: InputKind::Approval,
             question: None,
             calls: vec![call],
+            elicitation: None,
         },
         done(RunStatus::AwaitingInput, None),
     ]);
@@ -161,4 +162,37 @@ fn each_state_change_is_one_notification_and_the_last_is_the_task() {
         changes[1].1["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
+}
+
+#[test]
+fn a_tools_question_keeps_the_task_working_and_says_where_to_answer() {
+    use agentloop_core::protocol::{Elicitation, ElicitationMode, ElicitationPurpose};
+    let asked = Elicitation {
+        id: "c1/1".into(),
+        call_id: "c1".into(),
+        tool: "shop.book".into(),
+        server: "shop".into(),
+        mode: ElicitationMode::Form,
+        message: "Which date?".into(),
+        requested_schema: Some(json!({"type": "object"})),
+        url: None,
+        purpose: ElicitationPurpose::Question,
+    };
+    let (task, out) = fold(&[
+        EventKind::RunStarted {
+            session_id: Uuid::nil(),
+        },
+        EventKind::InputRequired {
+            kind: InputKind::Elicitation,
+            question: None,
+            calls: Vec::new(),
+            elicitation: Some(Box::new(asked)),
+        },
+    ]);
+    assert_eq!(task.state(), TaskState::Working);
+    assert!(!task.is_ended());
+    let last = out.last().unwrap().to_string();
+    assert!(last.contains("Which date?"), "{last}");
+    assert!(last.contains("\"kind\":\"elicitation\""), "{last}");
+    assert!(last.contains("/input with `elicitation`"), "{last}");
 }

@@ -121,6 +121,7 @@ impl ChatChunks {
                 kind,
                 question,
                 calls,
+                elicitation: None,
             } => {
                 let client: Vec<_> = calls.iter().filter(|call| call.client).collect();
                 if !client.is_empty() {

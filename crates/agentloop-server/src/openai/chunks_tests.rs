@@ -126,6 +126,7 @@ fn a_call_of_a_client_tool_ends_the_completion_with_tool_calls() {
                 arguments: json!({"from": "rgb"}),
             },
             EventKind::InputRequired {
+                elicitation: None,
                 kind: agentloop_core::protocol::InputKind::Approval,
                 question: None,
                 calls: vec![PendingCall {

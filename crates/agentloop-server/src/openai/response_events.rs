@@ -95,6 +95,7 @@ impl ResponseEvents {
                 kind,
                 question,
                 calls,
+                elicitation: None,
             } => {
                 let client: Vec<_> = calls.iter().filter(|call| call.client).collect();
                 if client.is_empty() {

@@ -98,6 +98,7 @@ fn client_calls_are_function_call_items_and_a_failure_is_response_failed() {
         &mut mapper,
         vec![
             EventKind::InputRequired {
+                elicitation: None,
                 kind: InputKind::Approval,
                 question: None,
                 calls: vec![PendingCall {

@@ -277,10 +277,22 @@ impl AgUiStream {
                 self.state["plan"] = json!(plan);
                 out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": self.state }));
             }
+            // A running call's question: the run goes on; the client shows it and answers with
+            // `POST /v1/runs/{id}/input {"elicitation": ...}`.
+            EventKind::InputRequired {
+                kind,
+                question,
+                elicitation: Some(elicitation),
+                ..
+            } => out.push(custom(
+                "input_required",
+                json!({ "kind": kind, "question": question, "calls": [], "elicitation": elicitation, "runId": event.run_id }),
+            )),
             EventKind::InputRequired {
                 kind,
                 question,
                 calls,
+                elicitation: None,
             } => {
                 self.end_reply(&mut out);
                 if let Some(question) = question {

@@ -349,6 +349,7 @@ fn an_approval_is_an_interrupt_per_call() {
             EventKind::Thinking { iteration: 1 },
             selected("c9", "test__record", json!({"note": "x"})),
             EventKind::InputRequired {
+                elicitation: None,
                 kind: InputKind::Approval,
                 question: None,
                 calls: vec![pending("c9", "test__record", false)],
@@ -384,6 +385,7 @@ fn a_client_tool_call_finishes_the_run_with_the_call_pending() {
             EventKind::Thinking { iteration: 1 },
             selected("f1", "show_card", json!({"title": "Hi"})),
             EventKind::InputRequired {
+                elicitation: None,
                 kind: InputKind::Approval,
                 question: None,
                 calls: vec![pending("f1", "show_card", true)],
@@ -412,6 +414,7 @@ fn a_question_is_the_assistants_text_and_an_interrupt() {
             EventKind::Thinking { iteration: 1 },
             selected("q1", "ask_user", json!({"question": "Which one?"})),
             EventKind::InputRequired {
+                elicitation: None,
                 kind: InputKind::Clarification,
                 question: Some("Which one?".into()),
                 calls: Vec::new(),
@@ -684,4 +687,44 @@ fn a_typed_answer_streams_its_partials_as_custom_events_and_ends_in_the_results_
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_FINISHED");
     assert_eq!(last["result"]["output"], value);
+}
+
+#[test]
+fn a_running_calls_question_is_a_custom_event_and_no_interrupt() {
+    let mut stream = stream();
+    let question = EventKind::InputRequired {
+        kind: InputKind::Elicitation,
+        question: Some("Who for?".into()),
+        calls: Vec::new(),
+        elicitation: Some(Box::new(agentloop_core::protocol::Elicitation {
+            id: "c9/1".into(),
+            call_id: "c9".into(),
+            tool: "py.book".into(),
+            server: "py".into(),
+            mode: agentloop_core::protocol::ElicitationMode::Url,
+            message: "Pay".into(),
+            requested_schema: None,
+            url: Some("https://pay.example/1".into()),
+            purpose: agentloop_core::protocol::ElicitationPurpose::Question,
+        })),
+    };
+    let events = events(
+        &mut stream,
+        vec![
+            EventKind::Thinking { iteration: 1 },
+            question,
+            done(RunStatus::Completed),
+        ],
+    );
+    assert_valid_sequence(&events);
+    let custom = events
+        .iter()
+        .find(|event| event["name"] == "agentloop.input_required")
+        .unwrap();
+    assert_eq!(custom["value"]["kind"], "elicitation");
+    assert_eq!(
+        custom["value"]["elicitation"]["url"],
+        "https://pay.example/1"
+    );
+    assert_eq!(events.last().unwrap()["outcome"]["type"], "success");
 }

@@ -261,10 +261,22 @@ impl UiMessageStream {
                 "id": "plan",
                 "data": plan,
             })),
+            // A running call's question: the run goes on; the client shows it (a form) and
+            // answers with `POST /v1/runs/{id}/input {"elicitation": ...}`.
+            EventKind::InputRequired {
+                kind,
+                question,
+                elicitation: Some(elicitation),
+                ..
+            } => parts.push(data(
+                "input-required",
+                json!({ "kind": kind, "question": question, "calls": [], "elicitation": elicitation, "runId": event.run_id }),
+            )),
             EventKind::InputRequired {
                 kind,
                 question,
                 calls,
+                elicitation: None,
             } => {
                 self.close_blocks(&mut parts);
                 self.waits_for = Some(*kind);
@@ -284,6 +296,7 @@ impl UiMessageStream {
                             self.close_text(&mut parts);
                         }
                     }
+                    InputKind::Elicitation => {}
                 }
                 parts.push(data(
                     "input-required",

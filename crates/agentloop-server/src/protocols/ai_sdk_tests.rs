@@ -310,6 +310,7 @@ fn an_approval_is_a_tool_approval_request_per_call_and_the_message_ends() {
                 arguments: json!({"note": "x"}),
             },
             EventKind::InputRequired {
+                elicitation: None,
                 kind: InputKind::Approval,
                 question: None,
                 calls: vec![call],
@@ -363,6 +364,7 @@ fn a_clarification_question_is_the_assistants_text() {
         &mut stream,
         vec![
             EventKind::InputRequired {
+                elicitation: None,
                 kind: InputKind::Clarification,
                 question: Some("Which project?".into()),
                 calls: Vec::new(),
@@ -612,4 +614,37 @@ fn a_typed_answer_streams_as_one_data_output_part_completed_by_the_runs_value() 
         ]
     );
     assert_eq!(parts.last().unwrap()["type"], "finish");
+}
+
+fn a_question() -> EventKind {
+    EventKind::InputRequired {
+        kind: InputKind::Elicitation,
+        question: Some("Who for?".into()),
+        calls: Vec::new(),
+        elicitation: Some(Box::new(agentloop_core::protocol::Elicitation {
+            id: "c9/1".into(),
+            call_id: "c9".into(),
+            tool: "py.book".into(),
+            server: "py".into(),
+            mode: agentloop_core::protocol::ElicitationMode::Form,
+            message: "Who for?".into(),
+            requested_schema: Some(json!({"type": "object", "properties": {}})),
+            url: None,
+            purpose: agentloop_core::protocol::ElicitationPurpose::Question,
+        })),
+    }
+}
+
+#[test]
+fn a_running_calls_question_is_a_data_part_and_the_run_goes_on() {
+    let mut stream = UiMessageStream::new();
+    let parts = parts(&mut stream, vec![a_question(), done(RunStatus::Completed)]);
+    assert_eq!(
+        types(&parts),
+        ["start", "data-input-required", "data-usage", "finish"]
+    );
+    assert_eq!(parts[1]["data"]["kind"], "elicitation");
+    assert_eq!(parts[1]["data"]["elicitation"]["id"], "c9/1");
+    assert_eq!(parts[1]["data"]["runId"], run_id().to_string());
+    assert_eq!(parts[3]["finishReason"], "stop");
 }

@@ -143,6 +143,7 @@ pub fn record(call_id: &str, iteration: u32) -> ToolExecutionRecord {
         structured_result: Some(json!({"count": 3, "ids": [1, 2, 3]})),
         error: None,
         cost_usd: None,
+        logs: Vec::new(),
     }
 }
 

@@ -146,6 +146,7 @@ pub async fn tool_records_are_upserted_in_their_first_order(fixture: &Fixture) {
         arguments: json!("not json {"),
         // What the tool said the call cost is kept with it.
         cost_usd: Some(0.0023),
+        logs: Vec::new(),
         ..record("call_b", 1)
     };
     let call_c_first = record("call_c", 2);

@@ -276,6 +276,7 @@ fn purpose(purpose: CallPurpose) -> &'static str {
         CallPurpose::Plan => "plan",
         CallPurpose::Review => "review",
         CallPurpose::Guardrail => "guardrail",
+        CallPurpose::Sampling => "sampling",
         CallPurpose::Finalize => "summary",
     }
 }

@@ -111,6 +111,7 @@ fn approved_calls_run_with_their_batch() {
         approve: vec!["d1".into()],
         deny: vec![],
         results: Default::default(),
+        elicitation: None,
     };
     let batch = tools(m.resume(&answer).unwrap());
     let ids: Vec<&str> = batch.iter().map(|i| i.call_id.as_str()).collect();
@@ -135,6 +136,7 @@ fn denied_calls_never_run_and_the_model_reads_why() {
         approve: vec![],
         deny: vec!["d1".into()],
         results: Default::default(),
+        elicitation: None,
     };
     let batch = tools(m.resume(&answer).unwrap());
     assert_eq!(batch.len(), 1, "only the search runs");
@@ -162,6 +164,7 @@ fn an_answer_that_does_not_fit_is_refused_and_the_run_stays_paused() {
             approve: approve.into_iter().map(str::to_string).collect(),
             deny: deny.into_iter().map(str::to_string).collect(),
             results: Default::default(),
+            elicitation: None,
         };
         let error = m.resume(&answer).unwrap_err().to_string();
         assert!(error.contains(expected), "{error}");
@@ -185,6 +188,7 @@ fn a_paused_run_survives_a_round_trip_through_json() {
         approve: vec!["d1".into()],
         deny: vec![],
         results: Default::default(),
+        elicitation: None,
     };
     let batch = tools(restored.resume(&answer).unwrap());
     let request = model(succeed_all(&mut restored, &batch));

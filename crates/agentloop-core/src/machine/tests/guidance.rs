@@ -237,7 +237,7 @@ fn an_unclear_request_pauses_with_the_question_and_goes_on_with_the_answer() {
     let events = m.take_events();
     assert!(events.iter().any(|event| matches!(
         event,
-        EventKind::InputRequired { kind: InputKind::Clarification, question: Some(q), calls }
+        EventKind::InputRequired { kind: InputKind::Clarification, question: Some(q), calls, .. }
             if q == "Which Alex do you mean?" && calls.is_empty()
     )));
     assert_eq!(m.question().as_deref(), Some("Which Alex do you mean?"));

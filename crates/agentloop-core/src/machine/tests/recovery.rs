@@ -215,6 +215,7 @@ fn with_on_unknown_outcome_ask_a_human_decides_whether_the_call_runs_again() {
         approve: vec!["x1".into()],
         deny: vec![],
         results: Default::default(),
+        elicitation: None,
     };
     let again = tools(m.resume(&answer).unwrap());
     let ids: Vec<&str> = again.iter().map(|call| call.call_id.as_str()).collect();
