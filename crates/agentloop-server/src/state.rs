@@ -29,6 +29,9 @@ pub struct AppState {
     /// Sub-agents offered as models of the OpenAI-compatible API (`[agents.NAME] public`),
     /// beside the main agent.
     pub public_agents: Arc<[PublicAgent]>,
+    /// Cancelled when the server stops: what stays open for long (the MCP sessions of
+    /// `POST /mcp`) ends with it.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -57,6 +60,7 @@ impl AppState {
             key_hint: None,
             mcp: None,
             public_agents: Arc::new([]),
+            stopping: tokio_util::sync::CancellationToken::new(),
         }
     }
 }

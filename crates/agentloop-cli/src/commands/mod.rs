@@ -3,6 +3,7 @@
 pub mod cancel;
 pub mod demo;
 pub mod keys;
+pub mod mcp_serve;
 pub mod migrate;
 pub mod offers;
 pub mod run;
