@@ -82,7 +82,7 @@ async def http():
             # An approval, answered through the elicitation form.
             approved = await client.call_tool("agentloop", {"question": "approve the note"})
             check(not approved.is_error, f"the approval's run ended: {approved.content[0].text}")
-            check("approved-note" in approved.content[0].text, "the approved call ran")
+            check(approved.content[0].text == "The tool said: recorded", "the approved call ran")
             check(len(found.get("forms", [])) == 1, f"one form was shown: {found.get('forms')}")
 
             # A public sub-agent.
@@ -101,17 +101,25 @@ async def http():
             check("waits for approval" in text and "/input" in text, f"input is needed: {text}")
             session = waiting.meta["agentloop/session_id"]
             done = await client.call_tool("agentloop", {"question": "approve", "session_id": session})
-            check("approved-note" in done.content[0].text, "the follow-up approved the call")
+            check(done.content[0].text == "The tool said: recorded", "the follow-up approved the call")
 
-    # A bad key: 401 before MCP.
-    async with http_client("not-a-key") as unauthorized:
+    # A bad key: 401 before MCP (the SDK raises its own error; the hook sees the status).
+    statuses = []
+
+    async def record(response):
+        statuses.append(response.status_code)
+
+    unauthorized = httpx2.AsyncClient(
+        headers={"Authorization": "Bearer not-a-key"}, event_hooks={"response": [record]}
+    )
+    async with unauthorized:
         try:
             async with Client(streamable_http_client(url, http_client=unauthorized), mode=MODE) as client:
                 await client.list_tools()
             refused = None
         except BaseException as error:  # the SDK raises from its task group
             refused = repr(error)
-        check(refused is not None and "401" in refused, f"a bad key is refused: {refused}")
+        check(refused is not None and statuses and set(statuses) == {401}, f"a bad key: {statuses} {refused}")
 
     print(json.dumps(found))
 
