@@ -51,10 +51,7 @@ fn respond(request: &Value) -> Reply {
             .filter_map(|message| message["content"].as_str())
             .collect();
         return match results.as_slice() {
-            [] => Reply::tool_call(
-                "remote__agentloop",
-                json!({"question": "chain two echoes"}),
-            ),
+            [] => Reply::tool_call("remote__agentloop", json!({"question": "chain two echoes"})),
             [result, ..] => Reply::text(format!("The other agent said: {result}")),
         };
     }
@@ -124,7 +121,10 @@ async fn the_mcp_python_sdk_calls_the_agents_over_post_mcp() {
         .into_iter()
         .find(|request| request.to_string().contains("again: what did I ask?"))
         .unwrap();
-    assert!(again.to_string().contains("Chained: one, then two."), "{again}");
+    assert!(
+        again.to_string().contains("Chained: one, then two."),
+        "{again}"
+    );
     // The sub-agent ran with its own prompt.
     assert!(llm.requests().iter().any(|request| {
         let seen = request.to_string();
@@ -153,7 +153,9 @@ async fn the_mcp_python_sdk_calls_a_typed_agent_over_mcp_serve() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.jsonl");
     let agents = AGENTS.replacen("[agent]\n", &format!("[agent]\n{TYPED}"), 1);
-    let config = TestConfig::new(&llm.base_url()).mcp_log(&log).extra(&agents);
+    let config = TestConfig::new(&llm.base_url())
+        .mcp_log(&log)
+        .extra(&agents);
     common::write_test_config(dir.path(), &config);
 
     for mode in ["auto", "legacy"] {
@@ -193,10 +195,7 @@ async fn agentloop_uses_another_agentloops_agents_as_an_mcp_server() {
          [tools.\"remote.agentloop\"]\ntimeout_s = 60\n",
         served.address
     );
-    common::write_test_config(
-        dir.path(),
-        &TestConfig::new(&llm.base_url()).extra(&remote),
-    );
+    common::write_test_config(dir.path(), &TestConfig::new(&llm.base_url()).extra(&remote));
     let listed = common::agentloop(dir.path(), &["tools", "--json"]).await;
     assert!(listed.status.success(), "{}", common::stderr(&listed));
     let listing: Value = serde_json::from_str(&common::stdout(&listed)).unwrap();

@@ -13,7 +13,7 @@ use rmcp::{
     ErrorData, RoleServer,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-        ElicitRequestParams, InputRequest as McpInputRequest, InputRequiredResult, InputRequests,
+        ElicitRequestParams, InputRequest as McpInputRequest, InputRequests, InputRequiredResult,
         JsonObject, MetaObject, ProgressNotificationParam, ProgressToken, ProtocolVersion,
     },
     service::RequestContext,
@@ -74,7 +74,10 @@ pub async fn call(
             RunStatus::AwaitingInput => {}
             status => {
                 let message = ended.error.clone().unwrap_or_else(|| {
-                    format!("the agent's run ended {} without an answer", status.as_str())
+                    format!(
+                        "the agent's run ended {} without an answer",
+                        status.as_str()
+                    )
                 });
                 return Ok(with_ids(tool_error(message), ended.run_id, ended.session_id).into());
             }
@@ -152,7 +155,11 @@ impl Call<'_> {
         }
         let question = Question::read(params.arguments.as_ref())?;
         let mut session_id = None;
-        if let Some(id) = question.session_id.as_deref().filter(|id| !id.trim().is_empty()) {
+        if let Some(id) = question
+            .session_id
+            .as_deref()
+            .filter(|id| !id.trim().is_empty())
+        {
             let (id_of, session) = conversation::find(self.state.store.as_ref(), self.user, id)
                 .await
                 .map_err(|error| format!("the store failed: {error}"))?;
@@ -195,7 +202,11 @@ impl Call<'_> {
     }
 
     /// A call again after `input_required`: `state` names the waiting run.
-    async fn answered(&mut self, state: &str, params: &CallToolRequestParams) -> Result<Begun, String> {
+    async fn answered(
+        &mut self,
+        state: &str,
+        params: &CallToolRequestParams,
+    ) -> Result<Begun, String> {
         let not_ours = || String::from("requestState names no run of yours that waits for input");
         let run_id = Uuid::parse_str(state).map_err(|_| not_ours())?;
         let run = owned_run(self.state, run_id, self.user)
@@ -308,8 +319,8 @@ impl Call<'_> {
             return;
         };
         *sent += 1;
-        let notification = ProgressNotificationParam::new(token.clone(), f64::from(*sent))
-            .with_message(message);
+        let notification =
+            ProgressNotificationParam::new(token.clone(), f64::from(*sent)).with_message(message);
         if let Err(error) = self.context.peer.notify_progress(notification).await {
             tracing::debug!(%error, "a progress notification was not sent");
         }
@@ -344,13 +355,13 @@ impl Call<'_> {
                 INPUT_KEY.to_string(),
                 McpInputRequest::Elicitation(ElicitRequest::new(params)),
             );
-            let result =
-                InputRequiredResult::new(Some(requests), Some(waiting.run_id.to_string()));
+            let result = InputRequiredResult::new(Some(requests), Some(waiting.run_id.to_string()));
             return Asked::Later(CallToolResponse::InputRequired(result));
         }
         match self.context.peer.create_elicitation(params).await {
             Ok(result) => {
-                let reply = serde_json::to_value(&result).map_or(Reply::Cancel, |v| Reply::read(&v));
+                let reply =
+                    serde_json::to_value(&result).map_or(Reply::Cancel, |v| Reply::read(&v));
                 match input::answer_of(&waiting.request, &reply) {
                     Some(answer) => Asked::Answer(answer),
                     None => Asked::Cannot,

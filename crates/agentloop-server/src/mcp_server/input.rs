@@ -165,9 +165,7 @@ pub fn needs_input_text(request: &InputRequest, run_id: Uuid, session_id: Uuid) 
             )
         }
     };
-    format!(
-        "{what}\nOr answer over HTTP: POST /v1/runs/{run_id}/input (run {run_id} is waiting)."
-    )
+    format!("{what}\nOr answer over HTTP: POST /v1/runs/{run_id}/input (run {run_id} is waiting).")
 }
 
 /// `tool(arguments)`, the arguments cut short.
@@ -267,8 +265,14 @@ mod tests {
         let run = Uuid::nil();
         let session = Uuid::max();
         let text = needs_input_text(&approval(), run, session);
-        assert!(text.contains(&format!("session_id \"{session}\"")), "{text}");
-        assert!(text.contains(&format!("POST /v1/runs/{run}/input")), "{text}");
+        assert!(
+            text.contains(&format!("session_id \"{session}\"")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("POST /v1/runs/{run}/input")),
+            "{text}"
+        );
         assert!(text.contains("- test.record("), "{text}");
         let text = needs_input_text(&question(), run, session);
         assert!(text.contains("The agent asks: Which city?"), "{text}");

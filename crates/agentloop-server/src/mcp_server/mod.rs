@@ -97,7 +97,10 @@ impl ServerHandler for AgentsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(user) = self.user_of(&context) else {
-            return Err(ErrorData::invalid_request("no API key named the caller", None));
+            return Err(ErrorData::invalid_request(
+                "no API key named the caller",
+                None,
+            ));
         };
         call::call(&self.state, &user, request, context).await
     }

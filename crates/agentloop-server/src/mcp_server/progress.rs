@@ -74,9 +74,7 @@ pub fn step_message(event: &Event) -> Option<String> {
         EventKind::PlanUpdated { plan } => {
             format!("plan: {}", shortened(&plan.goal))
         }
-        EventKind::InputRequired {
-            kind, question, ..
-        } => match kind {
+        EventKind::InputRequired { kind, question, .. } => match kind {
             InputKind::Clarification => format!(
                 "question for you: {}",
                 question.as_deref().unwrap_or_default()
@@ -146,8 +144,14 @@ mod tests {
             error: None,
         });
         let message = step_message(&executed).unwrap();
-        assert!(message.starts_with("test.echo done in 12 ms: xxx"), "{message}");
-        assert!(message.ends_with('…') && message.chars().count() < 260, "{message}");
+        assert!(
+            message.starts_with("test.echo done in 12 ms: xxx"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with('…') && message.chars().count() < 260,
+            "{message}"
+        );
         let failed = event(EventKind::ToolExecuted {
             call_id: "c2".into(),
             tool: "test.fail".into(),

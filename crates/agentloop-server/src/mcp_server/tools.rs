@@ -143,7 +143,10 @@ mod tests {
     #[test]
     fn the_main_agent_and_each_public_one_are_tools_of_the_same_input() {
         let tools = list(
-            &[agent("researcher", "Looks things up"), agent("agentloop", "")],
+            &[
+                agent("researcher", "Looks things up"),
+                agent("agentloop", ""),
+            ],
             None,
         );
         let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
@@ -187,7 +190,11 @@ mod tests {
             }
         );
         assert!(read(json!({"question": " "})).is_err());
-        assert!(read(json!({"query": "hi"})).unwrap_err().contains("question"));
+        assert!(
+            read(json!({"query": "hi"}))
+                .unwrap_err()
+                .contains("question")
+        );
         assert!(Question::read(None).is_err());
     }
 }
