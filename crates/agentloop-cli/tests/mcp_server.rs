@@ -1,7 +1,8 @@
 //! Agents as MCP servers against the official MCP Python SDK (`tests/mcp-server/client.py`):
 //! over streamable HTTP against a real `agentloop serve` (`POST /mcp`: the agents listed, one
-//! called with progress, a session continued by its id, an approval answered through an
-//! elicitation form or by a follow-up call, a public sub-agent, a bad key refused with 401) and
+//! called with progress, a session continued by its id, an approval and a question answered
+//! through elicitation forms, an approval by a follow-up call, a cancelled call's run cancelled,
+//! a public sub-agent, a bad key refused with 401) and
 //! over stdio against `agentloop mcp-serve` (a typed agent's `structuredContent`, an approval),
 //! each with the client's newest protocol and with the initialize handshake; then agentloop's
 //! own MCP client using another agentloop's `POST /mcp` as a server of its configuration.
@@ -13,12 +14,13 @@
 
 mod common;
 
-use std::{path::Path, process::Command};
+use std::{path::Path, process::Command, time::Duration};
 
 use agentloop_test_support::{
     config::TestConfig,
     requires,
     scripted_llm::{Reply, ScriptedLlm},
+    wait::eventually,
 };
 use serde_json::{Value, json};
 
@@ -130,6 +132,62 @@ async fn the_mcp_python_sdk_calls_the_agents_over_post_mcp() {
         let seen = request.to_string();
         seen.contains("You are the researcher.") && seen.contains("research this")
     }));
+
+    // The cancelled calls' runs were cancelled (after the sleep they waited for): one per mode.
+    let client = reqwest::Client::new();
+    let sessions: Value = client
+        .get(format!("{}/v1/sessions", served.address))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let slow: Vec<String> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|session| {
+            session["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("slow run")
+        })
+        .map(|session| session["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(slow.len(), 2, "{sessions}");
+    for id in slow {
+        let url = format!("{}/v1/sessions/{id}", served.address);
+        eventually(
+            "the cancelled call's run to end",
+            Duration::from_secs(30),
+            || async {
+                let details: Value = client
+                    .get(&url)
+                    .bearer_auth(&ann)
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                let status = details["runs"][0]["status"].as_str()?.to_string();
+                (status != "running").then_some(())
+            },
+        )
+        .await;
+        let details: Value = client
+            .get(&url)
+            .bearer_auth(&ann)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(details["runs"][0]["status"], "cancelled", "{details}");
+    }
 
     // Without a key: the API's 401, before MCP.
     let response = reqwest::Client::new()

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
@@ -28,9 +29,12 @@ def check(condition, what):
 
 
 async def approve_every_call(context, params):
-    """An elicitation form of an approval: every call approved (a boolean per call)."""
+    """An elicitation form: an approval's calls all approved (a boolean per call); a question
+    answered."""
     found.setdefault("forms", []).append(params.message)
     fields = params.requested_schema["properties"]
+    if "answer" in fields:
+        return types.ElicitResult(action="accept", content={"answer": "the blue one"})
     return types.ElicitResult(action="accept", content={name: True for name in fields})
 
 
@@ -84,6 +88,22 @@ async def http():
             check(not approved.is_error, f"the approval's run ended: {approved.content[0].text}")
             check(approved.content[0].text == "The tool said: recorded", "the approved call ran")
             check(len(found.get("forms", [])) == 1, f"one form was shown: {found.get('forms')}")
+            found["approval_form"] = found["forms"][0]
+
+            # A question of the agent, answered through a form.
+            clarified = await client.call_tool("agentloop", {"question": "clarify the project"})
+            check("the blue one" in clarified.content[0].text, f"the answer reached the model: {clarified}")
+            check(found["forms"][-1] == "Which project do you mean?", "the question was the form's message")
+
+            # A call cancelled while its run works cancels the run (the test checks it ended so).
+            with anyio.CancelScope() as scope:
+
+                async def cancel_at_the_sleep(progress, total, message):
+                    if message and message.startswith("calling test.sleep"):
+                        scope.cancel()
+
+                await client.call_tool("agentloop", {"question": "slow run"}, progress_callback=cancel_at_the_sleep)
+            check(scope.cancelled_caught, "the slow call was cancelled")
 
             # A public sub-agent.
             researched = await client.call_tool("researcher", {"question": "research this"})
