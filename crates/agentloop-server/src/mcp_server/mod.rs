@@ -43,6 +43,11 @@ use crate::{auth::User, state::AppState};
 const INSTRUCTIONS: &str = "Each tool is an agent: give it a question, get its answer. Pass the \
     session_id from a result's _meta (agentloop/session_id) to continue that conversation.";
 
+/// How long an MCP session (protocols up to 2025-11-25) lives without a message: long enough
+/// for a person to answer a form (the session waits for the answer without a word), instead of
+/// rmcp's 5 minutes.
+const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The MCP server of `state`'s agents, for one caller.
 #[derive(Clone)]
 pub struct AgentsServer {
@@ -119,11 +124,10 @@ pub fn routes(state: &AppState, stop: CancellationToken) -> Router<AppState> {
         .with_cancellation_token(stop)
         .with_max_request_body_bytes(state.config.max_body_bytes)
         .with_sse_keep_alive(Some(state.config.keep_alive()));
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     Router::new()
         .route_service("/mcp", service)
         .route_layer(axum::middleware::from_fn_with_state(
