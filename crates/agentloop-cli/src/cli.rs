@@ -77,6 +77,11 @@ pub enum Command {
     /// Serve the HTTP API: runs over SSE or JSON, sessions, metrics, OpenAPI.
     #[command(after_help = environment!(env_llm, env_store, env_listen, env_log))]
     Serve(ServeArgs),
+    /// Serve the agents as an MCP server over stdin and stdout (for desktop assistants and
+    /// other MCP clients): the main agent and each public [agents.NAME] is a tool taking
+    /// {question, session_id?}. The runs work in this process, saved in the configured store.
+    #[command(after_help = environment!(env_llm, env_store, env_log))]
+    McpServe(McpServeArgs),
     /// List the tools each configured MCP server offers.
     #[command(after_help = environment!(env_log))]
     Tools(ToolsArgs),
@@ -345,6 +350,13 @@ pub struct ServeArgs {
     /// stdout: the way to call a server whose store starts empty each time (`sqlite::memory:`).
     #[arg(long, value_name = "USER")]
     pub key_for: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// The user the runs and sessions belong to.
+    #[arg(long, value_name = "U", default_value = "local")]
+    pub user: String,
 }
 
 #[derive(Debug, Args)]

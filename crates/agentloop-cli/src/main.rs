@@ -41,6 +41,7 @@ fn main() -> ExitCode {
             Command::Resume(args) => commands::run::resume_command(cli.global, args).await,
             Command::Cancel(args) => commands::cancel::execute(cli.global, args).await,
             Command::Serve(args) => commands::serve::execute(cli.global, args).await,
+            Command::McpServe(args) => commands::mcp_serve::execute(cli.global, args).await,
             Command::Tools(args) => commands::tools::execute(cli.global, args).await,
             Command::Resources(args) => {
                 commands::offers::execute(cli.global, args, commands::offers::Offer::Resources)

@@ -25,6 +25,7 @@ mod health;
 mod json_body;
 mod live;
 mod mcp_context;
+mod mcp_server;
 mod metrics;
 mod openai;
 mod openapi;
@@ -57,6 +58,7 @@ pub use body::{InputBody, RunBody, RunBodyContext};
 pub use config::{A2aSettings, A2aSkill, OpenAiSettings, ServerConfig};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use mcp_context::{McpContext, McpContextError, PromptRole};
+pub use mcp_server::{AgentsServer, serve_stdio};
 pub use metrics::Metrics;
 pub use runs::{AgentMetadata, RunDetails, RunResult};
 pub use state::{AppState, PublicAgent};
@@ -73,6 +75,7 @@ pub fn router(state: AppState) -> Router {
     } else {
         router
     };
+    let router = router.merge(mcp_server::routes(&state, state.stopping.clone()));
     router
         .route(
             "/openapi.json",
@@ -142,6 +145,7 @@ pub async fn serve(
         .map(|outbox| a2a::push::start(state.store.clone(), outbox));
     let handover = durable.as_ref().map(|durable| durable.agent().clone());
     let runs = state.runs.clone();
+    let stopping = state.stopping.clone();
     let grace = state.config.shutdown_grace();
     let config = state.config.clone();
     // Routes made once, then shared by the connections (a clone of the router is a reference).
@@ -155,6 +159,7 @@ pub async fn serve(
         tracing::info!("shutting down: finishing the runs in progress");
         runs.shutdown(handover.as_ref());
         stop_accepting.cancel();
+        stopping.cancel();
         tokio::time::sleep(grace + CONNECTION_GRACE).await;
     };
     let served = tokio::select! {

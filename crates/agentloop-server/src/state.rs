@@ -32,6 +32,9 @@ pub struct AppState {
     /// The outbox of A2A push notifications (the store's); `None`: A2A's card says push
     /// notifications are not supported.
     pub push: Option<Arc<dyn agentloop_core::PushOutbox>>,
+    /// Cancelled when the server stops: what stays open for long (the MCP sessions of
+    /// `POST /mcp`) ends with it.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -61,6 +64,7 @@ impl AppState {
             mcp: None,
             public_agents: Arc::new([]),
             push: None,
+            stopping: tokio_util::sync::CancellationToken::new(),
         }
     }
 }

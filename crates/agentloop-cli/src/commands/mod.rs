@@ -6,6 +6,7 @@ pub mod elicit;
 pub mod eval;
 pub mod keys;
 pub mod mcp;
+pub mod mcp_serve;
 pub mod migrate;
 pub mod offers;
 pub mod prune;
