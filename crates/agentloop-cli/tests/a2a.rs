@@ -49,6 +49,20 @@ fn respond(request: &Value) -> Reply {
             .as_str()
             .is_some_and(|text| text.starts_with("ask the helper"))
     });
+    let asks_slowly = last_user.is_some_and(|index| {
+        messages[index]["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("ask the slow helper"))
+    });
+    if asks_slowly {
+        return Reply::tool_call(
+            "a2a__helper",
+            serde_json::json!({"question": "think for a minute"}),
+        );
+    }
+    if seen.contains("think for a minute") {
+        return Reply::text("too late").with_delay(Duration::from_secs(60));
+    }
     if asks_helper {
         let result = messages[last_user.unwrap_or_default()..]
             .iter()
@@ -392,6 +406,95 @@ async fn agentloop_calls_another_agentloop_over_a2a_as_a_tool() {
         1,
         "{sessions}"
     );
+}
+
+/// A run cancelled while its remote agent works cuts off the call, and the remote task is
+/// cancelled with it (`CancelTask`): the remote run ends `cancelled` instead of working on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_callers_run_cancels_the_remote_task() {
+    let llm = ScriptedLlm::start_with(respond).await;
+    let remote_dir = tempfile::tempdir().unwrap();
+    common::write_test_config(remote_dir.path(), &TestConfig::new(&llm.base_url()));
+    let caller_key = common::create_key(remote_dir.path(), "caller").await;
+    let remote = common::Served::start(remote_dir.path());
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[a2a_agents.helper]\nurl = \"{}\"\nkey = \"{caller_key}\"\n",
+        remote.address
+    );
+    common::write_test_config(dir.path(), &TestConfig::new(&llm.base_url()).extra(&extra));
+    let ann = common::create_key(dir.path(), "ann").await;
+    let caller = common::Served::start(dir.path());
+    let client = reqwest::Client::new();
+    let get = |url: String, key: String| {
+        let client = client.clone();
+        async move {
+            client
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+
+    let asked = {
+        let (client, address, ann) = (client.clone(), caller.address.clone(), ann.clone());
+        tokio::spawn(async move {
+            client
+                .post(format!("{address}/v1/runs"))
+                .bearer_auth(&ann)
+                .json(&serde_json::json!({"query": "ask the slow helper", "stream": false}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    // The remote run works (its model takes a minute): the caller's run is cancelled.
+    let remote_session = eventually("the remote task to start", Duration::from_secs(30), || {
+        let get = get.clone();
+        let url = format!("{}/v1/sessions", remote.address);
+        let key = caller_key.clone();
+        async move {
+            let sessions = get(url, key).await;
+            sessions["sessions"][0]["id"].as_str().map(String::from)
+        }
+    })
+    .await;
+    let sessions = get(format!("{}/v1/sessions", caller.address), ann.clone()).await;
+    let run_id = sessions["sessions"][0]["active_run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cancelled = client
+        .post(format!("{}/v1/runs/{run_id}/cancel", caller.address))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 202);
+    let ended = asked.await.unwrap();
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+
+    // The remote run ends cancelled, long before its model would have answered.
+    let status = eventually("the remote run to end", Duration::from_secs(30), || {
+        let get = get.clone();
+        let url = format!("{}/v1/sessions/{remote_session}", remote.address);
+        let key = caller_key.clone();
+        async move {
+            let session = get(url, key).await;
+            let status = session["runs"][0]["status"].as_str()?.to_string();
+            (status != "running").then_some(status)
+        }
+    })
+    .await;
+    assert_eq!(status, "cancelled");
 }
 
 /// The official A2A JavaScript SDK (`@a2a-js/sdk` from npm, `tests/a2a-js/client.mjs`): the
