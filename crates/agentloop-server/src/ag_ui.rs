@@ -10,7 +10,8 @@
 //!   message; `forwardedProps.agentloop` may carry agentloop's own answer
 //!   (`{approve, deny, answer, results}`) instead;
 //! - else the last message, the user's, is a new question. The request's `tools` are frontend
-//!   tools (`RunRequest.client_tools`), its `context` is added to the system prompt.
+//!   tools (`RunRequest.client_tools`), its `context` is added to the system prompt, and
+//!   `forwardedProps.agentloop.output` asks for a typed answer (`output` of `POST /v1/runs`).
 //!
 //! A request whose `runId` names a run of the thread already (the same request sent again,
 //! copies sent at once included) follows that run from its start instead: live when it runs
@@ -278,9 +279,11 @@ async fn start(
         }
         prompt
     });
+    let output = output_of(&body)?;
     let request = RunRequest {
         query,
         attachments,
+        output,
         session_id: Some(session_id),
         run_id: Some(run_id),
         system_prompt,
@@ -329,6 +332,32 @@ pub(crate) async fn pending_request(
     }))
 }
 
+/// Where in `forwardedProps` a typed answer is asked for.
+const OUTPUT_FIELD: &str = "forwardedProps.agentloop.output";
+
+/// The typed answer `forwardedProps.agentloop.output` asks for, checked.
+fn output_of(body: &RunAgentInput) -> Result<Option<agentloop_core::OutputSpec>, ApiError> {
+    let Some(output) = body
+        .forwarded_props
+        .as_ref()
+        .and_then(|props| props.get("agentloop"))
+        .and_then(|own| own.get("output"))
+        .filter(|output| !output.is_null())
+    else {
+        return Ok(None);
+    };
+    let output: agentloop_core::OutputSpec =
+        serde_json::from_value(output.clone()).map_err(|error| {
+            ApiError::bad_request("invalid_body", format!("{OUTPUT_FIELD}: {error}"))
+                .with_details(serde_json::json!({ "field": OUTPUT_FIELD }))
+        })?;
+    crate::body::check_output(&output, OUTPUT_FIELD)?;
+    Ok(Some(output))
+}
+
+/// The keys of `forwardedProps.agentloop` that answer a waiting run (`InputAnswer`'s).
+const ANSWER_KEYS: [&str; 5] = ["approve", "deny", "answer", "results", "elicitation"];
+
 /// The answer the request gives the run `run_id` that waits for `request`.
 fn answer_of(
     body: &RunAgentInput,
@@ -339,7 +368,7 @@ fn answer_of(
         .forwarded_props
         .as_ref()
         .and_then(|props| props.get("agentloop"))
-        .filter(|own| own.is_object())
+        .filter(|own| ANSWER_KEYS.iter().any(|key| own.get(key).is_some()))
     {
         return serde_json::from_value(own.clone()).map_err(|error| {
             ApiError::bad_request("invalid_body", format!("forwardedProps.agentloop: {error}"))
@@ -637,5 +666,46 @@ mod tests {
         let nothing = body(json!({"threadId": "t", "runId": "r", "messages": []}));
         let error = answer_of(&nothing, Uuid::nil(), Some(&request)).unwrap_err();
         assert_eq!(error.code, "invalid_answer");
+        // A typed answer's schema sent with every request is no answer.
+        let typed_only = body(json!({
+            "threadId": "t", "runId": "r", "messages": [],
+            "forwardedProps": {"agentloop": {"output": {"schema": {"type": "object"}}}},
+        }));
+        let error = answer_of(&typed_only, Uuid::nil(), Some(&request)).unwrap_err();
+        assert_eq!(error.code, "invalid_answer");
+    }
+
+    #[test]
+    fn forwarded_props_ask_for_a_typed_answer_and_a_bad_schema_says_where() {
+        let asked = body(json!({
+            "threadId": "t", "runId": "r", "messages": [],
+            "forwardedProps": {"agentloop": {"output": {
+                "name": "ticket", "schema": {"type": "object", "required": ["title"]},
+            }}},
+        }));
+        let output = output_of(&asked).unwrap().unwrap();
+        assert_eq!(output.name, "ticket");
+        assert_eq!(output.schema["required"], json!(["title"]));
+        let none = body(json!({"threadId": "t", "runId": "r", "messages": []}));
+        assert_eq!(output_of(&none).unwrap(), None);
+        for (output, field) in [
+            (
+                json!({"schema": {"type": "nope"}}),
+                "forwardedProps.agentloop.output.schema",
+            ),
+            (
+                json!({"name": "a b", "schema": {}}),
+                "forwardedProps.agentloop.output.name",
+            ),
+            (json!({"name": 3}), "forwardedProps.agentloop.output"),
+        ] {
+            let bad = body(json!({
+                "threadId": "t", "runId": "r", "messages": [],
+                "forwardedProps": {"agentloop": {"output": output}},
+            }));
+            let error = output_of(&bad).unwrap_err();
+            assert_eq!(error.code, "invalid_body");
+            assert_eq!(error.details.as_ref().unwrap()["field"], field, "{output}");
+        }
     }
 }

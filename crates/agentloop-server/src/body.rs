@@ -189,16 +189,7 @@ impl RunBody {
             return Err(invalid("model", "must not be empty when given"));
         }
         if let Some(output) = &self.output {
-            if !agentloop_core::protocol::is_valid_output_name(&output.name) {
-                return Err(invalid(
-                    "output.name",
-                    "must be 1 to 64 letters, digits, '_' or '-'",
-                ));
-            }
-            if let Err(problem) = agentloop_core::output::check_spec(output, "output.schema") {
-                return Err(ApiError::bad_request("invalid_body", problem.message)
-                    .with_details(json!({ "field": "output.schema" })));
-            }
+            check_output(output, "output")?;
         }
         Ok(())
     }
@@ -468,6 +459,28 @@ fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
 fn read_value<T: serde::de::DeserializeOwned>(at: &str, value: Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value)
         .map_err(|error| invalid_field(at, &error.path().to_string(), &error.inner().to_string()))
+}
+
+/// Checks the schema of a typed answer a request asks for, `field` naming where it is in the
+/// body (`output`, `forwardedProps.agentloop.output`): a 400 naming the part that is wrong.
+pub(crate) fn check_output(
+    output: &agentloop_core::OutputSpec,
+    field: &str,
+) -> Result<(), ApiError> {
+    if !agentloop_core::protocol::is_valid_output_name(&output.name) {
+        let field = format!("{field}.name");
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            format!("{field}: must be 1 to 64 letters, digits, '_' or '-'"),
+        )
+        .with_details(json!({ "field": field })));
+    }
+    let field = format!("{field}.schema");
+    if let Err(problem) = agentloop_core::output::check_spec(output, &field) {
+        return Err(ApiError::bad_request("invalid_body", problem.message)
+            .with_details(json!({ "field": field })));
+    }
+    Ok(())
 }
 
 fn invalid_field(at: &str, path: &str, message: &str) -> ApiError {

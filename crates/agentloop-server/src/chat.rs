@@ -58,6 +58,11 @@ pub struct ChatBody {
     /// or when it names no run of the chat, the last exchange is.
     #[serde(default, rename = "messageId")]
     pub message_id: Option<String>,
+    /// A typed answer for the run this request starts (the transport's `body`): the JSON
+    /// Schema of its answer, as `output` of `POST /v1/runs`; the value streams as `data-output`
+    /// parts.
+    #[serde(default)]
+    pub output: Option<agentloop_core::OutputSpec>,
 }
 
 impl FromJsonBody for ChatBody {
@@ -226,9 +231,13 @@ pub async fn post_chat(
             ));
         }
     };
+    if let Some(output) = &body.output {
+        crate::body::check_output(output, "output")?;
+    }
     let request = RunRequest {
         query,
         attachments,
+        output: body.output.clone(),
         session_id: Some(session_id),
         run_id: run_id.map(|(run, _)| run),
         context: RunContext {

@@ -201,4 +201,24 @@ await check("the same runId again re-attaches to the run in progress", async () 
   assert.equal(events[0].runId, runId);
 });
 
+await check("a typed answer asked in forwardedProps is RUN_FINISHED's result", async () => {
+  const typed = agent(randomUUID());
+  typed.addMessage(user("file a ticket: checkout is down"));
+  const output = {
+    name: "ticket",
+    schema: {
+      type: "object",
+      properties: { title: { type: "string" }, priority: { type: "integer" } },
+      required: ["title", "priority"],
+    },
+  };
+  const events = await run(typed, { forwardedProps: { agentloop: { output } } });
+  const value = { title: "Checkout is down", priority: 1 };
+  assert.ok(finished(events), JSON.stringify(events.slice(-3)));
+  assert.deepEqual(finished(events).result.output, value);
+  const partials = events.filter((e) => e.type === "CUSTOM" && e.name === "agentloop.output_delta");
+  assert.ok(partials.length >= 1, types(events).join(" "));
+  assert.deepEqual(partials.at(-1).value.partial, value);
+});
+
 console.log("all AG-UI checks passed");

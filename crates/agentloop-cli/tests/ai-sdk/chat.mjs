@@ -328,4 +328,48 @@ await check("regenerate is refused while the chat's run waits for input", async 
   assert.equal(response.status, 400);
 });
 
+await check("a typed answer asked in the request's body arrives as data-output parts", async () => {
+  const output = {
+    name: "ticket",
+    schema: {
+      type: "object",
+      properties: { title: { type: "string" }, priority: { type: "integer" } },
+      required: ["title", "priority"],
+    },
+  };
+  const types = [];
+  const stream = await transport().sendMessages({
+    chatId: `typed-${chat}`,
+    messages: [user("file a ticket: checkout is down")],
+    trigger: "submit-message",
+    messageId: undefined,
+    abortSignal: undefined,
+    body: { output },
+  });
+  const message = await lastMessage(recording(stream, types));
+  const parts = message.parts.filter((part) => part.type === "data-output");
+  // Parts with one id are one part, its data the latest: the value, complete.
+  assert.equal(parts.length, 1, JSON.stringify(message.parts));
+  assert.deepEqual(parts[0].data, {
+    value: { title: "Checkout is down", priority: 1 },
+    complete: true,
+  });
+  assert.ok(types.filter((t) => t === "data-output").length >= 1, types.join(" "));
+  assert.equal(message.metadata.status, "completed");
+
+  // A schema that is not one: 400 naming where.
+  const response = await fetch(`${base}/v1/chat`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({
+      id: `typed-bad-${chat}`,
+      messages: [user("file a ticket")],
+      output: { schema: { type: "nope" } },
+    }),
+  });
+  assert.equal(response.status, 400);
+  const error = await response.json();
+  assert.equal(error.error.details.field, "output.schema");
+});
+
 console.log("all AI SDK checks passed");

@@ -158,6 +158,14 @@ pub fn respond(request: &Value) -> Reply {
         .collect();
     let step = results.len();
     let echo = |text: &str| Reply::tool_call("test__echo", json!({"text": text}));
+    // A typed answer (the request asked for one): prose first, the value on the call that
+    // asks for it (`response_format`, after an instruction of its own).
+    if request["messages"].to_string().contains("file a ticket") {
+        return match &request["response_format"] {
+            format if format.is_null() => Reply::text("Checkout is down; that is urgent."),
+            _ => Reply::text(r#"{"title": "Checkout is down", "priority": 1}"#),
+        };
+    }
     if question.starts_with("chain") {
         return match step {
             0 => echo("one").with_text("Looking it up."),
