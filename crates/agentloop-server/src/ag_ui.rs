@@ -279,7 +279,7 @@ async fn start(
         }
         prompt
     });
-    let output = output_of(&body)?;
+    let output = output_of(body)?;
     let request = RunRequest {
         query,
         attachments,
