@@ -458,7 +458,6 @@ async fn cancelling_the_callers_run_cancels_the_remote_task() {
     };
     // The remote run works (its model takes a minute): the caller's run is cancelled.
     let remote_session = eventually("the remote task to start", Duration::from_secs(30), || {
-        let get = get.clone();
         let url = format!("{}/v1/sessions", remote.address);
         let key = caller_key.clone();
         async move {
@@ -484,7 +483,6 @@ async fn cancelling_the_callers_run_cancels_the_remote_task() {
 
     // The remote run ends cancelled, long before its model would have answered.
     let status = eventually("the remote run to end", Duration::from_secs(30), || {
-        let get = get.clone();
         let url = format!("{}/v1/sessions/{remote_session}", remote.address);
         let key = caller_key.clone();
         async move {
