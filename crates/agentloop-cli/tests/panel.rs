@@ -43,6 +43,13 @@ fn respond(request: &Value) -> Reply {
     let sleep = |ms: u64| Reply::tool_call("test__sleep", json!({"ms": ms}));
     let echo = |text: &str| Reply::tool_call("test__echo", json!({"text": text}));
     let record = |note: &str| Reply::tool_call("test__record", json!({"note": note}));
+    // A typed answer: prose, then the value on the call that asks for it.
+    if question.starts_with("file a ticket") {
+        return match &request["response_format"] {
+            format if format.is_null() => Reply::text("Checkout is down; that is urgent."),
+            _ => Reply::text(r#"{"title": "Checkout is down", "priority": 1}"#),
+        };
+    }
     if question.starts_with("slow") {
         return match step {
             0 => echo("first step").with_text("Let me look that up."),

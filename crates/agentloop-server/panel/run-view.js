@@ -112,6 +112,11 @@ export class RunView {
         this.answer.hidden = false;
         this.scheduleAnswer();
         break;
+      case "output_delta":
+        // The typed answer as the model writes it (not validated yet): shown as it grows.
+        this.steps.dropDraft();
+        this.showTyped(event.partial);
+        break;
       case "answer_retracted":
         // A guardrail refused the text streamed for this step (guardrail_mode = "after").
         this.steps.dropDraft();
@@ -127,7 +132,8 @@ export class RunView {
         if (event.request_id) this.error.append(h("p", { class: "advice", text: `Request id: ${event.request_id}` }));
         break;
       case "done":
-        if (this.answerText) this.answer.replaceChildren(render(this.answerText));
+        if (event.output != null) this.showTyped(event.output);
+        else if (this.answerText) this.answer.replaceChildren(render(this.answerText));
         this.setStatus(event.status);
         if (event.status !== "awaiting_input") this.clearPause();
         this.showUsage(event);
@@ -168,6 +174,8 @@ export class RunView {
     this.scheduled = true;
     requestAnimationFrame(() => {
       this.scheduled = false;
+      // A typed answer shows its value, not the value's JSON text.
+      if (this.typed) return;
       this.answer.replaceChildren(render(this.answerText));
     });
   }
@@ -259,13 +267,22 @@ export class RunView {
     this.usage.hidden = false;
   }
 
+  /** A typed answer (or its partial object), pretty-printed; it replaces the JSON text. */
+  showTyped(value) {
+    this.typed = true;
+    this.answer.hidden = false;
+    this.answer.replaceChildren(h("pre", { class: "typed", text: JSON.stringify(value, null, 2) }));
+  }
+
   /** A run of the history, as stored. */
   static stored(run, answer, trace) {
     const view = new RunView(run.query, { decide() {}, elicit() {} });
     view.runId = run.id;
     view.stepsList.replaceWith(trace);
     view.stepsList = trace;
-    if (answer) {
+    if (run.output != null) {
+      view.showTyped(run.output);
+    } else if (answer) {
       view.answerText = answer;
       view.answer.hidden = false;
       view.answer.replaceChildren(render(answer));

@@ -227,6 +227,28 @@ try {
     check(outline !== "none", "focus is visible");
   });
 
+  await step("a typed answer is shown pretty-printed", async () => {
+    const value = { title: "Checkout is down", priority: 1 };
+    const response = await fetch(`${PANEL_URL.replace(/\/$/, "")}/v1/runs`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${KEY_ANN}`, "Content-Type": "application/json" },
+      body: JSON.stringify({
+        query: "file a ticket for the checkout",
+        stream: false,
+        output: { name: "ticket", schema: { type: "object", required: ["title", "priority"] } },
+      }),
+    });
+    check(response.status === 200, `the typed run: ${response.status}`);
+    const { output } = await response.json();
+    check(output?.title === value.title && output?.priority === value.priority, `its value: ${JSON.stringify(output)}`);
+    await page.reload();
+    await page.locator("#session-list button.session", { hasText: "file a ticket" }).click();
+    const shown = lastRun().locator(".answer pre.typed");
+    await shown.waitFor();
+    check((await shown.textContent()) === JSON.stringify(output, null, 2), "the value, indented");
+    await shot("typed-answer");
+  });
+
   await step("a session can be opened again, and deleted", async () => {
     await page.locator("#session-list button.session", { hasText: "slow tools" }).click();
     await lastRun().locator('.call[data-tool="test.sleep"][data-status="success"]').waitFor();
