@@ -13,6 +13,7 @@ use serde_json::Value;
 const SCRIPT: &str = r#"
 [[scenarios]]
 when = "sum"
+review = '{"pass": true, "reason": "it names the total"}'
 [[scenarios.steps]]
 tool_calls = [{ name = "demo.get-sum", arguments = { a = 2, b = 40 } }]
 [[scenarios.steps]]
@@ -20,6 +21,7 @@ text = "The sum is 42."
 
 [[scenarios]]
 when = "echo"
+review = '{"pass": false, "reason": "it does not say what was echoed back"}'
 [[scenarios.steps]]
 tool_calls = [{ name = "demo.echo", arguments = { text = "hi" } }]
 [[scenarios.steps]]
@@ -270,4 +272,46 @@ async fn a_stored_session_becomes_a_case_that_passes() {
         "{}",
         stderr(&unknown)
     );
+}
+
+#[tokio::test]
+async fn an_llm_judge_scores_the_answer_with_its_rubric_and_its_cost_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    std::fs::write(
+        dir.path().join("judged.toml"),
+        "[[case]]\nname = \"judged sum\"\nquestion = \"What is the sum of 2 and 40?\"\n\
+         [case.expect]\njudge = { rubric = \"Names the total\" }\n\n\
+         [[case]]\nname = \"judged echo\"\nquestion = \"Please echo hi\"\n\
+         [case.expect]\njudge = { rubric = \"Says what was echoed back\" }\n",
+    )
+    .unwrap();
+    let output = agentloop(dir.path(), &["eval", "judged.toml"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let table = stdout(&output);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row("judged sum").contains(" pass "), "{table}");
+    assert!(
+        row("judged echo").contains("the judge: it does not say what was echoed back"),
+        "{table}"
+    );
+    assert!(
+        table.contains("the judge (not in the figures above): 2 calls"),
+        "{table}"
+    );
+
+    let json = agentloop(dir.path(), &["eval", "judged.toml", "--json"]).await;
+    let results: Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(results[0]["attempts"][0]["seen"]["judge"]["pass"], true);
+    assert_eq!(
+        results[0]["attempts"][0]["seen"]["judge"]["reason"],
+        "it names the total"
+    );
+    assert_eq!(results[1]["attempts"][0]["seen"]["judge"]["pass"], false);
 }

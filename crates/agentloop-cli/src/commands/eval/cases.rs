@@ -17,6 +17,7 @@
 //! max_steps = 4
 //! max_tokens = 2000
 //! max_cost_usd = 0.01
+//! judge = { rubric = "Names the total and nothing else", model = "gpt-4o-mini" }  # an LLM judge
 //! ```
 
 use std::collections::BTreeMap;
@@ -82,6 +83,9 @@ pub struct Expect {
     pub max_tokens: Option<u64>,
     #[serde(default)]
     pub max_cost_usd: Option<f64>,
+    /// An LLM judge with a rubric (`judge.rs`): its own model and cost.
+    #[serde(default)]
+    pub judge: Option<super::judge::Judge>,
 }
 
 impl Case {
@@ -133,6 +137,13 @@ fn check(cases: &[Case]) -> anyhow::Result<()> {
             jsonschema::validator_for(schema).map_err(|error| {
                 anyhow::anyhow!("case {name:?}: expect.output_schema is not a JSON Schema: {error}")
             })?;
+        }
+        if expect
+            .judge
+            .as_ref()
+            .is_some_and(|judge| judge.rubric.trim().is_empty())
+        {
+            anyhow::bail!("case {name:?}: expect.judge.rubric must say what a good answer does");
         }
         if let Some(status) = &expect.status
             && agentloop::RunStatus::parse(status).is_none()

@@ -126,6 +126,11 @@ pub fn check(expect: &Expect, seen: &Observation) -> Vec<String> {
     {
         failures.push(format!("{} tokens, at most {max} expected", seen.tokens));
     }
+    if let Some(verdict) = &seen.judge
+        && !verdict.pass
+    {
+        failures.push(format!("the judge: {}", verdict.reason));
+    }
     if let Some(max) = expect.max_cost_usd {
         match seen.cost_usd {
             Some(cost) if cost > max => {

@@ -9,6 +9,7 @@
 mod cases;
 mod expect;
 mod from_session;
+mod judge;
 mod observe;
 mod report;
 
@@ -51,6 +52,13 @@ pub async fn execute(global: GlobalArgs, args: EvalArgs) -> anyhow::Result<ExitC
         eprintln!("warning: {warning}");
     }
     let agent = runtime.agent().clone();
+    // The judge's model: the configured client (a case's judge may name another model).
+    let judging = cases.iter().any(|case| case.expect.judge.is_some());
+    let judge_llm = match judging {
+        true => Some(agentloop::llm::client_for(&config.llm)?),
+        false => None,
+    };
+    let pricing = config.pricing()?;
     let repeat = args.repeat.max(1) as usize;
     let total = cases.len() * repeat;
     let done = Arc::new(AtomicUsize::new(0));
@@ -65,8 +73,14 @@ pub async fn execute(global: GlobalArgs, args: EvalArgs) -> anyhow::Result<ExitC
         .map(|(index, case)| {
             let agent = agent.clone();
             let (done, failed) = (done.clone(), failed.clone());
+            let (judge_llm, pricing) = (judge_llm.clone(), pricing.clone());
             async move {
-                let seen = observe::observe(&agent, case).await;
+                let mut seen = observe::observe(&agent, case).await;
+                if let (Some(judge), Some(llm)) = (&case.expect.judge, &judge_llm) {
+                    let question = case.questions().join("\n");
+                    seen.judge =
+                        Some(judge::verdict(llm, &pricing, judge, &question, &seen.answer).await);
+                }
                 let failures = expect::check(&case.expect, &seen);
                 let count = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if !failures.is_empty() {

@@ -30,6 +30,9 @@ pub struct Observation {
     /// Known cost, over the runs (`None` when no call had a price).
     pub cost_usd: Option<f64>,
     pub latency: Duration,
+    /// The LLM judge's verdict, when the case has one (its tokens and cost are not the run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<super::judge::Verdict>,
 }
 
 /// Asks `case`'s questions in a new session and watches the runs.

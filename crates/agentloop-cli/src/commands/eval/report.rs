@@ -118,6 +118,22 @@ pub fn table(results: &[CaseResult]) -> String {
     }
     let passed = results.iter().filter(|r| r.passed()).count();
     text.push_str(&format!("{passed} of {} cases passed\n", results.len()));
+    let verdicts: Vec<&super::judge::Verdict> = results
+        .iter()
+        .flat_map(|r| &r.attempts)
+        .filter_map(|a| a.seen.judge.as_ref())
+        .collect();
+    if !verdicts.is_empty() {
+        let tokens: u64 = verdicts.iter().map(|v| v.tokens).sum();
+        let cost = match verdicts.iter().map(|v| v.cost_usd).sum::<Option<f64>>() {
+            Some(cost) => format!("${cost:.6}"),
+            None => "cost unknown".into(),
+        };
+        text.push_str(&format!(
+            "the judge (not in the figures above): {} calls, {tokens} tokens, {cost}\n",
+            verdicts.len()
+        ));
+    }
     text
 }
 
