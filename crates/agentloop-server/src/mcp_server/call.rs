@@ -259,6 +259,9 @@ impl Call<'_> {
     /// when the client cancelled the call (the run is cancelled too).
     async fn follow(&mut self, started: Started) -> Option<Ended> {
         let run = started.run.clone();
+        // The client's cancel may drop this call's future instead of reaching the select
+        // below: the run is cancelled then too.
+        let mut abandoned = CancelOnDrop(Some(run.clone()));
         let mut events = std::pin::pin!(started.events());
         let mut ended = Ended {
             run_id: run.id,
@@ -278,6 +281,7 @@ impl Call<'_> {
                 }
             };
             let Some(event) = event else {
+                abandoned.0 = None;
                 ended.error = Some(String::from(
                     "the run's events ended before the run did (the server is stopping); call again",
                 ));
@@ -314,6 +318,7 @@ impl Call<'_> {
                     ended.error = Some(shown.message);
                 }
                 EventKind::Done { status, output, .. } => {
+                    abandoned.0 = None;
                     ended.status = status;
                     ended.output = output;
                     return Some(ended);
@@ -432,6 +437,17 @@ impl Call<'_> {
                 tracing::warn!(%error, run_id = %waiting.run_id, "the client's elicitation failed");
                 Asked::Cannot
             }
+        }
+    }
+}
+
+/// Cancels its run when dropped still holding it: a call that ends before its run did.
+struct CancelOnDrop(Option<std::sync::Arc<crate::live::LiveRun>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(run) = self.0.take() {
+            run.cancel();
         }
     }
 }
