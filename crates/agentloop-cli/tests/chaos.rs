@@ -51,3 +51,44 @@ async fn runs_survive_instances_killed_at_random_without_loss_or_duplicate_effec
     assert!(!report.kills.is_empty(), "no instance was killed");
     assert!(report.resumed() >= 1, "no run was adopted");
 }
+
+/// The checker itself, fed histories that are wrong: a gap, a repeat, a log that does not end
+/// in `done`, a duplicated effect and a lost run are each reported; a whole history is not.
+#[test]
+fn the_checker_reports_a_gap_a_repeat_a_duplicate_and_a_lost_run() {
+    let framed = ["run_started", "llm_call", "done"];
+    assert_eq!(chaos::replay_problem(&[1, 2, 3], &framed), None);
+    for (seqs, kinds) in [
+        (vec![1, 2, 4], framed.to_vec()),
+        (vec![1, 2, 2], framed.to_vec()),
+        (vec![2, 3, 4], framed.to_vec()),
+        (
+            vec![1, 2, 3],
+            vec!["run_started", "llm_call", "tool_executed"],
+        ),
+        (vec![1, 2, 3], vec!["llm_call", "tool_executed", "done"]),
+    ] {
+        let problem = chaos::replay_problem(&seqs, &kinds);
+        assert!(problem.is_some(), "{seqs:?} {kinds:?} passed");
+    }
+
+    assert_eq!(
+        chaos::duplicated_effects(["note-1", "note-2", "note-1", "note-3", "note-1"]),
+        [("note-1".to_string(), 3)]
+    );
+    assert!(chaos::duplicated_effects(["a", "b", "c"]).is_empty());
+
+    let run = |status: &str| chaos::RunOutcome {
+        id: uuid::Uuid::nil(),
+        query: "q".into(),
+        acknowledged: true,
+        status: status.into(),
+        error: None,
+        outcome_unknown: 0,
+        resumed: 0,
+        replay_problem: None,
+    };
+    assert!(run("running").is_lost());
+    assert!(!run("completed").is_lost());
+    assert!(!run("failed").is_lost());
+}

@@ -27,7 +27,7 @@
 #![allow(dead_code)] // the bench and the test each use a part
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     fmt,
     io::{BufRead, BufReader, Write},
     path::Path,
@@ -539,22 +539,17 @@ pub async fn run(settings: &Settings) -> Report {
         .await;
 
     let calls = read_test_mcp_log(&log);
-    let mut notes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut notes = Vec::new();
     let mut sleeps = 0usize;
-    let mut records_executed = 0;
     for call in &calls {
         match call["tool"].as_str() {
-            Some("slow_record") => {
-                records_executed += 1;
-                *notes
-                    .entry(call["note"].as_str().unwrap_or_default().to_string())
-                    .or_default() += 1;
-            }
+            Some("slow_record") => notes.push(call["note"].as_str().unwrap_or_default()),
             Some("sleep") => sleeps += 1,
             _ => {}
         }
     }
-    let duplicates = notes.into_iter().filter(|(_, n)| *n > 1).collect();
+    let records_executed = notes.len();
+    let duplicates = duplicated_effects(notes);
     let sleeps_run_again = sleeps.saturating_sub(stored.len());
 
     let store_tables: Vec<(String, u64)> = sqlx::query(
@@ -676,11 +671,8 @@ async fn outcome(
             .iter()
             .map(|e| e.data["seq"].as_u64().unwrap_or(0))
             .collect();
-        let whole = seqs == (1..=seqs.len() as u64).collect::<Vec<_>>();
         let kinds: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
-        if !whole || kinds.first() != Some(&"run_started") || kinds.last() != Some(&"done") {
-            replay_problem = Some(format!("seqs {seqs:?}, events {kinds:?}"));
-        }
+        replay_problem = report::replay_problem(&seqs, &kinds);
     }
     RunOutcome {
         id,

@@ -18,6 +18,11 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// Still `running` when the chaos ended: nobody finished it (a lost run).
+    pub fn is_lost(&self) -> bool {
+        self.status == "running"
+    }
+
     /// Recorded, then its instance was killed before the run's first step was saved, and the
     /// instance that adopted it ended it failed, nothing of it having run. (Until a run's
     /// beginning saved what it starts from with its row, this is what such a run came to; now
@@ -30,6 +35,29 @@ impl RunOutcome {
                 .as_deref()
                 .is_some_and(|error| error.contains("before its first step was saved"))
     }
+}
+
+/// Why a run's event log, replayed (its events' `seq`s and types, in order), is not whole: a
+/// gap or a repeat in the numbering, or a log that does not begin with `run_started` and end
+/// with `done`. `None` when it is whole.
+pub fn replay_problem(seqs: &[u64], kinds: &[&str]) -> Option<String> {
+    let whole = seqs.iter().copied().eq(1..=seqs.len() as u64);
+    let framed = kinds.first() == Some(&"run_started") && kinds.last() == Some(&"done");
+    (!whole || !framed).then(|| format!("seqs {seqs:?}, events {kinds:?}"))
+}
+
+/// The non-idempotent effects that happened more than once: each note the recording tool
+/// logged (its idempotency key, one per call the model made), with how many times.
+pub fn duplicated_effects<'a>(notes: impl IntoIterator<Item = &'a str>) -> Vec<(String, usize)> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for note in notes {
+        *counts.entry(note).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(note, n)| (note.to_string(), n))
+        .collect()
 }
 
 /// An owner change seen by the poller.
@@ -96,7 +124,7 @@ impl Report {
     /// Runs that did not end (still `running` at the end) plus acknowledged runs the store
     /// does not have, plus runs that could not be started.
     pub fn lost(&self) -> usize {
-        self.runs.iter().filter(|r| r.status == "running").count()
+        self.runs.iter().filter(|r| r.is_lost()).count()
             + self.missing.len()
             + self.not_started.len()
     }
